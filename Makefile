@@ -1,0 +1,51 @@
+# kmirror — see README.md. Two commands matter on a fresh machine:
+#   make run    the demo on embedded clusters
+#   make test   everything, real Apache Kafka included
+GO        ?= go
+FUZZTIME  ?= 60s
+TESTFLAGS ?=
+BIN       := bin/kmirror
+SHELL     := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+
+.PHONY: all build run test test-deps test-short lint fuzz bench clean
+
+all: lint test
+
+build:
+	$(GO) build -o $(BIN) ./cmd/kmirror
+
+run: build
+	./$(BIN) demo
+
+test-deps:
+	./scripts/test-deps.sh
+
+# Unit, kfake and real-Kafka tests. -v so the log shows which tests ran against
+# real broker processes; -count=1 so nothing is served from the test cache.
+test: test-deps
+	$(GO) test -count=1 -timeout 20m -v $(TESTFLAGS) ./... 2>&1 | scripts/test-summary.sh
+
+# Fast loop for local work: no real Kafka.
+test-short:
+	KMIRROR_SKIP_REAL_KAFKA=1 $(GO) test -count=1 -short ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+# Every fuzz target of every package, FUZZTIME each.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$target for $(FUZZTIME)"; \
+	    $(GO) test $$pkg -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) || exit 1; \
+	  done; \
+	done
+
+bench: test-deps
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/...
+
+clean:
+	rm -rf bin

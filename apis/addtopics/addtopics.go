@@ -1,0 +1,203 @@
+// Package addtopics answers AddTopicsToMirror (API key 95): topics named
+// explicitly, and topics matching include patterns (minus exclude patterns),
+// are recorded with the source topic id and partition count and the desire to
+// mirror; the partitions' owners take it from there. The patterns are stored
+// with the mirror so that matching source topics created later are added by
+// the mirror's periodic refresh.
+package addtopics
+
+import (
+	"context"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kmirror/kmirror/apis/apicore"
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/protocol"
+)
+
+// ErrTopicExistsOnDestination is Kafka's TOPIC_ALREADY_EXISTS (36), used when
+// the destination already has a non-empty topic of that name.
+var ErrTopicExistsOnDestination = &protocol.Error{Code: 36, Name: "TOPIC_ALREADY_EXISTS",
+	Message: "The topic already exists on the destination with records kmirror did not copy."}
+
+// Handle adds the topics; each gets its own result.
+func Handle(ctx context.Context, b *apicore.Backend, req *protocol.AddTopicsToMirrorRequest) *protocol.AddTopicsToMirrorResponse {
+	resp := protocol.NewPtrAddTopicsToMirrorResponse()
+	results, err := add(ctx, b, req)
+	resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
+	resp.Topics = results
+	return resp
+}
+
+func add(ctx context.Context, b *apicore.Backend, req *protocol.AddTopicsToMirrorRequest) ([]protocol.TopicResult, error) {
+	for _, p := range append(append([]string(nil), req.IncludePatterns...), req.ExcludePatterns...) {
+		if _, err := regexp.Compile("^(?:" + p + ")$"); err != nil {
+			return nil, protocol.ErrInvalidRequest.WithMessage("invalid topic pattern %q: %v", p, err)
+		}
+	}
+	if len(req.Topics) == 0 && len(req.IncludePatterns) == 0 {
+		return nil, protocol.ErrInvalidRequest.WithMessage("name at least one topic or include pattern")
+	}
+	m, err := b.Mirror(ctx, req.MirrorName)
+	if err != nil {
+		return nil, err
+	}
+	src, err := b.SourceClient(m)
+	if err != nil {
+		return nil, err
+	}
+	sourceTopics, err := kadm.NewClient(src).ListTopics(ctx)
+	if err != nil {
+		return nil, protocol.ErrCoordinatorNotAvailable.WithMessage("listing topics of the source cluster %s: %v; retry", m.Config.Configs["bootstrap.servers"], err)
+	}
+	a := &adder{b: b, m: m, source: sourceTopics, now: b.NowTime()}
+	b.Coord.Store().Read(func(v *statetopic.View) {
+		a.otherMirror = map[string]string{}
+		for _, name := range v.MirrorNames() {
+			if name == m.Name {
+				continue
+			}
+			om := v.Mirror(name)
+			for t := range om.Topics {
+				if !apicore.AllStopped(om, t) {
+					a.otherMirror[t] = name
+				}
+			}
+		}
+	})
+
+	var results []protocol.TopicResult
+	explicit := map[string]bool{}
+	for _, t := range req.Topics {
+		explicit[t.Name] = true
+		results = append(results, apicore.TopicResult(t.Name, a.addOne(ctx, t.Name, t.TopicID, t.NumPartitions)))
+	}
+	if len(req.IncludePatterns) > 0 {
+		exclude := append(mirrorconfig.List(m.Config.Configs["topics.exclude"]), req.ExcludePatterns...)
+		if _, set := m.Config.Configs["topics.exclude"]; !set {
+			exclude = append(exclude, "__.*")
+		}
+		match := mirrorconfig.NewMatcher(req.IncludePatterns, exclude)
+		for _, name := range sourceTopics.Names() {
+			if explicit[name] || !match.Match(name) || sourceTopics[name].IsInternal {
+				continue
+			}
+			if _, in := m.Topics[name]; in {
+				continue // already mirrored (or failed over: re-adding is explicit)
+			}
+			if _, taken := a.otherMirror[name]; taken {
+				continue // a pattern never steals a topic from another mirror
+			}
+			results = append(results, apicore.TopicResult(name, a.addOne(ctx, name, [16]byte{}, -1)))
+		}
+		conf := *m.Config
+		conf.IncludePatterns = appendNew(conf.IncludePatterns, req.IncludePatterns)
+		conf.ExcludePatterns = appendNew(conf.ExcludePatterns, req.ExcludePatterns)
+		a.recs = append(a.recs, coordinator.Record{Key: statetopic.MirrorConfigKey(m.Name), Value: &conf})
+	}
+	if len(a.recs) > 0 {
+		if err := b.Coord.Write(ctx, a.recs...); err != nil {
+			return nil, protocol.ErrCoordinatorNotAvailable.WithMessage("recording the topics: %v; retry", err)
+		}
+	}
+	sort.SliceStable(results, func(i, j int) bool { return results[i].Name < results[j].Name })
+	for _, r := range results {
+		if r.ErrorCode == 0 {
+			b.Log.Info("topic added to mirror", "mirror", m.Name, "topic", r.Name)
+		}
+	}
+	return results, nil
+}
+
+type adder struct {
+	b           *apicore.Backend
+	m           *statetopic.Mirror
+	source      kadm.TopicDetails
+	otherMirror map[string]string // topic -> the other mirror that actively mirrors it
+	now         time.Time
+	recs        []coordinator.Record
+}
+
+func (a *adder) addOne(ctx context.Context, name string, wantID [16]byte, wantPartitions int32) error {
+	st, ok := a.source[name]
+	if !ok || st.Err != nil {
+		return protocol.ErrUnknownTopicOrPartition.WithMessage("topic %q does not exist on the source cluster %s; check the name",
+			name, a.m.Config.Configs["bootstrap.servers"])
+	}
+	if wantID != ([16]byte{}) && wantID != st.ID {
+		return protocol.ErrInvalidRequest.WithMessage("topic %q has id %s on the source, not %s", name, statetopic.UUID(st.ID), statetopic.UUID(wantID))
+	}
+	parts := int32(len(st.Partitions))
+	if wantPartitions >= 0 && wantPartitions != parts {
+		return protocol.ErrInvalidRequest.WithMessage("topic %q has %d partitions on the source, not %d", name, parts, wantPartitions)
+	}
+	if other, taken := a.otherMirror[name]; taken {
+		return protocol.ErrTopicAlreadyInMirror.WithMessage("topic %q is mirrored by mirror %q; remove it there first", name, other)
+	}
+	if cur, in := a.m.Topics[name]; in {
+		if !apicore.AllStopped(a.m, name) {
+			return protocol.ErrMirrorTopicNotStopped.WithMessage("topic %q is already in mirror %q (desired %s); remove it and wait for STOPPED before adding it again",
+				name, a.m.Name, cur.Desired)
+		}
+		// Re-adding a failed-over topic: mirror it again from where the
+		// destination is (PREPARING checks the destination against the source).
+		t := *cur
+		t.Desired, t.UpdatedAt, t.Partitions = statetopic.DesireMirror, a.now, parts
+		if t.SourceTopicID != statetopic.UUID(st.ID) {
+			return protocol.ErrInvalidRequest.WithMessage("topic %q was re-created on the source (id %s, mirrored as %s); delete the destination topic and the mirror's record of it by deleting and re-creating the mirror",
+				name, statetopic.UUID(st.ID), t.SourceTopicID)
+		}
+		a.recs = append(a.recs, coordinator.Record{Key: statetopic.MirrorTopicKey(a.m.Name, name), Value: &t})
+		return nil
+	}
+	if err := a.destinationFree(ctx, name); err != nil {
+		return err
+	}
+	a.recs = append(a.recs, coordinator.Record{Key: statetopic.MirrorTopicKey(a.m.Name, name), Value: &statetopic.MirrorTopic{
+		SourceTopicID: statetopic.UUID(st.ID), Desired: statetopic.DesireMirror, Partitions: parts, UpdatedAt: a.now}})
+	return nil
+}
+
+// destinationFree refuses a destination topic that already has records:
+// kmirror appends at the source's offsets, which records it did not copy
+// would shift. An empty pre-created topic is fine.
+func (a *adder) destinationFree(ctx context.Context, name string) error {
+	ends, err := a.b.Destination.ListEndOffsets(ctx, name)
+	if err != nil {
+		return protocol.ErrCoordinatorNotAvailable.WithMessage("checking destination topic %q: %v; retry", name, err)
+	}
+	var records int64
+	exists := false
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			exists = true
+			records += o.Offset
+		}
+	})
+	if exists && records > 0 {
+		return ErrTopicExistsOnDestination.WithMessage("topic %q already exists on the destination with %d records that did not come from the source; "+
+			"kmirror keeps source offsets and will not append after them: delete the destination topic or mirror into a cluster without it", name, records)
+	}
+	return nil
+}
+
+func appendNew(have, add []string) []string {
+	seen := map[string]bool{}
+	for _, h := range have {
+		seen[h] = true
+	}
+	for _, a := range add {
+		if !seen[a] {
+			have = append(have, a)
+			seen[a] = true
+		}
+	}
+	return have
+}
+

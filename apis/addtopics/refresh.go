@@ -1,0 +1,88 @@
+package addtopics
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kmirror/kmirror/apis/apicore"
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+)
+
+// Refresh is a mirror's periodic look at its source: topics created since the
+// last look that match the mirror's include patterns are added, and mirror
+// topics whose source grew partitions are grown (their new partitions then
+// get owners and mirror like the others). It returns the topics it added.
+func Refresh(ctx context.Context, b *apicore.Backend, mirror string) ([]string, error) {
+	m, err := b.Mirror(ctx, mirror)
+	if err != nil {
+		return nil, err
+	}
+	src, err := b.SourceClient(m)
+	if err != nil {
+		return nil, err
+	}
+	sourceTopics, err := kadm.NewClient(src).ListTopics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing source topics of mirror %s: %w", mirror, err)
+	}
+	a := &adder{b: b, m: m, source: sourceTopics, now: b.NowTime(), otherMirror: map[string]string{}}
+	b.Coord.Store().Read(func(v *statetopic.View) {
+		for _, name := range v.MirrorNames() {
+			if name == m.Name {
+				continue
+			}
+			for t := range v.Mirror(name).Topics {
+				a.otherMirror[t] = name
+			}
+		}
+	})
+	for _, name := range m.TopicNames() {
+		t := m.Topics[name]
+		st, ok := sourceTopics[name]
+		if !ok || st.Err != nil || statetopic.UUID(st.ID) != t.SourceTopicID || t.Desired == statetopic.DesireStop {
+			continue // deletion and re-creation are reported by the partitions' data path
+		}
+		if n := int32(len(st.Partitions)); n > t.Partitions {
+			grown := *t
+			grown.Partitions, grown.UpdatedAt = n, a.now
+			a.recs = append(a.recs, coordinator.Record{Key: statetopic.MirrorTopicKey(m.Name, name), Value: &grown})
+			b.Log.Info("source topic grew; mirroring the new partitions", "mirror", m.Name, "topic", name, "from", t.Partitions, "to", n)
+		}
+	}
+	include := append(mirrorconfig.List(m.Config.Configs["topics.include"]), m.Config.IncludePatterns...)
+	var added []string
+	if len(include) > 0 {
+		exclude := append(mirrorconfig.List(m.Config.Configs["topics.exclude"]), m.Config.ExcludePatterns...)
+		if _, set := m.Config.Configs["topics.exclude"]; !set {
+			exclude = append(exclude, "__.*")
+		}
+		match := mirrorconfig.NewMatcher(include, exclude)
+		for _, name := range sourceTopics.Names() {
+			if _, in := m.Topics[name]; in || sourceTopics[name].IsInternal || !match.Match(name) {
+				continue
+			}
+			if _, taken := a.otherMirror[name]; taken {
+				continue
+			}
+			if err := a.addOne(ctx, name, [16]byte{}, -1); err != nil {
+				b.Log.Warn("not mirroring a topic that matches the mirror's patterns", "mirror", m.Name, "topic", name, "reason", err)
+				continue
+			}
+			added = append(added, name)
+		}
+	}
+	if len(a.recs) == 0 {
+		return nil, nil
+	}
+	if err := b.Coord.Write(ctx, a.recs...); err != nil {
+		return nil, fmt.Errorf("recording refreshed topics of mirror %s: %w", mirror, err)
+	}
+	for _, n := range added {
+		b.Log.Info("new source topic matches the mirror's patterns; mirroring it", "mirror", m.Name, "topic", n)
+	}
+	return added, nil
+}

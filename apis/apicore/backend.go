@@ -1,0 +1,172 @@
+// Package apicore is what every mirror RPC handler shares: the Backend they
+// act on (this instance's coordinator, source clients and destination admin)
+// and the checks that more than one RPC needs (mirror names, lookups that
+// first catch up with __mirror_state so a write made on any instance is seen).
+package apicore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/sourceclient"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/protocol"
+)
+
+// Backend is what the handlers act on.
+type Backend struct {
+	Coord       *coordinator.Coordinator
+	Sources     *sourceclient.Cache
+	Destination *kadm.Client // the destination cluster, reached directly
+	Log         *slog.Logger
+	Now         func() time.Time
+}
+
+// Timeout bounds one RPC's work against the clusters.
+const Timeout = 30 * time.Second
+
+var mirrorNameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,200}$`)
+
+// CheckMirrorName validates a mirror name: it becomes part of transactional
+// ids and metric labels, so it is limited like a Kafka topic name.
+func CheckMirrorName(name string) error {
+	if !mirrorNameRE.MatchString(name) || name == "." || name == ".." {
+		return protocol.ErrInvalidRequest.WithMessage(
+			"invalid mirror name %q: use 1 to 200 characters from a-z, A-Z, 0-9, '.', '_' and '-'", name)
+	}
+	return nil
+}
+
+// CatchUp makes the view include every state write made before the call, on
+// any instance. Without a state topic there is nothing to catch up with.
+func (b *Backend) CatchUp(ctx context.Context) error {
+	if _, err := b.Coord.StatePartitions(ctx); errors.Is(err, coordinator.ErrNoStateTopic) {
+		return nil
+	} else if err != nil {
+		return protocol.ErrCoordinatorNotAvailable.WithMessage("mirror state is not readable: %v; retry shortly", err)
+	}
+	if err := b.Coord.Store().CatchUp(ctx); err != nil {
+		return protocol.ErrCoordinatorNotAvailable.WithMessage("mirror state is not readable: %v; retry shortly", err)
+	}
+	return nil
+}
+
+// Mirror returns a copy of a mirror's state after catching up, or
+// UNKNOWN_MIRROR.
+func (b *Backend) Mirror(ctx context.Context, name string) (*statetopic.Mirror, error) {
+	if err := CheckMirrorName(name); err != nil {
+		return nil, err
+	}
+	if err := b.CatchUp(ctx); err != nil {
+		return nil, err
+	}
+	var m *statetopic.Mirror
+	b.Coord.Store().Read(func(v *statetopic.View) { m = CopyMirror(v.Mirror(name)) })
+	if m == nil {
+		return nil, protocol.ErrUnknownMirror.WithMessage("mirror %q does not exist; `kmirror mirrors --list` shows the mirrors", name)
+	}
+	return m, nil
+}
+
+// CopyMirror deep-copies what handlers read, so they can use it outside the
+// store's lock.
+func CopyMirror(m *statetopic.Mirror) *statetopic.Mirror {
+	if m == nil {
+		return nil
+	}
+	out := &statetopic.Mirror{Name: m.Name, Topics: map[string]*statetopic.MirrorTopic{}, Partitions: map[statetopic.PartitionID]*statetopic.PartitionState{}}
+	if m.Config != nil {
+		c := *m.Config
+		c.Configs = make(map[string]string, len(m.Config.Configs))
+		for k, v := range m.Config.Configs {
+			c.Configs[k] = v
+		}
+		c.IncludePatterns = append([]string(nil), m.Config.IncludePatterns...)
+		c.ExcludePatterns = append([]string(nil), m.Config.ExcludePatterns...)
+		out.Config = &c
+	}
+	for n, t := range m.Topics {
+		c := *t
+		out.Topics[n] = &c
+	}
+	for id, p := range m.Partitions {
+		c := *p
+		c.Notes = append([]string(nil), p.Notes...)
+		out.Partitions[id] = &c
+	}
+	return out
+}
+
+// SourceClient returns the mirror's source client.
+func (b *Backend) SourceClient(m *statetopic.Mirror) (*kgo.Client, error) {
+	cl, err := b.Sources.Client(m.Name, m.Config.Configs)
+	if err != nil {
+		return nil, protocol.ErrInvalidConfig.WithMessage("%v", err)
+	}
+	return cl, nil
+}
+
+// TopicStates lists a mirror topic's partition states (nil where none is
+// recorded yet).
+func TopicStates(m *statetopic.Mirror, topic string) []*statetopic.PartitionState {
+	t := m.Topics[topic]
+	if t == nil {
+		return nil
+	}
+	out := make([]*statetopic.PartitionState, t.Partitions)
+	for p := range out {
+		out[p] = m.Partitions[statetopic.PartitionID{SourceTopicID: t.SourceTopicID, Partition: int32(p)}]
+	}
+	return out
+}
+
+// AllStopped reports whether every partition of a mirror topic is STOPPED.
+func AllStopped(m *statetopic.Mirror, topic string) bool {
+	for _, s := range TopicStates(m, topic) {
+		if s == nil || s.State != protocol.MirrorStateStopped {
+			return false
+		}
+	}
+	return true
+}
+
+// SetDesire writes the desired state of mirror topics.
+func (b *Backend) SetDesire(ctx context.Context, m *statetopic.Mirror, topics []string, d statetopic.TopicDesire) error {
+	recs := make([]coordinator.Record, 0, len(topics))
+	for _, name := range topics {
+		t := *m.Topics[name]
+		t.Desired, t.UpdatedAt = d, b.now()
+		recs = append(recs, coordinator.Record{Key: statetopic.MirrorTopicKey(m.Name, name), Value: &t})
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	if err := b.Coord.Write(ctx, recs...); err != nil {
+		return fmt.Errorf("recording the new desired state: %w", err)
+	}
+	return nil
+}
+
+func (b *Backend) now() time.Time {
+	if b.Now != nil {
+		return b.Now()
+	}
+	return time.Now()
+}
+
+// Now is the backend's clock.
+func (b *Backend) NowTime() time.Time { return b.now() }
+
+// TopicResult builds a per-topic result from an error (nil = success).
+func TopicResult(name string, err error) protocol.TopicResult {
+	code, msg := protocol.ErrorCodeAndMessage(err)
+	return protocol.TopicResult{Name: name, ErrorCode: code, ErrorMessage: msg}
+}

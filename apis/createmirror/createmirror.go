@@ -1,0 +1,93 @@
+// Package createmirror answers CreateMirror (API key 94): validate the name
+// and configs, reach the source cluster to learn (or check) its cluster id,
+// create __mirror_state on first use and record the mirror's config.
+package createmirror
+
+import (
+	"context"
+	"errors"
+
+	"github.com/kmirror/kmirror/apis/apicore"
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/sourceclient"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/protocol"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Handle creates the mirror or says why not.
+func Handle(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorRequest) *protocol.CreateMirrorResponse {
+	resp := protocol.NewPtrCreateMirrorResponse()
+	resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(create(ctx, b, req))
+	return resp
+}
+
+func create(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorRequest) error {
+	if err := apicore.CheckMirrorName(req.MirrorName); err != nil {
+		return err
+	}
+	configs := map[string]string{}
+	for _, c := range req.Configs {
+		if _, dup := configs[c.Name]; dup {
+			return protocol.ErrInvalidConfig.WithMessage("mirror config %s is given twice", c.Name)
+		}
+		if c.Value == nil {
+			return protocol.ErrInvalidConfig.WithMessage("mirror config %s has no value", c.Name)
+		}
+		configs[c.Name] = *c.Value
+	}
+	if err := mirrorconfig.Validate(configs); err != nil {
+		return protocol.ErrInvalidConfig.WithMessage("%v", err)
+	}
+	if err := b.CatchUp(ctx); err != nil {
+		return err
+	}
+	exists := false
+	b.Coord.Store().Read(func(v *statetopic.View) { exists = v.RawMirror(req.MirrorName) != nil })
+	if exists {
+		return protocol.ErrMirrorAlreadyExists.WithMessage("mirror %q already exists (or is still being deleted); describe it, or choose another name", req.MirrorName)
+	}
+
+	clusterID, err := sourceClusterID(ctx, configs)
+	if err != nil {
+		return err
+	}
+	if want := configs["source.cluster.id"]; want != "" && want != clusterID {
+		return protocol.ErrInvalidConfig.WithMessage("source.cluster.id is %s but the cluster at %s reports %s; fix bootstrap.servers or source.cluster.id",
+			want, configs["bootstrap.servers"], clusterID)
+	}
+	if err := b.Coord.EnsureStateTopic(ctx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return protocol.ErrCoordinatorNotAvailable.WithMessage("creating %s timed out; retry", statetopic.TopicName)
+		}
+		return protocol.ErrCoordinatorNotAvailable.WithMessage("cannot create the mirror state topic: %v", err)
+	}
+	rec := &statetopic.MirrorConfig{Configs: configs, CreatedAt: b.NowTime(), SourceClusterID: clusterID}
+	if err := b.Coord.Write(ctx, coordinator.Record{Key: statetopic.MirrorConfigKey(req.MirrorName), Value: rec}); err != nil {
+		return protocol.ErrCoordinatorNotAvailable.WithMessage("recording the mirror: %v; retry", err)
+	}
+	b.Log.Info("mirror created", "mirror", req.MirrorName, "source", configs["bootstrap.servers"], "source_cluster_id", clusterID)
+	return nil
+}
+
+// sourceClusterID connects once with the given configs: a mirror whose
+// source cannot be reached is refused now rather than failing later.
+func sourceClusterID(ctx context.Context, configs map[string]string) (string, error) {
+	opts, err := sourceclient.Options(mirrorconfig.Parse(configs))
+	if err != nil {
+		return "", protocol.ErrInvalidConfig.WithMessage("%v", err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return "", protocol.ErrInvalidConfig.WithMessage("source client: %v", err)
+	}
+	defer cl.Close()
+	id, err := sourceclient.ClusterID(ctx, cl)
+	if err != nil {
+		return "", protocol.ErrInvalidConfig.WithMessage("cannot reach the source cluster at %s: %v; check bootstrap.servers and the security configs",
+			configs["bootstrap.servers"], err)
+	}
+	return id, nil
+}

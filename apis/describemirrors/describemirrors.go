@@ -1,0 +1,107 @@
+// Package describemirrors answers DescribeMirrors (API key 99): per mirror
+// partition, the recorded state and the live high watermarks of both
+// clusters, so the lag shown is what a failover right now would lose.
+package describemirrors
+
+import (
+	"context"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kmirror/kmirror/apis/apicore"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/protocol"
+)
+
+// Handle describes the named mirrors, or all of them.
+func Handle(ctx context.Context, b *apicore.Backend, req *protocol.DescribeMirrorsRequest) *protocol.DescribeMirrorsResponse {
+	resp := protocol.NewPtrDescribeMirrorsResponse()
+	if err := b.CatchUp(ctx); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
+		return resp
+	}
+	names := req.MirrorNames
+	if len(names) == 0 {
+		b.Coord.Store().Read(func(v *statetopic.View) { names = v.MirrorNames() })
+	}
+	for _, name := range names {
+		resp.Mirrors = append(resp.Mirrors, describe(ctx, b, name))
+	}
+	return resp
+}
+
+func describe(ctx context.Context, b *apicore.Backend, name string) protocol.DescribeMirrorsResponseMirror {
+	out := protocol.DescribeMirrorsResponseMirror{Name: name}
+	m, err := b.Mirror(ctx, name)
+	if err != nil {
+		out.ErrorCode, out.ErrorMessage = protocol.ErrorCodeAndMessage(err)
+		return out
+	}
+	topics := m.TopicNames()
+	dstEnds := endOffsets(ctx, b.Destination, topics)
+	var srcEnds map[string]map[int32]int64
+	if src, err := b.SourceClient(m); err == nil {
+		srcEnds = endOffsets(ctx, kadm.NewClient(src), topics)
+	}
+	for _, t := range topics {
+		dt := protocol.DescribeMirrorsResponseTopic{Name: t}
+		for p, s := range apicore.TopicStates(m, t) {
+			part := int32(p)
+			dp := protocol.DescribeMirrorsResponsePartition{Partition: part, State: protocol.MirrorStateUnknown.String(),
+				SourceHighWatermark: lookup(srcEnds, t, part), DestinationHighWatermark: lookup(dstEnds, t, part), Lag: -1, LastMirroredOffset: -1}
+			if dp.SourceHighWatermark >= 0 && dp.DestinationHighWatermark >= 0 {
+				dp.Lag = max(0, dp.SourceHighWatermark-dp.DestinationHighWatermark)
+			}
+			if s != nil {
+				dp.State, dp.RetryAttempt, dp.LastMirroredOffset = s.State.String(), s.RetryAttempt, s.LastMirroredOffset
+				if msg := message(s); msg != "" {
+					dp.ErrorMessage = &msg
+				}
+			}
+			dt.Partitions = append(dt.Partitions, dp)
+		}
+		out.Topics = append(out.Topics, dt)
+	}
+	return out
+}
+
+// message is the failure, else the notes of events that changed what the
+// destination holds (invariant 5: never silent).
+func message(s *statetopic.PartitionState) string {
+	if s.ErrorMessage != "" {
+		return s.ErrorMessage
+	}
+	if len(s.Notes) > 0 {
+		return "note: " + strings.Join(s.Notes, "; ")
+	}
+	return ""
+}
+
+func endOffsets(ctx context.Context, adm *kadm.Client, topics []string) map[string]map[int32]int64 {
+	out := map[string]map[int32]int64{}
+	if len(topics) == 0 {
+		return out
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return out
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			return
+		}
+		if out[o.Topic] == nil {
+			out[o.Topic] = map[int32]int64{}
+		}
+		out[o.Topic][o.Partition] = o.Offset
+	})
+	return out
+}
+
+func lookup(m map[string]map[int32]int64, topic string, p int32) int64 {
+	if o, ok := m[topic][p]; ok {
+		return o
+	}
+	return -1
+}

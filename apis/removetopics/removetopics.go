@@ -1,0 +1,76 @@
+// Package removetopics answers RemoveTopicsFromMirror (API key 96), the
+// failover: each named topic (and each mirror topic matching Patterns) is set
+// to stop; its partitions go STOPPING → STOPPED with the last mirrored offset
+// recorded, and the topic becomes writable. The call returns once the desire
+// is recorded; describe shows the partitions reach STOPPED.
+package removetopics
+
+import (
+	"context"
+	"regexp"
+
+	"github.com/kmirror/kmirror/apis/apicore"
+	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/protocol"
+)
+
+// Handle records the failover of the topics.
+func Handle(ctx context.Context, b *apicore.Backend, req *protocol.RemoveTopicsFromMirrorRequest) *protocol.RemoveTopicsFromMirrorResponse {
+	resp := protocol.NewPtrRemoveTopicsFromMirrorResponse()
+	results, err := remove(ctx, b, req)
+	resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
+	resp.Topics = results
+	return resp
+}
+
+func remove(ctx context.Context, b *apicore.Backend, req *protocol.RemoveTopicsFromMirrorRequest) ([]protocol.TopicResult, error) {
+	for _, p := range req.Patterns {
+		if _, err := regexp.Compile("^(?:" + p + ")$"); err != nil {
+			return nil, protocol.ErrInvalidRequest.WithMessage("invalid topic pattern %q: %v", p, err)
+		}
+	}
+	m, err := b.Mirror(ctx, req.MirrorName)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(req.Topics))
+	for _, t := range req.Topics {
+		names = append(names, t.Name)
+	}
+	if len(req.Patterns) > 0 {
+		match := mirrorconfig.NewMatcher(req.Patterns, nil)
+		for _, t := range m.TopicNames() {
+			if match.Match(t) && m.Topics[t].Desired != statetopic.DesireStop {
+				names = append(names, t)
+			}
+		}
+	}
+	var results []protocol.TopicResult
+	var stop []string
+	seen := map[string]bool{}
+	for _, name := range names {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		t, in := m.Topics[name]
+		switch {
+		case !in:
+			results = append(results, apicore.TopicResult(name, protocol.ErrTopicNotInMirror.WithMessage(
+				"topic %q is not in mirror %q; `kmirror mirrors --describe --mirror %s` lists its topics", name, m.Name, m.Name)))
+		case t.Desired == statetopic.DesireStop:
+			results = append(results, apicore.TopicResult(name, nil)) // already failing over: idempotent
+		default:
+			stop = append(stop, name)
+			results = append(results, apicore.TopicResult(name, nil))
+		}
+	}
+	if err := b.SetDesire(ctx, m, stop, statetopic.DesireStop); err != nil {
+		return nil, protocol.ErrCoordinatorNotAvailable.WithMessage("%v; retry", err)
+	}
+	for _, n := range stop {
+		b.Log.Info("failover requested", "mirror", m.Name, "topic", n)
+	}
+	return results, nil
+}

@@ -1,0 +1,293 @@
+// Package coordinator runs the mirror control plane on one kmirror instance:
+// it keeps this instance's copy of __mirror_state (Store), takes a share of
+// the mirror partitions through a Kafka consumer group on that topic (the
+// instance assigned state partition p coordinates every mirror partition whose
+// key hashes to p), and drives each owned partition through the state machine
+// of PROTOCOL.md (Next), persisting every state before acting on it.
+//
+// Goroutines: Run owns the reconcile loop; the group client calls back on
+// (re)assignment; each owned partition has a worker goroutine that alone
+// writes that partition's state and calls the DataPath for it.
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+)
+
+// Config configures a Coordinator.
+type Config struct {
+	// Client holds the destination connection options (seed brokers, TLS,
+	// SASL): the state topic lives on the destination cluster.
+	Client                 []kgo.Opt
+	StateTopic             string        // default __mirror_state
+	StatePartitions        int32         // default 50; never change it once created
+	StateReplicationFactor int16         // default 3, clamped to the broker count
+	GroupID                string        // default kmirror-coordinators
+	SessionTimeout         time.Duration // default 10s: how fast a dead instance's share moves
+	DataPath               DataPath
+	Logger                 *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.StateTopic == "" {
+		c.StateTopic = statetopic.TopicName
+	}
+	if c.StatePartitions <= 0 {
+		c.StatePartitions = 50
+	}
+	if c.StateReplicationFactor <= 0 {
+		c.StateReplicationFactor = 3
+	}
+	if c.GroupID == "" {
+		c.GroupID = "kmirror-coordinators"
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Coordinator is one instance's share of the control plane.
+type Coordinator struct {
+	cfg   Config
+	log   *slog.Logger
+	store *Store
+	group *kgo.Client
+	wake  chan struct{}
+
+	mu            sync.Mutex
+	owned         map[int32]bool
+	numPartitions int32 // of the state topic, once it exists
+	workers       map[statetopic.Key]*worker
+}
+
+// New connects to the destination. Run starts the work.
+func New(ctx context.Context, cfg Config) (*Coordinator, error) {
+	cfg.defaults()
+	if cfg.DataPath == nil {
+		return nil, errors.New("coordinator: Config.DataPath is required")
+	}
+	c := &Coordinator{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1),
+		owned: map[int32]bool{}, workers: map[statetopic.Key]*worker{}}
+	var err error
+	c.store, err = OpenStore(ctx, StoreConfig{Topic: cfg.StateTopic, Partitions: cfg.StatePartitions,
+		ReplicationFactor: cfg.StateReplicationFactor, Client: cfg.Client, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	c.group, err = kgo.NewClient(append(cfg.Client,
+		kgo.ConsumerGroup(cfg.GroupID),
+		kgo.ConsumeTopics(cfg.StateTopic),
+		kgo.DisableAutoCommit(),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.HeartbeatInterval(cfg.SessionTimeout/5),
+		kgo.MetadataMinAge(250*time.Millisecond),
+		kgo.MetadataMaxAge(5*time.Second),
+		kgo.OnPartitionsAssigned(c.assigned),
+		kgo.OnPartitionsRevoked(c.revoked),
+		kgo.OnPartitionsLost(c.revoked),
+	)...)
+	if err != nil {
+		c.store.Close()
+		return nil, fmt.Errorf("coordinator: group client: %w", err)
+	}
+	// Membership is all this client is for; the Store reads the records.
+	c.group.PauseFetchTopics(cfg.StateTopic)
+	return c, nil
+}
+
+// Store is this instance's view of __mirror_state, for the admin RPCs.
+func (c *Coordinator) Store() *Store { return c.store }
+
+// StatePartitions is the state topic's partition count (the hash modulus);
+// it asks the destination until the topic exists.
+func (c *Coordinator) StatePartitions(ctx context.Context) (int32, error) {
+	c.mu.Lock()
+	n := c.numPartitions
+	c.mu.Unlock()
+	if n > 0 {
+		return n, nil
+	}
+	n, err := c.store.Partitions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	c.numPartitions = n
+	c.mu.Unlock()
+	return n, nil
+}
+
+// EnsureStateTopic creates __mirror_state if needed (first CreateMirror).
+func (c *Coordinator) EnsureStateTopic(ctx context.Context) error {
+	if err := c.store.EnsureTopic(ctx); err != nil {
+		return err
+	}
+	c.group.ForceMetadataRefresh()
+	return nil
+}
+
+// Write persists records, hashing them onto the state topic's partitions.
+func (c *Coordinator) Write(ctx context.Context, recs ...Record) error {
+	n, err := c.StatePartitions(ctx)
+	if err != nil {
+		return err
+	}
+	return c.store.Write(ctx, n, recs...)
+}
+
+// Run works until ctx ends, then stops every worker (without writing state:
+// the next owner finishes what this one started) and closes the clients.
+func (c *Coordinator) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.store.Run(ctx)
+	}()
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		c.reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			c.stopWorkers(func(statetopic.Key) bool { return true })
+			c.group.Close()
+			wg.Wait()
+			c.store.Close()
+			return nil
+		case <-c.store.Changed():
+		case <-c.wake:
+		case <-ticker.C:
+		}
+	}
+}
+
+func (c *Coordinator) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Coordinator) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	c.mu.Lock()
+	for _, p := range m[c.cfg.StateTopic] {
+		c.owned[p] = true
+	}
+	c.mu.Unlock()
+	c.log.Info("coordinating state partitions", "assigned", m[c.cfg.StateTopic])
+	c.poke()
+}
+
+// revoked stops the workers of the lost state partitions before returning,
+// so that the next owner rarely overlaps with this one (fencing makes an
+// overlap harmless, not free).
+func (c *Coordinator) revoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	lost := map[int32]bool{}
+	c.mu.Lock()
+	for _, p := range m[c.cfg.StateTopic] {
+		delete(c.owned, p)
+		lost[p] = true
+	}
+	n := c.numPartitions
+	c.mu.Unlock()
+	if len(lost) == 0 {
+		return
+	}
+	c.log.Info("handing over state partitions", "revoked", m[c.cfg.StateTopic])
+	c.stopWorkers(func(k statetopic.Key) bool { return n > 0 && lost[k.StatePartition(n)] })
+}
+
+// reconcile starts workers for owned mirror partitions, stops the others, and
+// tells every worker to look at the state again.
+func (c *Coordinator) reconcile(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	n, err := c.StatePartitions(ctx)
+	if err != nil {
+		return // no mirror yet
+	}
+	want := map[statetopic.Key]PartitionRef{}
+	c.mu.Lock()
+	owned := make(map[int32]bool, len(c.owned))
+	for p := range c.owned {
+		owned[p] = true
+	}
+	c.mu.Unlock()
+	c.store.Read(func(v *statetopic.View) {
+		for _, name := range v.MirrorNames() {
+			m := v.Mirror(name)
+			for topic, t := range m.Topics {
+				for p := int32(0); p < t.Partitions; p++ {
+					k := statetopic.PartitionStateKey(name, t.SourceTopicID, p)
+					if owned[k.StatePartition(n)] {
+						want[k] = PartitionRef{Mirror: name, Topic: topic, Partition: p, SourceTopicID: t.SourceTopicID, Config: m.Config}
+					}
+				}
+			}
+		}
+	})
+	c.stopWorkers(func(k statetopic.Key) bool { _, keep := want[k]; return !keep })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, ref := range want {
+		w := c.workers[k]
+		if w == nil {
+			w = startWorker(ctx, c, k, ref)
+			c.workers[k] = w
+		}
+		w.setRef(ref)
+		w.tick()
+	}
+}
+
+func (c *Coordinator) stopWorkers(match func(statetopic.Key) bool) {
+	c.mu.Lock()
+	var stop []*worker
+	for k, w := range c.workers {
+		if match(k) {
+			stop = append(stop, w)
+			delete(c.workers, k)
+		}
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range stop {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.stop()
+		}()
+	}
+	wg.Wait()
+}
+
+// Progress reports the copy progress of a partition this instance runs.
+func (c *Coordinator) Progress(ref PartitionRef) (Progress, bool) {
+	return c.cfg.DataPath.Progress(ref)
+}
+
+// OwnsMirror reports whether this instance coordinates the mirror-level
+// records of a mirror (its config's state partition): that instance alone
+// runs the mirror's periodic refresh.
+func (c *Coordinator) OwnsMirror(mirror string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.numPartitions == 0 {
+		return false
+	}
+	return c.owned[statetopic.MirrorConfigKey(mirror).StatePartition(c.numPartitions)]
+}

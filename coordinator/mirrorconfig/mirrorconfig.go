@@ -1,0 +1,273 @@
+// Package mirrorconfig is the one list of mirror-level configuration keys
+// (given to CreateMirror): their defaults, their validation and their typed
+// form. An unknown key is refused and named, so a typo never silently
+// becomes a default.
+package mirrorconfig
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Key kinds, for validation.
+type kind int
+
+const (
+	kString kind = iota
+	kInt
+	kBool
+	kRegexList
+	kList
+	kEnum
+)
+
+type spec struct {
+	kind     kind
+	def      string
+	min      int64
+	enum     []string
+	doc      string
+	secret   bool
+	required bool
+}
+
+// specs is every key a mirror accepts.
+var specs = map[string]spec{
+	"bootstrap.servers":                     {kind: kString, required: true, doc: "source cluster bootstrap servers, host:port[,host:port]"},
+	"source.cluster.id":                     {kind: kString, doc: "expected source cluster id; filled in by the CLI when absent and checked on every refresh"},
+	"security.protocol":                     {kind: kEnum, def: "PLAINTEXT", enum: []string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}, doc: "how to reach the source"},
+	"sasl.mechanism":                        {kind: kEnum, def: "PLAIN", enum: []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, doc: "SASL mechanism towards the source"},
+	"sasl.username":                         {kind: kString, doc: "SASL user"},
+	"sasl.password":                         {kind: kString, secret: true, doc: "SASL password"},
+	"ssl.ca.location":                       {kind: kString, doc: "PEM file of CAs that sign the source brokers' certificates"},
+	"ssl.certificate.location":              {kind: kString, doc: "PEM client certificate for mutual TLS"},
+	"ssl.key.location":                      {kind: kString, doc: "PEM client key for mutual TLS"},
+	"ssl.endpoint.identification.algorithm": {kind: kEnum, def: "https", enum: []string{"https", ""}, doc: "https verifies the broker host name; empty disables it"},
+	"topics.include":                        {kind: kRegexList, doc: "regexes of source topics to mirror, also ones created later"},
+	"topics.exclude":                        {kind: kRegexList, def: "__.*", doc: "regexes of source topics never mirrored; wins over include"},
+	"groups.include":                        {kind: kRegexList, def: ".*", doc: "consumer groups whose offsets are synced"},
+	"groups.exclude":                        {kind: kRegexList, doc: "consumer groups never synced; wins over include"},
+	"topic.properties.exclude": {kind: kList, doc: "topic configs never copied to the destination",
+		def: "follower.replication.throttled.replicas,leader.replication.throttled.replicas,message.timestamp.type," +
+			"message.timestamp.difference.max.ms,message.timestamp.before.max.ms,message.timestamp.after.max.ms," +
+			"unclean.leader.election.enable,min.insync.replicas"},
+	"fetch.max.bytes":                 {kind: kInt, def: "1048576", min: 1024, doc: "bytes fetched per partition per request"},
+	"fetch.response.max.bytes":        {kind: kInt, def: "10485760", min: 1024, doc: "bytes per fetch response"},
+	"fetch.wait.max.ms":               {kind: kInt, def: "500", min: 0, doc: "longest wait of a fetch for new data"},
+	"metadata.refresh.interval.ms":    {kind: kInt, def: "30000", min: 100, doc: "how often source topics, configs and patterns are refreshed"},
+	"replication.throttled.rate":      {kind: kInt, def: "0", min: 0, doc: "bytes/s copied for this mirror; 0 = unlimited"},
+	"failed.retry.initial.backoff.ms": {kind: kInt, def: "1000", min: 1, doc: "first wait before retrying a FAILED partition"},
+	"failed.retry.max.backoff.ms":     {kind: kInt, def: "300000", min: 1, doc: "longest wait between retries"},
+	"failed.retry.max.attempts":       {kind: kInt, def: "0", min: 0, doc: "retries before a partition needs the operator; 0 = unlimited"},
+}
+
+// Keys lists the accepted keys, sorted.
+func Keys() []string {
+	keys := make([]string, 0, len(specs))
+	for k := range specs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Doc is a key's one-line description.
+func Doc(key string) string { return specs[key].doc }
+
+// IsSecret reports whether a key's value must not be shown (describe, logs).
+func IsSecret(key string) bool { return specs[key].secret }
+
+// Validate checks a mirror's configs and returns an error that names the
+// first bad key and says what is expected.
+func Validate(configs map[string]string) error {
+	keys := make([]string, 0, len(configs))
+	for k := range configs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s, ok := specs[k]
+		if !ok {
+			return fmt.Errorf("unknown mirror config %q; accepted configs are: %s", k, strings.Join(Keys(), ", "))
+		}
+		if err := s.check(configs[k]); err != nil {
+			return fmt.Errorf("mirror config %s=%q: %w", k, shown(k, configs[k]), err)
+		}
+	}
+	for _, k := range Keys() {
+		if specs[k].required && strings.TrimSpace(configs[k]) == "" {
+			return fmt.Errorf("mirror config %s is required (%s)", k, specs[k].doc)
+		}
+	}
+	if p := configs["security.protocol"]; strings.HasPrefix(p, "SASL") && configs["sasl.username"] == "" {
+		return fmt.Errorf("security.protocol=%s needs sasl.username and sasl.password", p)
+	}
+	return nil
+}
+
+func shown(k, v string) string {
+	if IsSecret(k) {
+		return "******"
+	}
+	return v
+}
+
+func (s spec) check(v string) error {
+	switch s.kind {
+	case kInt:
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("not a whole number")
+		}
+		if n < s.min {
+			return fmt.Errorf("must be at least %d", s.min)
+		}
+	case kBool:
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("must be true or false")
+		}
+	case kEnum:
+		for _, e := range s.enum {
+			if v == e {
+				return nil
+			}
+		}
+		return fmt.Errorf("must be one of %q", s.enum)
+	case kRegexList:
+		for _, p := range List(v) {
+			if _, err := regexp.Compile("^(?:" + p + ")$"); err != nil {
+				return fmt.Errorf("invalid regex %q: %w", p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// List splits a comma-separated value, dropping blanks.
+func List(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Config is a mirror's configs in typed form, defaults applied.
+type Config struct {
+	Bootstrap             []string
+	SourceClusterID       string
+	SecurityProtocol      string
+	SASLMechanism         string
+	SASLUser, SASLPass    string
+	CAFile                string
+	CertFile, KeyFile     string
+	VerifyHostname        bool
+	TopicsInclude         *Matcher
+	GroupsInclude         *Matcher
+	TopicPropertyExcluded map[string]bool
+	FetchMaxBytes         int32
+	FetchResponseMaxBytes int32
+	FetchMaxWait          time.Duration
+	RefreshInterval       time.Duration
+	ThrottledRate         int64
+	RetryInitialBackoff   time.Duration
+	RetryMaxBackoff       time.Duration
+	RetryMaxAttempts      int16
+}
+
+// Parse returns the typed configs; invalid values (which Validate refuses
+// before they are stored) fall back to defaults.
+func Parse(configs map[string]string) Config {
+	get := func(k string) string {
+		if v, ok := configs[k]; ok && specs[k].check(v) == nil {
+			return v
+		}
+		return specs[k].def
+	}
+	num := func(k string) int64 {
+		n, _ := strconv.ParseInt(strings.TrimSpace(get(k)), 10, 64)
+		return n
+	}
+	ms := func(k string) time.Duration { return time.Duration(num(k)) * time.Millisecond }
+	c := Config{
+		Bootstrap:             List(get("bootstrap.servers")),
+		SourceClusterID:       get("source.cluster.id"),
+		SecurityProtocol:      get("security.protocol"),
+		SASLMechanism:         get("sasl.mechanism"),
+		SASLUser:              get("sasl.username"),
+		SASLPass:              get("sasl.password"),
+		CAFile:                get("ssl.ca.location"),
+		CertFile:              get("ssl.certificate.location"),
+		KeyFile:               get("ssl.key.location"),
+		VerifyHostname:        get("ssl.endpoint.identification.algorithm") == "https",
+		TopicsInclude:         NewMatcher(List(get("topics.include")), List(get("topics.exclude"))),
+		GroupsInclude:         NewMatcher(List(get("groups.include")), List(get("groups.exclude"))),
+		TopicPropertyExcluded: map[string]bool{},
+		FetchMaxBytes:         int32(min(num("fetch.max.bytes"), 1<<30)),
+		FetchResponseMaxBytes: int32(min(num("fetch.response.max.bytes"), 1<<30)),
+		FetchMaxWait:          ms("fetch.wait.max.ms"),
+		RefreshInterval:       ms("metadata.refresh.interval.ms"),
+		ThrottledRate:         num("replication.throttled.rate"),
+		RetryInitialBackoff:   ms("failed.retry.initial.backoff.ms"),
+		RetryMaxBackoff:       ms("failed.retry.max.backoff.ms"),
+		RetryMaxAttempts:      int16(min(num("failed.retry.max.attempts"), 32767)),
+	}
+	for _, p := range List(get("topic.properties.exclude")) {
+		c.TopicPropertyExcluded[p] = true
+	}
+	return c
+}
+
+// Matcher matches names against include and exclude regexes (whole-name
+// matches; exclude wins).
+type Matcher struct {
+	include, exclude []*regexp.Regexp
+}
+
+// NewMatcher compiles the patterns; invalid ones are dropped (Validate
+// refuses them before they are stored).
+func NewMatcher(include, exclude []string) *Matcher {
+	m := &Matcher{}
+	for _, p := range include {
+		if re, err := regexp.Compile("^(?:" + p + ")$"); err == nil {
+			m.include = append(m.include, re)
+		}
+	}
+	for _, p := range exclude {
+		if re, err := regexp.Compile("^(?:" + p + ")$"); err == nil {
+			m.exclude = append(m.exclude, re)
+		}
+	}
+	return m
+}
+
+// Match reports whether name is included and not excluded.
+func (m *Matcher) Match(name string) bool {
+	for _, re := range m.exclude {
+		if re.MatchString(name) {
+			return false
+		}
+	}
+	for _, re := range m.include {
+		if re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Excluded reports whether name matches an exclude pattern.
+func (m *Matcher) Excluded(name string) bool {
+	for _, re := range m.exclude {
+		if re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}

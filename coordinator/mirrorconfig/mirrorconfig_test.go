@@ -1,0 +1,50 @@
+package mirrorconfig
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidate(t *testing.T) {
+	ok := map[string]string{"bootstrap.servers": "src:9092", "topics.include": "orders.*, payments", "fetch.max.bytes": "2097152"}
+	if err := Validate(ok); err != nil {
+		t.Fatalf("valid config refused: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		cfg  map[string]string
+		want string
+	}{
+		"unknown key named": {map[string]string{"bootstrap.servers": "s:1", "bootstrap.server": "x"}, `unknown mirror config "bootstrap.server"`},
+		"missing bootstrap": {map[string]string{}, "bootstrap.servers is required"},
+		"not a number":      {map[string]string{"bootstrap.servers": "s:1", "fetch.max.bytes": "lots"}, "fetch.max.bytes=\"lots\": not a whole number"},
+		"below minimum":     {map[string]string{"bootstrap.servers": "s:1", "fetch.max.bytes": "1"}, "must be at least 1024"},
+		"bad regex":         {map[string]string{"bootstrap.servers": "s:1", "topics.include": "a("}, "invalid regex"},
+		"bad enum":          {map[string]string{"bootstrap.servers": "s:1", "security.protocol": "TLS"}, "must be one of"},
+		"sasl needs user":   {map[string]string{"bootstrap.servers": "s:1", "security.protocol": "SASL_SSL"}, "needs sasl.username"},
+		"secret not echoed": {map[string]string{"bootstrap.servers": "s:1", "sasl.password": "hunter2", "failed.retry.max.attempts": "-1"}, "failed.retry.max.attempts"},
+	} {
+		err := Validate(tc.cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %q", name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: error shows a secret: %v", name, err)
+		}
+	}
+}
+
+func TestParseDefaultsAndMatcher(t *testing.T) {
+	c := Parse(map[string]string{"bootstrap.servers": "a:1,b:2", "topics.include": "orders.*,__internal", "failed.retry.max.attempts": "7"})
+	if len(c.Bootstrap) != 2 || c.FetchMaxBytes != 1<<20 || c.FetchMaxWait != 500*time.Millisecond || c.RetryMaxAttempts != 7 {
+		t.Fatalf("parsed %+v", c)
+	}
+	for name, want := range map[string]bool{"orders": true, "orders-eu": true, "payments": false, "__internal": false, "xorders": false} {
+		if got := c.TopicsInclude.Match(name); got != want {
+			t.Errorf("Match(%q) = %v, want %v (exclude __.* wins, whole-name match)", name, got, want)
+		}
+	}
+	if !c.TopicPropertyExcluded["min.insync.replicas"] || c.TopicPropertyExcluded["retention.ms"] {
+		t.Fatalf("topic property exclusions %v", c.TopicPropertyExcluded)
+	}
+}

@@ -1,0 +1,250 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+)
+
+// Store is this instance's copy of __mirror_state: it tails every partition
+// of the topic into a View and writes records with read-your-writes, so an
+// admin RPC answered after a write on any instance sees that write.
+type Store struct {
+	topic      string
+	partitions int32
+	rf         int16
+	log        *slog.Logger
+	tail       *kgo.Client
+	producer   *kgo.Client
+	admin      *kadm.Client
+
+	mu      sync.RWMutex
+	view    *statetopic.View
+	pos     map[int32]int64 // next offset to apply, per state partition
+	changed chan struct{}   // closed and replaced after every applied batch
+	bad     int             // records that could not be decoded (logged)
+}
+
+// StoreConfig configures a Store.
+type StoreConfig struct {
+	Topic             string
+	Partitions        int32 // used when this instance creates the topic
+	ReplicationFactor int16 // clamped to the number of destination brokers
+	Client            []kgo.Opt
+	Logger            *slog.Logger
+}
+
+// OpenStore connects to the destination and starts tailing; it does not
+// create the topic (EnsureTopic does, on the first CreateMirror).
+func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
+	s := &Store{
+		topic: cfg.Topic, partitions: cfg.Partitions, rf: cfg.ReplicationFactor, log: cfg.Logger,
+		view: statetopic.NewView(), pos: map[int32]int64{}, changed: make(chan struct{}),
+	}
+	var err error
+	s.tail, err = kgo.NewClient(append(cfg.Client,
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200*time.Millisecond),
+		// The topic may appear later (first CreateMirror): notice it soon.
+		kgo.MetadataMinAge(250*time.Millisecond),
+		kgo.MetadataMaxAge(5*time.Second),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: state tail client: %w", err)
+	}
+	s.producer, err = kgo.NewClient(append(cfg.Client,
+		kgo.DefaultProduceTopic(cfg.Topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+	)...)
+	if err != nil {
+		s.tail.Close()
+		return nil, fmt.Errorf("coordinator: state producer client: %w", err)
+	}
+	s.admin = kadm.NewClient(s.producer)
+	return s, nil
+}
+
+// Run applies tailed records until ctx ends.
+func (s *Store) Run(ctx context.Context) {
+	for {
+		fs := s.tail.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+				s.log.Warn("reading mirror state", "topic", topic, "partition", p, "err", err)
+			}
+		})
+		s.mu.Lock()
+		fs.EachRecord(func(r *kgo.Record) {
+			if err := s.view.Apply(r.Key, r.Value); err != nil {
+				s.bad++
+				s.log.Error("skipping undecodable mirror state record; run `kmirror dump-state` to inspect it",
+					"partition", r.Partition, "offset", r.Offset, "err", err)
+			}
+			s.pos[r.Partition] = r.Offset + 1
+		})
+		close(s.changed)
+		s.changed = make(chan struct{})
+		s.mu.Unlock()
+	}
+}
+
+// Close releases the clients.
+func (s *Store) Close() {
+	s.tail.Close()
+	s.producer.Close()
+}
+
+// Read runs fn with the view under the read lock; fn must not keep pointers
+// into the view past its return.
+func (s *Store) Read(fn func(v *statetopic.View)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fn(s.view)
+}
+
+// Changed returns a channel closed at the next applied batch.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.changed
+}
+
+// EnsureTopic creates the state topic if it does not exist.
+func (s *Store) EnsureTopic(ctx context.Context) error {
+	brokers, err := s.admin.ListBrokers(ctx)
+	if err != nil {
+		return fmt.Errorf("coordinator: list destination brokers: %w", err)
+	}
+	rf := min(s.rf, int16(len(brokers)))
+	resp, err := s.admin.CreateTopic(ctx, s.partitions, rf, map[string]*string{
+		"cleanup.policy":      kadm.StringPtr("compact"),
+		"min.insync.replicas": kadm.StringPtr(fmt.Sprint(min(2, rf))),
+	}, s.topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("coordinator: create %s (%d partitions, replication %d): %w", s.topic, s.partitions, rf, err)
+	}
+	if err == nil {
+		s.log.Info("created mirror state topic", "topic", s.topic, "partitions", s.partitions, "replication", rf)
+	}
+	s.tail.ForceMetadataRefresh()
+	// Creation returns before every broker knows the topic: wait until it is
+	// listed with leaders, so the first write does not race it.
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		if n, err := s.Partitions(ctx); err == nil && n > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("coordinator: %s created but not visible: %w", s.topic, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Partitions is the state topic's partition count, from the destination.
+func (s *Store) Partitions(ctx context.Context) (int32, error) {
+	td, err := s.admin.ListTopics(ctx, s.topic)
+	if err != nil {
+		return 0, fmt.Errorf("coordinator: describe %s: %w", s.topic, err)
+	}
+	t, ok := td[s.topic]
+	if !ok || t.Err != nil || len(t.Partitions) == 0 {
+		return 0, ErrNoStateTopic
+	}
+	for _, p := range t.Partitions {
+		if p.Leader < 0 {
+			return 0, fmt.Errorf("coordinator: %s partition %d has no leader yet", s.topic, p.Partition)
+		}
+	}
+	return int32(len(t.Partitions)), nil
+}
+
+// ErrNoStateTopic means no mirror was ever created on this destination.
+var ErrNoStateTopic = errors.New("the mirror state topic does not exist yet (no mirror was created)")
+
+// Write appends records (a nil value is a tombstone) and returns once this
+// instance's view has applied them.
+func (s *Store) Write(ctx context.Context, numPartitions int32, recs ...Record) error {
+	krs := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		var value []byte
+		if r.Value != nil {
+			v, err := statetopic.EncodeValue(r.Value)
+			if err != nil {
+				return err
+			}
+			value = v
+		}
+		krs[i] = &kgo.Record{Key: r.Key.Bytes(), Value: value, Partition: r.Key.StatePartition(numPartitions)}
+	}
+	if err := s.producer.ProduceSync(ctx, krs...).FirstErr(); err != nil {
+		return fmt.Errorf("coordinator: write mirror state: %w", err)
+	}
+	want := map[int32]int64{}
+	for _, r := range krs {
+		want[r.Partition] = max(want[r.Partition], r.Offset+1)
+	}
+	return s.waitApplied(ctx, want)
+}
+
+// Record is one state record to write.
+type Record struct {
+	Key   statetopic.Key
+	Value any // *MirrorConfig, *MirrorTopic, *PartitionState; nil = tombstone
+}
+
+// CatchUp returns once the view holds everything written to the state topic
+// before the call (on any instance).
+func (s *Store) CatchUp(ctx context.Context) error {
+	ends, err := s.admin.ListEndOffsets(ctx, s.topic)
+	if err != nil {
+		return fmt.Errorf("coordinator: end offsets of %s: %w", s.topic, err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	return s.waitApplied(ctx, want)
+}
+
+func (s *Store) waitApplied(ctx context.Context, want map[int32]int64) error {
+	for {
+		s.mu.RLock()
+		done, changed := true, s.changed
+		for p, off := range want {
+			if s.pos[p] < off {
+				done = false
+				break
+			}
+		}
+		s.mu.RUnlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("coordinator: waiting for the mirror state to be read back: %w", ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,255 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/protocol"
+)
+
+// worker drives one owned mirror partition. It alone writes the partition's
+// state record and calls the DataPath for it; actions that take time run in
+// goroutines that report back as events, so the worker never blocks on I/O
+// while holding decisions.
+type worker struct {
+	c      *Coordinator
+	key    statetopic.Key
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	ref    PartitionRef
+	queue  []Event
+	signal chan struct{} // cap 1: something is queued
+
+	// Owned by the run goroutine.
+	local  Local
+	writer Writer
+	retry  *time.Timer
+}
+
+const writeRetryDelay = time.Second
+
+func startWorker(parent context.Context, c *Coordinator, k statetopic.Key, ref PartitionRef) *worker {
+	ctx, cancel := context.WithCancel(parent)
+	w := &worker{c: c, key: k, ref: ref, cancel: cancel, done: make(chan struct{}), signal: make(chan struct{}, 1)}
+	go w.run(ctx)
+	return w
+}
+
+func (w *worker) setRef(ref PartitionRef) {
+	w.mu.Lock()
+	w.ref = ref
+	w.mu.Unlock()
+}
+
+func (w *worker) getRef() PartitionRef {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ref
+}
+
+// post queues an event; safe from any goroutine, never blocks.
+func (w *worker) post(ev Event) {
+	w.mu.Lock()
+	w.queue = append(w.queue, ev)
+	w.mu.Unlock()
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
+}
+
+// tick asks the worker to look at the state again; ticks coalesce.
+func (w *worker) tick() {
+	w.mu.Lock()
+	if len(w.queue) > 0 && w.queue[len(w.queue)-1].Kind == EvTick {
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Unlock()
+	w.post(Event{Kind: EvTick})
+}
+
+// stop ends the worker and releases the partition without writing state.
+func (w *worker) stop() {
+	w.cancel()
+	<-w.done
+}
+
+func (w *worker) run(ctx context.Context) {
+	defer close(w.done)
+	defer func() {
+		if w.retry != nil {
+			w.retry.Stop()
+		}
+		ref := w.getRef()
+		// Stop with a fresh context: ctx is already cancelled.
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if w.local.Copying || w.local.Prepared {
+			if _, err := w.c.cfg.DataPath.Stop(sctx, ref); err != nil {
+				w.c.log.Warn("stopping copy while handing over", "mirror", ref.Mirror, "topic", ref.Topic, "partition", ref.Partition, "err", err)
+			}
+		}
+		w.c.cfg.DataPath.Forget(ref)
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.signal:
+		}
+		w.mu.Lock()
+		evs := w.queue
+		w.queue = nil
+		w.mu.Unlock()
+		for _, ev := range evs {
+			if ctx.Err() != nil {
+				return
+			}
+			w.handle(ctx, ev)
+		}
+	}
+}
+
+func (w *worker) handle(ctx context.Context, ev Event) {
+	switch ev.Kind {
+	case EvWriter:
+		w.writer = ev.Writer
+		return
+	case EvStopFailed:
+		w.local.Busy = false
+		return
+	case EvPrepared:
+		w.local.Busy, w.local.Prepared = false, true
+	case EvPrepareFailed:
+		w.local.Busy, w.local.Prepared = false, false
+	case EvStopped:
+		w.local.Busy, w.local.Copying = false, false
+	case EvCopyFailed:
+		// The pipeline stopped itself; Stop is still called to collect it.
+	case EvTick:
+		if !w.local.RetryDueAt.IsZero() && !time.Now().Before(w.local.RetryDueAt) {
+			// The retry fires through this tick; clear it after Next used it.
+			defer func() { w.local.RetryDueAt = time.Time{} }()
+		}
+	}
+	ref := w.getRef()
+	var (
+		cur     *statetopic.PartitionState
+		desired statetopic.TopicDesire
+		policy  RetryPolicy
+		present bool
+	)
+	w.c.store.Read(func(v *statetopic.View) {
+		m := v.Mirror(ref.Mirror)
+		if m == nil {
+			return
+		}
+		t := m.Topics[ref.Topic]
+		if t == nil {
+			return
+		}
+		present, desired = true, t.Desired
+		if p := m.Partitions[statetopic.PartitionID{SourceTopicID: ref.SourceTopicID, Partition: ref.Partition}]; p != nil {
+			cp := *p
+			cur = &cp
+		}
+		policy = retryPolicy(m.Config)
+	})
+	if !present {
+		return // the reconcile loop stops this worker
+	}
+	step := Next(cur, ref.Topic, desired, w.local, ev, policy, time.Now())
+	if step.Persist != nil {
+		if w.writer.ProducerID != 0 || w.writer.Epoch != 0 {
+			step.Persist.WriterProducerID, step.Persist.WriterEpoch = w.writer.ProducerID, w.writer.Epoch
+		}
+		if err := w.c.Write(ctx, Record{Key: w.key, Value: step.Persist}); err != nil {
+			// Nothing is acted on before it is persisted: try the step again.
+			w.c.log.Warn("persisting mirror partition state; will retry", "mirror", ref.Mirror, "topic", ref.Topic,
+				"partition", ref.Partition, "state", step.Persist.State, "err", err)
+			w.after(ctx, writeRetryDelay, ev)
+			return
+		}
+		if step.Persist.State == protocol.MirrorStateFailed {
+			w.c.log.Warn("mirror partition failed", "mirror", ref.Mirror, "topic", ref.Topic, "partition", ref.Partition,
+				"retry_attempt", step.Persist.RetryAttempt, "err", step.Persist.ErrorMessage)
+		}
+	}
+	for _, a := range step.Actions {
+		w.act(ctx, ref, a, step)
+	}
+}
+
+// after re-posts ev once d has passed (unless the worker stops first).
+func (w *worker) after(ctx context.Context, d time.Duration, ev Event) {
+	t := time.NewTimer(d)
+	go func() {
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+			w.post(ev)
+		}
+	}()
+}
+
+func (w *worker) act(ctx context.Context, ref PartitionRef, a Action, step Step) {
+	dp := w.c.cfg.DataPath
+	switch a {
+	case ActPrepare:
+		w.local.Busy, w.local.Prepared = true, false
+		go func() {
+			wr, notes, err := dp.Prepare(ctx, ref)
+			if err != nil {
+				w.post(Event{Kind: EvPrepareFailed, Err: err, Retriable: !IsPermanent(err)})
+				return
+			}
+			w.post(Event{Kind: EvWriter, Writer: wr})
+			w.post(Event{Kind: EvPrepared})
+			for _, n := range notes {
+				w.post(Event{Kind: EvRetentionGap, Note: n})
+			}
+		}()
+	case ActStartCopy:
+		if err := dp.Start(ctx, ref, w.writer, w.post); err != nil {
+			w.post(Event{Kind: EvCopyFailed, Err: err, Retriable: !IsPermanent(err)})
+			return
+		}
+		w.local.Copying = true
+	case ActStopCopy:
+		w.local.Busy = true
+		go func() {
+			end, err := dp.Stop(ctx, ref)
+			if err != nil {
+				w.c.log.Warn("stopping copy; will retry", "mirror", ref.Mirror, "topic", ref.Topic, "partition", ref.Partition, "err", err)
+				w.post(Event{Kind: EvStopFailed})
+				w.after(ctx, writeRetryDelay, Event{Kind: EvTick})
+				return
+			}
+			w.post(Event{Kind: EvStopped, End: end})
+		}()
+	case ActScheduleRetry:
+		w.local.RetryDueAt = step.RetryAt
+		w.after(ctx, time.Until(step.RetryAt), Event{Kind: EvTick})
+	case ActRelinquish:
+		if w.local.Copying || w.local.Prepared {
+			_, _ = dp.Stop(ctx, ref)
+		}
+		w.local = Local{}
+		w.writer = Writer{}
+	}
+}
+
+func retryPolicy(cfg *statetopic.MirrorConfig) RetryPolicy {
+	if cfg == nil {
+		cfg = &statetopic.MirrorConfig{}
+	}
+	c := mirrorconfig.Parse(cfg.Configs)
+	return RetryPolicy{InitialBackoff: c.RetryInitialBackoff, MaxBackoff: c.RetryMaxBackoff, MaxAttempts: c.RetryMaxAttempts}
+}

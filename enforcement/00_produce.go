@@ -1,0 +1,103 @@
+package enforcement
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Produce (key 0).
+//
+// A request may mix mirror topics with ordinary ones (a Java producer batches
+// every partition led by one broker into one request), so refusing the whole
+// request would fail innocent writes. FilterProduce instead splits it: the
+// refused partitions are answered here and the rest is forwarded; the proxy
+// merges both halves into one response with MergeProduce. Decoding a Produce
+// request with kmsg slices the record batches, it does not decode them.
+
+// ProduceDecision is what to do with one Produce request.
+type ProduceDecision struct {
+	// Forward is the request body to send upstream: the original body when
+	// nothing was refused, a re-encoded one without the refused partitions,
+	// or nil when every partition was refused.
+	Forward []byte
+	// Refused holds the refused partitions' answers (nil when none was).
+	Refused *kmsg.ProduceResponse
+}
+
+// FilterProduce decides a Produce request body of the given version.
+func (g *Guard) FilterProduce(ctx context.Context, version int16, body []byte) (ProduceDecision, error) {
+	set := g.set.Load()
+	if set.Empty() {
+		return ProduceDecision{Forward: body}, nil
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(version)
+	if err := req.ReadFrom(body); err != nil {
+		return ProduceDecision{}, fmt.Errorf("enforcement: decode Produce v%d: %w", version, err)
+	}
+	var refused *kmsg.ProduceResponse
+	kept := req.Topics[:0]
+	for _, t := range req.Topics {
+		name, err := g.topicName(ctx, t.Topic, t.TopicID)
+		if err != nil {
+			return ProduceDecision{}, err
+		}
+		var rt *kmsg.ProduceResponseTopic
+		keptParts := t.Partitions[:0]
+		for _, p := range t.Partitions {
+			why := set.refusal(name, p.Partition)
+			if why == "" {
+				keptParts = append(keptParts, p)
+				continue
+			}
+			if refused == nil {
+				refused = kmsg.NewPtrProduceResponse()
+				refused.SetVersion(version)
+			}
+			if rt == nil {
+				refused.Topics = append(refused.Topics, kmsg.ProduceResponseTopic{Topic: t.Topic, TopicID: t.TopicID})
+				rt = &refused.Topics[len(refused.Topics)-1]
+			}
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogStartOffset = p.Partition, g.opts.ErrorCode, -1, -1
+			msg := why
+			rp.ErrorMessage = &msg
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		if len(keptParts) > 0 {
+			t.Partitions = keptParts
+			kept = append(kept, t)
+		}
+	}
+	if refused == nil {
+		return ProduceDecision{Forward: body}, nil
+	}
+	if len(kept) == 0 {
+		return ProduceDecision{Refused: refused}, nil
+	}
+	req.Topics = kept
+	return ProduceDecision{Forward: req.AppendTo(nil), Refused: refused}, nil
+}
+
+// MergeProduce adds the refused partitions to an upstream Produce response.
+func MergeProduce(resp, refused *kmsg.ProduceResponse) {
+	if refused == nil {
+		return
+	}
+	for _, rt := range refused.Topics {
+		merged := false
+		for i := range resp.Topics {
+			t := &resp.Topics[i]
+			if (rt.Topic != "" && t.Topic == rt.Topic) || (rt.Topic == "" && t.TopicID == rt.TopicID) {
+				t.Partitions = append(t.Partitions, rt.Partitions...)
+				merged = true
+				break
+			}
+		}
+		if !merged {
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
+}

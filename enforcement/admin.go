@@ -1,0 +1,262 @@
+package enforcement
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Admin requests that change a mirror topic (keys 20 DeleteTopics,
+// 21 DeleteRecords, 33 AlterConfigs, 37 CreatePartitions,
+// 44 IncrementalAlterConfigs) are refused whole when they name a read-only
+// mirror topic: admin tools send one request per command, and a refused
+// request changes nothing, so no part of it is applied behind the caller's
+// back. Other topics in the same request are answered with a message saying
+// they were not applied and why.
+
+// AdminKeys are the request keys CheckAdmin inspects.
+var AdminKeys = map[int16]bool{20: true, 21: true, 33: true, 37: true, 44: true}
+
+// CheckAdmin returns a complete response when the request must be refused,
+// or nil to forward it.
+func (g *Guard) CheckAdmin(ctx context.Context, key, version int16, body []byte) (kmsg.Response, error) {
+	set := g.set.Load()
+	if set.Empty() || !AdminKeys[key] {
+		return nil, nil
+	}
+	req := kmsg.RequestForKey(key)
+	req.SetVersion(version)
+	if err := req.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("enforcement: decode %s v%d: %w", kmsg.NameForKey(key), version, err)
+	}
+	a := adminCheck{g: g, set: set}
+	var resp kmsg.Response
+	var err error
+	switch r := req.(type) {
+	case *kmsg.DeleteTopicsRequest:
+		resp, err = a.deleteTopics(ctx, r)
+	case *kmsg.DeleteRecordsRequest:
+		resp = a.deleteRecords(r)
+	case *kmsg.CreatePartitionsRequest:
+		resp = a.createPartitions(r)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		resp = a.incrementalAlterConfigs(r)
+	case *kmsg.AlterConfigsRequest:
+		resp = a.alterConfigs(r)
+	}
+	if err != nil || resp == nil {
+		return nil, err
+	}
+	resp.SetVersion(version)
+	return resp, nil
+}
+
+type adminCheck struct {
+	g       *Guard
+	set     *ReadOnlySet
+	blocker string // first refused topic, named in the others' messages
+}
+
+// collect returns the refusal per topic (by index) or nil when none applies.
+func (a *adminCheck) collect(names []string, why func(i int, name string) string) []string {
+	reasons := make([]string, len(names))
+	any := false
+	for i, n := range names {
+		if reasons[i] = why(i, n); reasons[i] != "" {
+			any = true
+			if a.blocker == "" {
+				a.blocker = n
+			}
+		}
+	}
+	if !any {
+		return nil
+	}
+	for i, n := range names {
+		if reasons[i] == "" {
+			reasons[i] = fmt.Sprintf("not applied to %q: the same request names read-only mirror topic %q; send it without that topic", n, a.blocker)
+		}
+	}
+	return reasons
+}
+
+func (a *adminCheck) code() int16 { return a.g.opts.ErrorCode }
+
+func (a *adminCheck) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsRequest) (kmsg.Response, error) {
+	var names []string
+	ids := make([][16]byte, 0)
+	if len(r.Topics) > 0 {
+		for _, t := range r.Topics {
+			name := ""
+			if t.Topic != nil {
+				name = *t.Topic
+			}
+			n, err := a.g.topicName(ctx, name, t.TopicID)
+			if err != nil {
+				return nil, err
+			}
+			names, ids = append(names, n), append(ids, t.TopicID)
+		}
+	} else {
+		for _, n := range r.TopicNames {
+			names, ids = append(names, n), append(ids, [16]byte{})
+		}
+	}
+	reasons := a.collect(names, func(_ int, n string) string { return a.set.refusal(n, -1) })
+	if reasons == nil {
+		return nil, nil
+	}
+	resp := kmsg.NewPtrDeleteTopicsResponse()
+	for i, n := range names {
+		t := kmsg.NewDeleteTopicsResponseTopic()
+		t.Topic, t.TopicID, t.ErrorCode, t.ErrorMessage = kmsg.StringPtr(n), ids[i], a.code(), kmsg.StringPtr(reasons[i])
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp, nil
+}
+
+func (a *adminCheck) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
+	names := make([]string, len(r.Topics))
+	for i, t := range r.Topics {
+		names[i] = t.Topic
+	}
+	reasons := a.collect(names, func(_ int, n string) string { return a.set.refusal(n, -1) })
+	if reasons == nil {
+		return nil
+	}
+	resp := kmsg.NewPtrDeleteRecordsResponse()
+	for _, t := range r.Topics {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, a.code()
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (a *adminCheck) createPartitions(r *kmsg.CreatePartitionsRequest) kmsg.Response {
+	names := make([]string, len(r.Topics))
+	for i, t := range r.Topics {
+		names[i] = t.Topic
+	}
+	reasons := a.collect(names, func(_ int, n string) string {
+		if why := a.set.refusal(n, -1); why != "" {
+			return why + " (the mirror grows the destination when the source grows)"
+		}
+		return ""
+	})
+	if reasons == nil {
+		return nil
+	}
+	resp := kmsg.NewPtrCreatePartitionsResponse()
+	for i, n := range names {
+		t := kmsg.NewCreatePartitionsResponseTopic()
+		t.Topic, t.ErrorCode, t.ErrorMessage = n, a.code(), kmsg.StringPtr(reasons[i])
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+const topicResource = 2 // ConfigResourceType TOPIC
+
+// syncedKeyRefusal refuses changes of configs the mirror copies from the
+// source; keys in the mirror's topic.properties.exclude stay the
+// destination's own.
+func (a *adminCheck) syncedKeyRefusal(resourceType int8, topic string, keys []string) string {
+	if resourceType != topicResource {
+		return ""
+	}
+	why := a.set.refusal(topic, -1)
+	if why == "" {
+		return ""
+	}
+	local := a.set.topics[topic].localKeys
+	for _, k := range keys {
+		if !local[k] {
+			return fmt.Sprintf("config %s is copied from the source: %s", k, why)
+		}
+	}
+	return ""
+}
+
+func (a *adminCheck) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
+	names := make([]string, len(r.Resources))
+	for i, res := range r.Resources {
+		names[i] = res.ResourceName
+	}
+	reasons := a.collect(names, func(i int, n string) string {
+		keys := make([]string, 0, len(r.Resources[i].Configs))
+		for _, c := range r.Resources[i].Configs {
+			keys = append(keys, c.Name)
+		}
+		return a.syncedKeyRefusal(int8(r.Resources[i].ResourceType), n, keys)
+	})
+	if reasons == nil {
+		return nil
+	}
+	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
+	for i, res := range r.Resources {
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, a.code(), kmsg.StringPtr(reasons[i])
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp
+}
+
+func (a *adminCheck) alterConfigs(r *kmsg.AlterConfigsRequest) kmsg.Response {
+	names := make([]string, len(r.Resources))
+	for i, res := range r.Resources {
+		names[i] = res.ResourceName
+	}
+	reasons := a.collect(names, func(i int, n string) string {
+		// AlterConfigs replaces every config of the resource: any synced key
+		// it omits would be reset, so it is refused outright on mirror topics.
+		return a.syncedKeyRefusal(int8(r.Resources[i].ResourceType), n, []string{"(all configs: AlterConfigs replaces the whole set)"})
+	})
+	if reasons == nil {
+		return nil
+	}
+	resp := kmsg.NewPtrAlterConfigsResponse()
+	for i, res := range r.Resources {
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, a.code(), kmsg.StringPtr(reasons[i])
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp
+}
+
+// MirrorNameConfig is the read-only entry DescribeConfigs shows on mirror
+// topics, so admin tools reveal why a topic refuses writes.
+const MirrorNameConfig = "mirror.name"
+
+// DecorateDescribeConfigs adds mirror.name to the configs of read-only mirror
+// topics; it reports whether it changed the response.
+func (g *Guard) DecorateDescribeConfigs(resp *kmsg.DescribeConfigsResponse) bool {
+	set := g.set.Load()
+	if set.Empty() {
+		return false
+	}
+	changed := false
+	for i := range resp.Resources {
+		res := &resp.Resources[i]
+		if int8(res.ResourceType) != topicResource || res.ErrorCode != 0 {
+			continue
+		}
+		mirror := set.Mirror(res.ResourceName)
+		if mirror == "" {
+			continue
+		}
+		c := kmsg.NewDescribeConfigsResponseResourceConfig()
+		c.Name, c.Value, c.ReadOnly = MirrorNameConfig, kmsg.StringPtr(mirror), true
+		c.Source = kmsg.ConfigSourceDynamicTopicConfig
+		c.Documentation = kmsg.StringPtr("The mirror that copies this topic from its source cluster; the topic is read-only until it is failed over.")
+		res.Configs = append(res.Configs, c)
+		changed = true
+	}
+	return changed
+}

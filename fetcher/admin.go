@@ -1,0 +1,285 @@
+package fetcher
+
+// The admin goroutine does the Copier's slow, rare requests: metadata after
+// leadership errors (and the source topic id check), source ListOffsets after
+// OFFSET_OUT_OF_RANGE (the retention rule), and DeleteRecords on the
+// destination once a filled gap has been passed. The helpers below are also
+// used by Start and Align.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (c *Copier) adminLoop() {
+	defer c.wg.Done()
+	for {
+		if !c.sleep(c.adminWake, time.Second) {
+			return
+		}
+		c.adminPass()
+	}
+}
+
+func (c *Copier) adminPass() {
+	type todo struct {
+		p                      *partition
+		srcMeta, dstMeta, offs bool
+		trimTo                 int64
+	}
+	var work []todo
+	c.mu.Lock()
+	for _, p := range c.parts {
+		if p.state != stateRunning {
+			continue
+		}
+		t := todo{p: p, srcMeta: p.srcLeader < 0, dstMeta: p.dstLeader < 0, offs: p.needOffsets}
+		if p.trimTo > 0 && p.progress.DestinationLogEnd >= p.trimTo {
+			t.trimTo = p.trimTo
+		}
+		if t.srcMeta || t.dstMeta || t.offs || t.trimTo > 0 {
+			work = append(work, t)
+		}
+	}
+	c.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	for _, t := range work {
+		p := t.p
+		if t.srcMeta {
+			m, err := partitionMetadata(ctx, c.cfg.Source, p.tp.topic, p.tp.partition)
+			c.mu.Lock()
+			switch {
+			case err == nil && m.topicID != p.srcTopicID:
+				c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s now has id %s on the source, the mirror copied %s",
+					ErrSourceTopicChanged, p.tp.topic, kadm.TopicID(m.topicID), kadm.TopicID(p.srcTopicID)))
+			case errors.Is(err, kerr.UnknownTopicOrPartition):
+				c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s/%d is gone from the source: %v", ErrSourceTopicChanged, p.tp.topic, p.tp.partition, err))
+			case err != nil:
+				c.retryLocked(p, fmt.Errorf("source metadata: %w", err))
+			case m.leader >= 0:
+				p.srcLeader, p.srcLeaderEpoch = m.leader, m.leaderEpoch
+				c.wakeSrcLocked(m.leader)
+			}
+			c.mu.Unlock()
+		}
+		if t.dstMeta {
+			m, err := partitionMetadata(ctx, c.cfg.Destination, p.tp.topic, p.tp.partition)
+			c.mu.Lock()
+			switch {
+			case err == nil && m.topicID != p.dstTopicID:
+				c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: destination topic %s was deleted or re-created under the mirror (id %s, was %s)",
+					ErrDiverged, p.tp.topic, kadm.TopicID(m.topicID), kadm.TopicID(p.dstTopicID)))
+			case err != nil:
+				c.retryLocked(p, fmt.Errorf("destination metadata: %w", err))
+			case m.leader >= 0:
+				p.dstLeader = m.leader
+				c.wakeDstLocked(m.leader)
+			}
+			c.mu.Unlock()
+		}
+		if t.offs {
+			offs, err := listOffsets(ctx, c.srcAdm, nil, p.tp.topic, p.tp.partition)
+			c.mu.Lock()
+			switch {
+			case err != nil:
+				c.retryLocked(p, fmt.Errorf("source offsets: %w", err))
+			case p.fetchOffset < offs.srcStart:
+				// Retention (or DeleteRecords) on the source passed offsets
+				// not copied yet: they are gone. Fill them, loudly.
+				p.progress.SourceLogStart, p.progress.SourceHighWatermark = offs.srcStart, offs.srcHW
+				p.gap = &pendingGap{from: p.fetchOffset, logStart: offs.srcStart}
+				p.fetchOffset = offs.srcStart
+				p.needOffsets = false
+				c.log.Warn("source log start passed the copy", "topic", p.tp.topic, "partition", p.tp.partition,
+					"next_offset", p.gap.from, "source_log_start", offs.srcStart)
+				c.wakeSrcLocked(p.srcLeader)
+			case p.fetchOffset > offs.srcHW:
+				// Source high watermark below what we copied: a new leader
+				// may still be catching up, or the source was truncated.
+				p.needOffsets = false
+				c.retryLocked(p, fmt.Errorf("%w: next offset %d is above the source high watermark %d of %s/%d", ErrDiverged, p.fetchOffset, offs.srcHW, p.tp.topic, p.tp.partition))
+			default:
+				p.needOffsets = false
+				c.retryLocked(p, fmt.Errorf("offset %d out of range on the source (log start %d, high watermark %d)", p.fetchOffset, offs.srcStart, offs.srcHW))
+			}
+			c.mu.Unlock()
+		}
+		if t.trimTo > 0 {
+			err := deleteRecords(ctx, c.dstAdm, p.tp.topic, p.tp.partition, t.trimTo)
+			c.mu.Lock()
+			if err != nil {
+				c.retryLocked(p, fmt.Errorf("align destination log start: %w", err))
+			} else if p.trimTo == t.trimTo {
+				p.trimTo = 0
+				c.log.Info("destination log start aligned", "topic", p.tp.topic, "partition", p.tp.partition, "log_start", t.trimTo)
+			}
+			c.mu.Unlock()
+		}
+	}
+}
+
+type partitionMeta struct {
+	topicID     [16]byte
+	leader      int32
+	leaderEpoch int32
+}
+
+// partitionMetadata asks the cluster (not a cache) for a partition's leader
+// and its topic's id. kgo learns the brokers from the response, so
+// Broker(leader) works afterwards.
+func partitionMetadata(ctx context.Context, cl *kgo.Client, topic string, partition int32) (partitionMeta, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return partitionMeta{}, err
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || *t.Topic != topic {
+			continue
+		}
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return partitionMeta{}, err
+		}
+		for _, pm := range t.Partitions {
+			if pm.Partition != partition {
+				continue
+			}
+			if err := kerr.ErrorForCode(pm.ErrorCode); err != nil && !errors.Is(err, kerr.ReplicaNotAvailable) {
+				return partitionMeta{}, err
+			}
+			if pm.Leader < 0 {
+				return partitionMeta{}, kerr.LeaderNotAvailable
+			}
+			return partitionMeta{topicID: t.TopicID, leader: pm.Leader, leaderEpoch: pm.LeaderEpoch}, nil
+		}
+		return partitionMeta{}, fmt.Errorf("partition %d of %s: %w", partition, topic, kerr.UnknownTopicOrPartition)
+	}
+	return partitionMeta{}, fmt.Errorf("topic %s: %w", topic, kerr.UnknownTopicOrPartition)
+}
+
+type offsets struct {
+	srcStart, srcHW  int64
+	dstStart, dstEnd int64
+}
+
+// listOffsets reads source log start and high watermark and, if dst is not
+// nil, the destination log start and end (ListOffsets LATEST answers the high
+// watermark, which after acks=all appends is the log end).
+func listOffsets(ctx context.Context, src, dst *kadm.Client, topic string, partition int32) (offsets, error) {
+	var o offsets
+	get := func(f func(context.Context, ...string) (kadm.ListedOffsets, error), what string) (int64, error) {
+		l, err := f(ctx, topic)
+		if err == nil {
+			err = l.Error()
+		}
+		if err != nil {
+			return 0, fmt.Errorf("list %s offsets of %s: %w", what, topic, err)
+		}
+		lo, ok := l.Lookup(topic, partition)
+		if !ok {
+			return 0, fmt.Errorf("list %s offsets of %s/%d: %w", what, topic, partition, kerr.UnknownTopicOrPartition)
+		}
+		return lo.Offset, nil
+	}
+	var err error
+	if o.srcStart, err = get(src.ListStartOffsets, "source start"); err != nil {
+		return o, err
+	}
+	if o.srcHW, err = get(src.ListEndOffsets, "source end"); err != nil {
+		return o, err
+	}
+	if dst != nil {
+		if o.dstStart, err = get(dst.ListStartOffsets, "destination start"); err != nil {
+			return o, err
+		}
+		if o.dstEnd, err = get(dst.ListEndOffsets, "destination end"); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+func deleteRecords(ctx context.Context, adm *kadm.Client, topic string, partition int32, offset int64) error {
+	var os kadm.Offsets
+	os.AddOffset(topic, partition, offset, -1)
+	resps, err := adm.DeleteRecords(ctx, os)
+	if err == nil {
+		err = resps.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("DeleteRecords(%s/%d, %d) on the destination: %w", topic, partition, offset, err)
+	}
+	return nil
+}
+
+// maxMessageBytes is the destination topic's batch size limit.
+func maxMessageBytes(ctx context.Context, adm *kadm.Client, topic string) (int, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("describe destination topic %s configs: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return 0, fmt.Errorf("describe destination topic %s configs: %w", topic, err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "max.message.bytes" && c.Value != nil {
+			return strconv.Atoi(*c.Value)
+		}
+	}
+	return 1048588, nil
+}
+
+// fillerRecordsFor sizes filler batches for a destination batch size limit:
+// empty records compress to under one byte each with zstd, so a limit of N
+// bytes fits N-256 of them comfortably, capped at maxFillerRecords.
+func fillerRecordsFor(maxMessageBytes int) int32 {
+	return int32(max(1, min(maxFillerRecords, maxMessageBytes-256)))
+}
+
+// initProducerID takes the writer identity of a transactional id: kgo finds
+// the transaction coordinator (FindCoordinator, key type 1) and sends
+// InitProducerId there, which bumps the epoch of the id's producer and so
+// fences the previous owner (lazily, per partition: see copier.go).
+func initProducerID(ctx context.Context, cl *kgo.Client, transactionalID string) (int64, int16, error) {
+	for attempt := 0; ; attempt++ {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID = kmsg.StringPtr(transactionalID)
+		req.TransactionTimeoutMillis = 60_000
+		req.ProducerID = -1
+		req.ProducerEpoch = -1
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err == nil {
+			return resp.ProducerID, resp.ProducerEpoch, nil
+		}
+		if ctx.Err() != nil || (!kerr.IsRetriable(err) && !errors.Is(err, kerr.ConcurrentTransactions)) || attempt >= 50 {
+			return 0, 0, err
+		}
+		t := time.NewTimer(min(time.Duration(attempt+1)*50*time.Millisecond, time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, 0, ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,320 @@
+package fetcher
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// pair is a source and a destination cluster shared by the real-Kafka tests
+// of this package (starting clusters dominates their run time).
+type pair struct {
+	src, dst *kafkatest.Cluster
+}
+
+// env is what one test works with: clients it closes itself (so goleak can
+// check the Copier left nothing behind) and admin helpers.
+type env struct {
+	t        *testing.T
+	ctx      context.Context
+	p        *pair
+	src, dst *kgo.Client
+	srcAdm   *kadm.Client
+	dstAdm   *kadm.Client
+}
+
+func newEnv(t *testing.T, p *pair) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	e := &env{t: t, ctx: ctx, p: p}
+	e.src = e.client(p.src)
+	e.dst = e.client(p.dst)
+	e.srcAdm, e.dstAdm = kadm.NewClient(e.src), kadm.NewClient(e.dst)
+	return e
+}
+
+func (e *env) client(c *kafkatest.Cluster, opts ...kgo.Opt) *kgo.Client {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...)}, opts...)...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(cl.Close)
+	return cl
+}
+
+func (e *env) createSource(topic string, partitions int32, configs map[string]*string) {
+	e.t.Helper()
+	resp, err := e.srcAdm.CreateTopic(e.ctx, partitions, 1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		e.t.Fatalf("create source topic %s: %v", topic, err)
+	}
+}
+
+func (e *env) ensureDestination(topic string) DestinationTopic {
+	e.t.Helper()
+	d, err := EnsureDestinationTopic(e.ctx, e.srcAdm, e.dstAdm, topic, nil)
+	if err != nil {
+		e.t.Fatalf("EnsureDestinationTopic(%s): %v", topic, err)
+	}
+	return d
+}
+
+// produce writes n records to one source partition with the given codec,
+// keys, two headers and timestamps days in the past, in batches of up to
+// batch records (kgo flushes each ProduceSync call as batches).
+func (e *env) produce(topic string, partition int32, n, batch int, codec kgo.CompressionCodec, tag string) {
+	e.t.Helper()
+	cl := e.client(e.p.src, kgo.ProducerBatchCompression(codec), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.AllISRAcks()))
+	defer cl.Close()
+	base := time.Now().Add(-72 * time.Hour)
+	for i := 0; i < n; i += batch {
+		var recs []*kgo.Record
+		for j := i; j < min(n, i+batch); j++ {
+			recs = append(recs, &kgo.Record{
+				Topic:     topic,
+				Partition: partition,
+				Key:       fmt.Appendf(nil, "%s-key-%d", tag, j),
+				Value:     bytes.Repeat(fmt.Appendf(nil, "%s-value-%d;", tag, j), 1+j%7),
+				Headers:   []kgo.RecordHeader{{Key: "h1", Value: []byte(tag)}, {Key: "seq", Value: fmt.Appendf(nil, "%d", j)}},
+				Timestamp: base.Add(time.Duration(j) * time.Millisecond),
+			})
+		}
+		if err := cl.ProduceSync(e.ctx, recs...).FirstErr(); err != nil {
+			e.t.Fatalf("produce to %s/%d: %v", topic, partition, err)
+		}
+	}
+}
+
+func (e *env) offsets(adm *kadm.Client, topic string, partition int32) (start, end int64) {
+	e.t.Helper()
+	s, err := adm.ListStartOffsets(e.ctx, topic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	en, err := adm.ListEndOffsets(e.ctx, topic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	so, _ := s.Lookup(topic, partition)
+	eo, _ := en.Lookup(topic, partition)
+	if so.Err != nil || eo.Err != nil {
+		e.t.Fatalf("offsets of %s/%d: %v %v", topic, partition, so.Err, eo.Err)
+	}
+	return so.Offset, eo.Offset
+}
+
+// eventually polls cond with backoff until it holds or the deadline passes.
+func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	wait := 10 * time.Millisecond
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+}
+
+// waitCopied waits until the copier has copied the partition up to the
+// source high watermark.
+func (e *env) waitCopied(c *Copier, topic string, partition int32) {
+	e.t.Helper()
+	_, hw := e.offsets(e.srcAdm, topic, partition)
+	eventually(e.t, fmt.Sprintf("%s/%d copied up to %d", topic, partition, hw), time.Minute, func() bool {
+		pr, ok := c.Progress(topic, partition)
+		return ok && pr.DestinationLogEnd >= hw
+	})
+}
+
+func (e *env) newCopier(cfg Config) *Copier {
+	e.t.Helper()
+	cfg.Source, cfg.Destination = e.src, e.dst
+	if os.Getenv("KMIRROR_TEST_LOG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	c, err := NewCopier(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+// events collects a copier's events for a test.
+type events struct {
+	mu  sync.Mutex
+	evs []Event
+}
+
+func (ev *events) on(e Event) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	ev.evs = append(ev.evs, e)
+}
+
+func (ev *events) find(kind EventKind) (Event, bool) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	for _, e := range ev.evs {
+		if e.Kind == kind {
+			return e, true
+		}
+	}
+	return Event{}, false
+}
+
+func (ev *events) failures() []Event {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var out []Event
+	for _, e := range ev.evs {
+		if e.Kind != EventGapFilled {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// rawBatches fetches every batch of a partition from from to the high
+// watermark, raw as stored.
+func (e *env) rawBatches(cl *kgo.Client, topic string, partition int32, from int64) []Batch {
+	e.t.Helper()
+	m, err := partitionMetadata(e.ctx, cl, topic, partition)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []Batch
+	offset := from
+	for {
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis = 10
+		req.MinBytes = 0
+		req.MaxBytes = 4 << 20
+		req.SessionEpoch = -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = topic, m.topicID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = partition, offset, 4<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		kresp, err := cl.Broker(int(m.leader)).Request(e.ctx, req)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		r := kresp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			e.t.Fatalf("fetch %s/%d at %d: %v", topic, partition, offset, err)
+		}
+		it := NewBatchIterator(r.RecordBatches)
+		var b Batch
+		n := 0
+		for it.Next(&b) {
+			n++
+			if b.NextOffset() <= offset {
+				continue
+			}
+			b.Raw = append([]byte(nil), b.Raw...)
+			out = append(out, b)
+			offset = b.NextOffset()
+		}
+		if offset >= r.HighWatermark || n == 0 {
+			return out
+		}
+	}
+}
+
+// verifyPartition checks that the destination holds the source partition
+// from the source log start on at identical offsets: the same batches (base
+// offset, lastOffsetDelta, codec, timestamps, record count and byte-identical
+// records section), and, through a consumer, the same keys, values, headers
+// and timestamps. It returns the number of records compared.
+func (e *env) verifyPartition(topic string, partition int32) int {
+	e.t.Helper()
+	srcStart, srcEnd := e.offsets(e.srcAdm, topic, partition)
+	dstStart, dstEnd := e.offsets(e.dstAdm, topic, partition)
+	if dstStart != srcStart || dstEnd != srcEnd {
+		e.t.Fatalf("%s/%d: destination log %d..%d, source %d..%d", topic, partition, dstStart, dstEnd, srcStart, srcEnd)
+	}
+	sb := e.rawBatches(e.src, topic, partition, srcStart)
+	db := e.rawBatches(e.dst, topic, partition, dstStart)
+	if len(sb) != len(db) {
+		e.t.Fatalf("%s/%d: %d source batches, %d destination batches", topic, partition, len(sb), len(db))
+	}
+	for i := range sb {
+		s, d := sb[i], db[i]
+		if s.BaseOffset != d.BaseOffset || s.LastOffsetDelta != d.LastOffsetDelta || s.Compression() != d.Compression() ||
+			s.NumRecords != d.NumRecords || s.FirstTimestamp != d.FirstTimestamp || s.MaxTimestamp != d.MaxTimestamp ||
+			!bytes.Equal(s.Raw[batchHeaderSize:], d.Raw[batchHeaderSize:]) || !d.CRCValid() {
+			e.t.Fatalf("%s/%d batch %d differs:\nsource      %+v\ndestination %+v", topic, partition, i,
+				withoutRaw(s), withoutRaw(d))
+		}
+	}
+	srcRecs := e.consume(e.p.src, topic, partition, srcStart, srcEnd)
+	dstRecs := e.consume(e.p.dst, topic, partition, dstStart, dstEnd)
+	if len(srcRecs) != len(dstRecs) {
+		e.t.Fatalf("%s/%d: %d source records, %d destination records", topic, partition, len(srcRecs), len(dstRecs))
+	}
+	for i := range srcRecs {
+		s, d := srcRecs[i], dstRecs[i]
+		if s.Offset != d.Offset || !bytes.Equal(s.Key, d.Key) || !bytes.Equal(s.Value, d.Value) ||
+			!s.Timestamp.Equal(d.Timestamp) || fmt.Sprint(s.Headers) != fmt.Sprint(d.Headers) {
+			e.t.Fatalf("%s/%d record %d differs: source %d %q, destination %d %q", topic, partition, i, s.Offset, s.Key, d.Offset, d.Key)
+		}
+	}
+	return len(srcRecs)
+}
+
+func withoutRaw(b Batch) Batch { b.Raw = nil; return b }
+
+func (e *env) consume(c *kafkatest.Cluster, topic string, partition int32, from, to int64) []*kgo.Record {
+	e.t.Helper()
+	if from >= to {
+		return nil
+	}
+	cl := e.client(c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}))
+	defer cl.Close()
+	var out []*kgo.Record
+	for {
+		fs := cl.PollFetches(e.ctx)
+		if e.ctx.Err() != nil {
+			e.t.Fatalf("consume %s/%d: timed out at %d records", topic, partition, len(out))
+		}
+		fs.EachError(func(_ string, _ int32, err error) { e.t.Fatalf("consume %s/%d: %v", topic, partition, err) })
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset < to {
+				out = append(out, r)
+			}
+			done = done || r.Offset >= to-1
+		})
+		if done {
+			return out
+		}
+	}
+}
+
+func isErr(err, target error) bool { return errors.Is(err, target) }
+
+func sharedPair(t *testing.T) *pair {
+	t.Helper()
+	kafkatest.RequireReal(t)
+	return &pair{src: kafkatest.Start(t), dst: kafkatest.Start(t)}
+}

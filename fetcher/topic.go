@@ -1,0 +1,213 @@
+package fetcher
+
+// Destination topic preparation. The destination topic must accept every
+// source batch as sent and keep it byte for byte:
+//   - compression.type=producer, else the broker recompresses into its codec
+//     (LogValidator: in-place assignment only when source codec == target);
+//   - message.timestamp.type=CreateTime, else LogAppendTime overwrites the
+//     batch max timestamp;
+//   - message.timestamp.before.max.ms / after.max.ms = Long.MAX, else Kafka
+//     4.x refuses source records older or newer than the skew limits (records
+//     days in the past are normal for a mirror that starts late).
+// These three are forced, whatever the source or the exclusion list says.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DestinationTopic is the mirror's destination topic after preparation.
+type DestinationTopic struct {
+	ID         [16]byte
+	Partitions int32
+}
+
+// ForcedTopicConfigs are set on every destination topic (see the file
+// comment for why).
+var ForcedTopicConfigs = map[string]string{
+	"compression.type":                "producer",
+	"message.timestamp.type":          "CreateTime",
+	"message.timestamp.before.max.ms": strconv.FormatInt(math.MaxInt64, 10),
+	"message.timestamp.after.max.ms":  strconv.FormatInt(math.MaxInt64, 10),
+}
+
+var defaultExcludedConfigs = map[string]bool{
+	// PROTOCOL.md topic.properties.exclude defaults.
+	"leader.replication.throttled.replicas":   true,
+	"follower.replication.throttled.replicas": true,
+	"message.timestamp.type":                  true,
+	"message.timestamp.before.max.ms":         true,
+	"message.timestamp.after.max.ms":          true,
+	"message.timestamp.difference.max.ms":     true,
+	"unclean.leader.election.enable":          true,
+	"min.insync.replicas":                     true,
+	// Forced (see ForcedTopicConfigs).
+	"compression.type": true,
+	// Removed in Kafka 4.0: a 4.x destination refuses them as unknown, and
+	// an older source may still carry them.
+	"message.format.version":        true,
+	"message.downconversion.enable": true,
+}
+
+// DefaultExcludedConfig reports whether a source topic config is not copied
+// by default.
+func DefaultExcludedConfig(name string) bool { return defaultExcludedConfigs[name] }
+
+// EnsureDestinationTopic makes the destination topic ready to receive the
+// source topic's batches at identical offsets. If it is absent it is created
+// with the source's partition count, the source's non-default configs minus
+// excluded ones (excludeConfigs nil means DefaultExcludedConfig) plus
+// ForcedTopicConfigs, and replication factor min(3, destination brokers). If
+// it exists, forced configs that differ are set, and it is grown to the
+// source's partition count; a destination with more partitions than the
+// source is an error (partitions cannot be removed).
+func EnsureDestinationTopic(ctx context.Context, src, dst *kadm.Client, topic string, excludeConfigs func(name string) bool) (DestinationTopic, error) {
+	if excludeConfigs == nil {
+		excludeConfigs = DefaultExcludedConfig
+	}
+	srcTopics, err := src.ListTopics(ctx, topic)
+	if err != nil {
+		return DestinationTopic{}, fmt.Errorf("describe source topic %q: %w", topic, err)
+	}
+	srcDetail, ok := srcTopics[topic]
+	if !ok || srcDetail.Err != nil {
+		return DestinationTopic{}, fmt.Errorf("describe source topic %q: %w", topic, errOr(srcDetail.Err, kerr.UnknownTopicOrPartition))
+	}
+	partitions := int32(len(srcDetail.Partitions))
+
+	dstTopics, err := dst.ListTopics(ctx, topic)
+	if err != nil {
+		return DestinationTopic{}, fmt.Errorf("describe destination topic %q: %w", topic, err)
+	}
+	if d, ok := dstTopics[topic]; ok && d.Err == nil {
+		return prepareExisting(ctx, dst, topic, d, partitions)
+	} else if ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return DestinationTopic{}, fmt.Errorf("describe destination topic %q: %w", topic, d.Err)
+	}
+
+	configs, err := copiedConfigs(ctx, src, topic, excludeConfigs)
+	if err != nil {
+		return DestinationTopic{}, err
+	}
+	brokers, err := dst.ListBrokers(ctx)
+	if err != nil {
+		return DestinationTopic{}, fmt.Errorf("list destination brokers: %w", err)
+	}
+	rf := int16(min(3, len(brokers)))
+	resp, err := dst.CreateTopic(ctx, partitions, rf, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		// Another instance created it between our check and our create.
+		return EnsureDestinationTopic(ctx, src, dst, topic, excludeConfigs)
+	}
+	if err != nil {
+		return DestinationTopic{}, fmt.Errorf("create destination topic %q (%d partitions, replication factor %d): %w %s", topic, partitions, rf, err, resp.ErrMessage)
+	}
+	id := resp.ID
+	if id == (kadm.TopicID{}) { // older brokers do not return the id
+		d, err := dst.ListTopics(ctx, topic)
+		if err != nil {
+			return DestinationTopic{}, fmt.Errorf("describe created destination topic %q: %w", topic, err)
+		}
+		id = d[topic].ID
+	}
+	return DestinationTopic{ID: id, Partitions: partitions}, nil
+}
+
+func errOr(err, fallback error) error {
+	if err != nil {
+		return err
+	}
+	return fallback
+}
+
+func copiedConfigs(ctx context.Context, src *kadm.Client, topic string, exclude func(string) bool) (map[string]*string, error) {
+	rcs, err := src.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("describe source topic %q configs: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describe source topic %q configs: %w", topic, err)
+	}
+	configs := make(map[string]*string)
+	for _, c := range rc.Configs {
+		if c.Source != kmsg.ConfigSourceDynamicTopicConfig || c.Sensitive || c.Value == nil || exclude(c.Key) {
+			continue
+		}
+		configs[c.Key] = c.Value
+	}
+	for k, v := range ForcedTopicConfigs {
+		configs[k] = &v
+	}
+	return configs, nil
+}
+
+func prepareExisting(ctx context.Context, dst *kadm.Client, topic string, d kadm.TopicDetail, want int32) (DestinationTopic, error) {
+	have := int32(len(d.Partitions))
+	if have > want {
+		return DestinationTopic{}, fmt.Errorf("destination topic %q has %d partitions, more than the source's %d; offsets cannot be mirrored into it: delete it or mirror into another cluster", topic, have, want)
+	}
+	rcs, err := dst.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return DestinationTopic{}, fmt.Errorf("describe destination topic %q configs: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return DestinationTopic{}, fmt.Errorf("describe destination topic %q configs: %w", topic, err)
+	}
+	var alter []kadm.AlterConfig
+	for k, v := range ForcedTopicConfigs {
+		var cur string
+		for _, c := range rc.Configs {
+			if c.Key == k {
+				cur = c.MaybeValue()
+			}
+		}
+		if cur != v {
+			alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v})
+		}
+	}
+	if len(alter) > 0 {
+		resps, err := dst.AlterTopicConfigs(ctx, alter, topic)
+		if err == nil {
+			for _, r := range resps {
+				if r.Err != nil {
+					err = fmt.Errorf("%w %s", r.Err, r.ErrMessage)
+				}
+			}
+		}
+		if err != nil {
+			return DestinationTopic{}, fmt.Errorf("set mirror configs on destination topic %q: %w", topic, err)
+		}
+	}
+	if have < want {
+		resps, err := dst.UpdatePartitions(ctx, int(want), topic)
+		if err == nil {
+			for _, r := range resps {
+				if r.Err != nil && !errors.Is(r.Err, kerr.InvalidPartitions) {
+					err = fmt.Errorf("%w %s", r.Err, r.ErrMessage)
+				}
+			}
+		}
+		if err != nil {
+			return DestinationTopic{}, fmt.Errorf("grow destination topic %q from %d to %d partitions: %w", topic, have, want, err)
+		}
+	}
+	return DestinationTopic{ID: d.ID, Partitions: want}, nil
+}

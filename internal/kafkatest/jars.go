@@ -1,0 +1,136 @@
+package kafkatest
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+)
+
+// KafkaVersion is the Apache Kafka release the harness runs. Keep it equal to
+// kafka.version in pom.xml (TestPomPinsKafkaVersion checks).
+const KafkaVersion = "4.3.0"
+
+//go:embed pom.xml
+var pomXML []byte
+
+// CacheDir is where resolved jars live between runs: $KMIRROR_CACHE, else the
+// user cache directory (~/.cache/kmirror).
+func CacheDir() (string, error) {
+	if d := os.Getenv("KMIRROR_CACHE"); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("kafkatest: no cache directory (set KMIRROR_CACHE): %w", err)
+	}
+	return filepath.Join(d, "kmirror"), nil
+}
+
+// Prerequisites reports what is missing to run real Kafka, phrased as what to
+// install. It returns nil when java 17+ and mvn are on PATH.
+func Prerequisites() error {
+	var missing []string
+	javaOut, err := exec.Command("java", "-version").CombinedOutput()
+	if err != nil {
+		missing = append(missing, "Java 17+ (Debian: apt-get install openjdk-17-jre-headless)")
+	} else if major := javaMajor(javaOut); major < 17 {
+		missing = append(missing, fmt.Sprintf("Java 17+ (found Java %d; Debian: apt-get install openjdk-17-jre-headless)", major))
+	}
+	if _, err := exec.LookPath("mvn"); err != nil {
+		missing = append(missing, "Maven (Debian: apt-get install maven)")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("real Apache Kafka tests need %v", missing)
+}
+
+var javaVersionRE = regexp.MustCompile(`version "(\d+)(?:\.(\d+))?`)
+
+func javaMajor(out []byte) int {
+	m := javaVersionRE.FindSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	major, _ := strconv.Atoi(string(m[1]))
+	if major == 1 && len(m[2]) > 0 { // "1.8" style
+		major, _ = strconv.Atoi(string(m[2]))
+	}
+	return major
+}
+
+// Jars resolves the Kafka broker and tool jars into the cache (once; later
+// calls and later runs reuse them) and returns the directory that holds them.
+// A file lock serialises concurrent test binaries, which `go test ./...` runs
+// in parallel, so only one of them downloads.
+func Jars(ctx context.Context) (string, error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "kafka-"+KafkaVersion)
+	libs := filepath.Join(dir, "libs")
+	done := filepath.Join(dir, "resolved")
+	if b, err := os.ReadFile(done); err == nil && bytes.Equal(b, pomXML) {
+		return libs, nil
+	}
+	if err := Prerequisites(); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("kafkatest: create jar cache: %w", err)
+	}
+	unlock, err := lockFile(filepath.Join(dir, "lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	// Another process may have finished while we waited for the lock.
+	if b, err := os.ReadFile(done); err == nil && bytes.Equal(b, pomXML) {
+		return libs, nil
+	}
+	pom := filepath.Join(dir, "pom.xml")
+	if err := os.WriteFile(pom, pomXML, 0o644); err != nil {
+		return "", fmt.Errorf("kafkatest: write pom: %w", err)
+	}
+	_ = os.RemoveAll(libs)
+	fmt.Fprintf(os.Stderr, "kafkatest: resolving Apache Kafka %s jars from Maven Central into %s\n", KafkaVersion, libs)
+	cmd := exec.CommandContext(ctx, "mvn", "-B", "-q", "-f", pom,
+		"dependency:copy-dependencies", "-DoutputDirectory="+libs)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("kafkatest: mvn could not resolve Kafka %s jars: %w\n%s", KafkaVersion, err, out)
+	}
+	if err := os.WriteFile(done, pomXML, 0o644); err != nil {
+		return "", fmt.Errorf("kafkatest: mark jars resolved: %w", err)
+	}
+	return libs, nil
+}
+
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("kafkatest: open lock %s: %w", path, err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("kafkatest: lock %s: %w", path, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}

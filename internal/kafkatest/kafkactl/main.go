@@ -1,0 +1,130 @@
+// Command kafkactl is the shell face of the real-Kafka test harness
+// (scripts/kafka.sh calls it): it starts named clusters that outlive it, stops
+// them, and runs Kafka's Java tools on the harness classpath.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/kmirror/kmirror/internal/kafkatest"
+)
+
+const usage = `usage: scripts/kafka.sh COMMAND
+  start NAME [--brokers N]   start real Apache Kafka cluster NAME (KRaft, loopback); prints its bootstrap address
+  stop NAME                  stop cluster NAME and remove its directory
+  bootstrap NAME             print the bootstrap address of running cluster NAME
+  tools CLASS [ARGS...]      run a Kafka tool class, e.g. org.apache.kafka.tools.ConsoleProducer
+  jars                       resolve the Kafka jars into the cache and print where they are
+Clusters live in $KMIRROR_KAFKA_STATE (default $TMPDIR/kmirror-kafka-clusters).`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		os.Exit(exit.ExitCode())
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "kafka.sh:", err)
+		os.Exit(1)
+	}
+}
+
+func stateDir(name string) (string, error) {
+	if name == "" || filepath.Base(name) != name || name[0] == '.' {
+		return "", fmt.Errorf("invalid cluster name %q: use a plain name such as source", name)
+	}
+	root := os.Getenv("KMIRROR_KAFKA_STATE")
+	if root == "" {
+		root = filepath.Join(os.TempDir(), "kmirror-kafka-clusters")
+	}
+	return filepath.Join(root, name), nil
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "start":
+		fs := flag.NewFlagSet("start", flag.ContinueOnError)
+		brokers := fs.Int("brokers", 1, "number of brokers")
+		if len(args) == 0 {
+			return errors.New(usage)
+		}
+		name := args[0]
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		dir, err := stateDir(name)
+		if err != nil {
+			return err
+		}
+		if bs, err := kafkatest.ReadBootstrap(dir); err == nil {
+			return fmt.Errorf("cluster %s is already running at %s (stop it first)", name, bs)
+		}
+		c, err := kafkatest.StartReal(ctx, kafkatest.RealConfig{Brokers: *brokers, Dir: dir, Detach: true})
+		if err != nil {
+			return err
+		}
+		fmt.Println(strings.Join(c.Bootstrap(), ","))
+		fmt.Fprintf(os.Stderr, "cluster %s: %d broker(s), logs in %s\n", name, *brokers, dir)
+		return nil
+	case "stop":
+		if len(args) != 1 {
+			return errors.New(usage)
+		}
+		dir, err := stateDir(args[0])
+		if err != nil {
+			return err
+		}
+		if err := kafkatest.StopDetached(dir); err != nil {
+			return err
+		}
+		return os.RemoveAll(dir)
+	case "bootstrap":
+		if len(args) != 1 {
+			return errors.New(usage)
+		}
+		dir, err := stateDir(args[0])
+		if err != nil {
+			return err
+		}
+		bs, err := kafkatest.ReadBootstrap(dir)
+		if err != nil {
+			return err
+		}
+		fmt.Println(bs)
+		return nil
+	case "tools":
+		if len(args) == 0 {
+			return errors.New(usage)
+		}
+		c, err := kafkatest.ToolCommand(ctx, args[0], args[1:]...)
+		if err != nil {
+			return err
+		}
+		c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+		return c.Run()
+	case "jars":
+		libs, err := kafkatest.Jars(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Println(libs)
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	}
+}

@@ -1,0 +1,160 @@
+package kafkatest
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// roundTrip creates topic, produces n records with acks=all and reads exactly
+// those n back, checking every key and value.
+func roundTrip(t *testing.T, c *Cluster, topic string, partitions int32, rf int16, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(c.Client(t))
+	resp, err := adm.CreateTopic(ctx, partitions, rf, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	producer := c.Client(t, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("v%d", i))}
+	}
+	if err := producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce %d records to %s: %v", n, topic, err)
+	}
+	consumer := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := make(map[string]string, n)
+	for len(seen) < n {
+		fs := consumer.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d records from %s before timeout", len(seen), n, topic)
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if _, dup := seen[string(r.Key)]; dup {
+				t.Fatalf("record %s read twice", r.Key)
+			}
+			seen[string(r.Key)] = string(r.Value)
+		})
+	}
+	for i := 0; i < n; i++ {
+		if got, want := seen[fmt.Sprintf("k%d", i)], fmt.Sprintf("v%d", i); got != want {
+			t.Fatalf("record k%d: value %q, want %q", i, got, want)
+		}
+	}
+}
+
+func TestRealBrokerProduceConsume(t *testing.T) {
+	c := Start(t)
+	if !c.IsReal() {
+		t.Fatal("Start without options must give a real cluster")
+	}
+	roundTrip(t, c, "harness-real", 3, 1, 1000)
+	t.Logf("produced and consumed 1000 records through a real Apache Kafka %s broker process at %s", KafkaVersion, c.BootstrapString())
+}
+
+func TestFakeProduceConsume(t *testing.T) {
+	c := Start(t, Fake(), Brokers(3))
+	if c.IsReal() {
+		t.Fatal("Fake() must give a kfake cluster")
+	}
+	roundTrip(t, c, "harness-fake", 3, 3, 1000)
+	t.Logf("produced and consumed 1000 records through kfake at %s", c.BootstrapString())
+}
+
+// Two clusters in one test must be independent: a source and a destination.
+func TestTwoRealClusters(t *testing.T) {
+	began := time.Now()
+	src := Start(t)
+	dst := Start(t)
+	t.Logf("two single-node clusters ready in %s", time.Since(began).Round(100*time.Millisecond))
+	if src.Real().ClusterID() == dst.Real().ClusterID() {
+		t.Fatalf("both clusters have id %s", src.Real().ClusterID())
+	}
+	roundTrip(t, src, "only-on-source", 1, 1, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topics, err := kadm.NewClient(dst.Client(t)).ListTopics(ctx)
+	if err != nil {
+		t.Fatalf("list destination topics: %v", err)
+	}
+	if topics.Has("only-on-source") {
+		t.Fatal("a topic created on the source cluster appeared on the destination")
+	}
+}
+
+func TestThreeBrokerClusterSurvivesBrokerRestart(t *testing.T) {
+	c := Start(t, Brokers(3))
+	if got := len(c.NodeIDs()); got != 3 {
+		t.Fatalf("%d brokers, want 3", got)
+	}
+	roundTrip(t, c, "rf3-before", 6, 3, 300)
+	c.StopBroker(t, 0)
+	roundTrip(t, c, "rf3-during", 6, 2, 300)
+	c.StartBroker(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	brokers, err := kadm.NewClient(c.Client(t)).ListBrokers(ctx)
+	if err != nil {
+		t.Fatalf("list brokers after restart: %v", err)
+	}
+	if len(brokers) != 3 {
+		t.Fatalf("%d brokers after restart, want 3", len(brokers))
+	}
+}
+
+func TestRunToolTopicCommand(t *testing.T) {
+	c := Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := RunTool(t, ctx, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.BootstrapString(),
+		"--create", "--topic", "made-by-java-tool", "--partitions", "4", "--replication-factor", "1"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := RunTool(t, ctx, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.BootstrapString(),
+		"--describe", "--topic", "made-by-java-tool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`PartitionCount:\s*4`).MatchString(out) {
+		t.Fatalf("describe output lacks PartitionCount: 4:\n%s", out)
+	}
+	details, err := kadm.NewClient(c.Client(t)).ListTopics(ctx, "made-by-java-tool")
+	if err != nil {
+		t.Fatalf("list topics: %v", err)
+	}
+	if got := len(details["made-by-java-tool"].Partitions); got != 4 {
+		t.Fatalf("franz-go sees %d partitions, want 4", got)
+	}
+}
+
+func TestPomPinsKafkaVersion(t *testing.T) {
+	if !strings.Contains(string(pomXML), "<kafka.version>"+KafkaVersion+"</kafka.version>") {
+		t.Fatalf("pom.xml does not pin kafka.version %s", KafkaVersion)
+	}
+}
+
+func TestJavaMajor(t *testing.T) {
+	for in, want := range map[string]int{
+		`openjdk version "17.0.15" 2025-04-15`: 17,
+		`java version "1.8.0_292"`:             8,
+		`openjdk version "21" 2023-09-19`:      21,
+		`garbage`:                              0,
+	} {
+		if got := javaMajor([]byte(in)); got != want {
+			t.Errorf("javaMajor(%q) = %d, want %d", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,545 @@
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// RealConfig describes a real Apache Kafka KRaft cluster of combined
+// broker+controller nodes on loopback.
+type RealConfig struct {
+	Brokers int               // number of nodes, each broker and controller (default 1)
+	Dir     string            // working directory: configs, data, logs (required)
+	Props   map[string]string // server.properties overrides
+	// Detach starts the JVMs in their own session so they outlive this process
+	// (the shell interface). Otherwise they die with this process.
+	Detach bool
+}
+
+// RealCluster is a running real Kafka cluster.
+type RealCluster struct {
+	cfg       RealConfig
+	libs      string
+	clusterID string
+	nodes     []*node
+}
+
+type node struct {
+	id             int
+	brokerPort     int
+	controllerPort int
+	dir            string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	pid    int
+	exited chan struct{} // closed when the current process has exited
+}
+
+// state is what the shell interface needs to find a detached cluster again.
+type state struct {
+	ClusterID string      `json:"cluster_id"`
+	Bootstrap string      `json:"bootstrap"`
+	Nodes     []nodeState `json:"nodes"`
+}
+
+type nodeState struct {
+	ID   int    `json:"id"`
+	PID  int    `json:"pid"`
+	Addr string `json:"addr"`
+}
+
+const (
+	startTimeout = 90 * time.Second
+	stopTimeout  = 30 * time.Second
+	portAttempts = 3
+)
+
+// StartReal formats and starts a real Kafka cluster and returns once every
+// broker is listed in Metadata. Port clashes with other processes (free ports
+// are picked, then bound by the JVM later) are retried on fresh ports.
+func StartReal(ctx context.Context, cfg RealConfig) (*RealCluster, error) {
+	if cfg.Brokers <= 0 {
+		cfg.Brokers = 1
+	}
+	if cfg.Dir == "" {
+		return nil, errors.New("kafkatest: RealConfig.Dir is required")
+	}
+	libs, err := Jars(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for attempt := 1; attempt <= portAttempts; attempt++ {
+		c := &RealCluster{cfg: cfg, libs: libs, clusterID: randomClusterID()}
+		if err := os.RemoveAll(cfg.Dir); err != nil {
+			return nil, fmt.Errorf("kafkatest: clean %s: %w", cfg.Dir, err)
+		}
+		if err := c.layout(); err != nil {
+			return nil, err
+		}
+		lastErr = c.start(ctx)
+		if lastErr == nil {
+			return c, nil
+		}
+		c.Stop()
+		if !errors.Is(lastErr, errPortInUse) {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+var errPortInUse = errors.New("port already in use")
+
+func (c *RealCluster) layout() error {
+	ports, err := freePorts(2 * c.cfg.Brokers)
+	if err != nil {
+		return err
+	}
+	var voters []string
+	for i := 0; i < c.cfg.Brokers; i++ {
+		n := &node{id: i + 1, brokerPort: ports[2*i], controllerPort: ports[2*i+1]}
+		n.dir = filepath.Join(c.cfg.Dir, fmt.Sprintf("node-%d", n.id))
+		c.nodes = append(c.nodes, n)
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", n.id, n.controllerPort))
+	}
+	for _, n := range c.nodes {
+		if err := os.MkdirAll(filepath.Join(n.dir, "data"), 0o755); err != nil {
+			return fmt.Errorf("kafkatest: create node dir: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(n.dir, "server.properties"), []byte(c.serverProperties(n, voters)), 0o644); err != nil {
+			return fmt.Errorf("kafkatest: write server.properties: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(n.dir, "log4j2.properties"), []byte(brokerLog4j(n.dir)), 0o644); err != nil {
+			return fmt.Errorf("kafkatest: write log4j2.properties: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c *RealCluster) serverProperties(n *node, voters []string) string {
+	rf := strconv.Itoa(min(3, c.cfg.Brokers))
+	props := map[string]string{
+		"process.roles":                    "broker,controller",
+		"node.id":                          strconv.Itoa(n.id),
+		"controller.quorum.voters":         strings.Join(voters, ","),
+		"listeners":                        fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.brokerPort, n.controllerPort),
+		"advertised.listeners":             fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.brokerPort),
+		"controller.listener.names":        "CONTROLLER",
+		"inter.broker.listener.name":       "PLAINTEXT",
+		"listener.security.protocol.map":   "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"log.dirs":                         filepath.Join(n.dir, "data"),
+		"offsets.topic.replication.factor": rf,
+		// Fewer internal partitions than the defaults (50) keep first use of
+		// groups and transactions fast on a 2-core machine.
+		"offsets.topic.num.partitions":                               "5",
+		"transaction.state.log.num.partitions":                       "5",
+		"transaction.state.log.replication.factor":                   rf,
+		"transaction.state.log.min.isr":                              strconv.Itoa(min(2, c.cfg.Brokers)),
+		"share.coordinator.state.topic.replication.factor":           rf,
+		"share.coordinator.state.topic.min.isr":                      strconv.Itoa(min(2, c.cfg.Brokers)),
+		"group.initial.rebalance.delay.ms":                           "0",
+		"default.replication.factor":                                 rf,
+		"min.insync.replicas":                                        "1",
+		"controlled.shutdown.enable":                                 "true",
+		"num.partitions":                                             "1",
+		"log.flush.interval.messages":                                "9223372036854775807",
+		"transaction.remove.expired.transaction.cleanup.interval.ms": "60000",
+	}
+	for k, v := range c.cfg.Props {
+		props[k] = v
+	}
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
+	}
+	return b.String()
+}
+
+func brokerLog4j(dir string) string {
+	return `rootLogger.level=INFO
+rootLogger.appenderRef.file.ref=file
+appender.file.type=File
+appender.file.name=file
+appender.file.fileName=` + filepath.Join(dir, "server.log") + `
+appender.file.layout.type=PatternLayout
+appender.file.layout.pattern=[%d] %p %m (%c)%n
+logger.kafka.name=kafka
+logger.kafka.level=INFO
+logger.state.name=state.change.logger
+logger.state.level=WARN
+`
+}
+
+func (c *RealCluster) start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.nodes))
+	for i, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.format(ctx, n)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, n := range c.nodes {
+		if err := c.launch(n); err != nil {
+			return err
+		}
+	}
+	if err := c.waitReady(ctx, c.Bootstrap(), len(c.nodes)); err != nil {
+		return err
+	}
+	return c.writeState()
+}
+
+func (c *RealCluster) format(ctx context.Context, n *node) error {
+	cmd := c.java(ctx, n.dir, "kafka.tools.StorageTool", "format", "-t", c.clusterID,
+		"-c", filepath.Join(n.dir, "server.properties"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kafkatest: format node %d: %w\n%s", n.id, err, out)
+	}
+	return nil
+}
+
+// java builds a JVM command on the harness classpath. KMIRROR_KAFKA_JVM_OPTS
+// replaces the default heap and GC options (benchmarks want full JIT).
+func (c *RealCluster) java(ctx context.Context, dir, class string, args ...string) *exec.Cmd {
+	return javaCommand(ctx, c.libs, filepath.Join(dir, "log4j2.properties"), class, args...)
+}
+
+func javaCommand(ctx context.Context, libs, log4j, class string, args ...string) *exec.Cmd {
+	opts := strings.Fields(os.Getenv("KMIRROR_KAFKA_JVM_OPTS"))
+	if len(opts) == 0 {
+		opts = []string{"-Xms128m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+			"-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true"}
+	}
+	jargs := append(opts, "-Dlog4j2.configurationFile="+log4j, "-cp", filepath.Join(libs, "*"), class)
+	return exec.CommandContext(ctx, "java", append(jargs, args...)...)
+}
+
+func (c *RealCluster) launch(n *node) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.exited != nil {
+		select {
+		case <-n.exited:
+		default:
+			return fmt.Errorf("kafkatest: node %d is already running", n.id)
+		}
+	}
+	// Not CommandContext: the broker's lifetime is the cluster's, not a call's.
+	cmd := c.java(context.Background(), n.dir, "kafka.Kafka", filepath.Join(n.dir, "server.properties"))
+	out, err := os.OpenFile(filepath.Join(n.dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("kafkatest: open stdout log: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if c.cfg.Detach {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	} else {
+		// A test binary that dies (timeout panic, Ctrl-C) must not leave JVMs behind.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return fmt.Errorf("kafkatest: start node %d: %w", n.id, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		out.Close()
+		close(exited)
+	}()
+	n.cmd, n.pid, n.exited = cmd, cmd.Process.Pid, exited
+	return nil
+}
+
+// waitReady polls Metadata until it lists want brokers, failing early when a
+// node process exits.
+func (c *RealCluster) waitReady(ctx context.Context, seeds []string, want int) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DialTimeout(time.Second),
+		kgo.RequestRetries(0), kgo.RetryTimeout(time.Second))
+	if err != nil {
+		return fmt.Errorf("kafkatest: client for readiness: %w", err)
+	}
+	defer cl.Close()
+	for {
+		for _, n := range c.nodes {
+			if n.hasExited() {
+				return n.exitError()
+			}
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(rctx, cl)
+		rcancel()
+		if err == nil && len(resp.Brokers) >= want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafkatest: cluster in %s not ready after %s (last error: %v); logs: %s",
+				c.cfg.Dir, startTimeout, err, c.logFiles())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (n *node) hasExited() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.exited == nil {
+		return false
+	}
+	select {
+	case <-n.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+func (n *node) exitError() error {
+	tail := tailFile(filepath.Join(n.dir, "stdout.log"), 4096) + tailFile(filepath.Join(n.dir, "server.log"), 4096)
+	err := fmt.Errorf("kafkatest: node %d exited during startup; logs in %s:\n%s", n.id, n.dir, tail)
+	if strings.Contains(tail, "Address already in use") {
+		return fmt.Errorf("%w: %w", errPortInUse, err)
+	}
+	return err
+}
+
+func tailFile(path string, max int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max64(0, st.Size()-max)
+	buf := make([]byte, st.Size()-off)
+	_, _ = f.ReadAt(buf, off)
+	return string(buf)
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func (c *RealCluster) logFiles() string {
+	var files []string
+	for _, n := range c.nodes {
+		files = append(files, filepath.Join(n.dir, "server.log"))
+	}
+	return strings.Join(files, " ")
+}
+
+func (c *RealCluster) writeState() error {
+	st := state{ClusterID: c.clusterID, Bootstrap: strings.Join(c.Bootstrap(), ",")}
+	for _, n := range c.nodes {
+		st.Nodes = append(st.Nodes, nodeState{ID: n.id, PID: n.pid, Addr: n.addr()})
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("kafkatest: encode state: %w", err)
+	}
+	return os.WriteFile(filepath.Join(c.cfg.Dir, "cluster.json"), b, 0o644)
+}
+
+func (n *node) addr() string { return fmt.Sprintf("127.0.0.1:%d", n.brokerPort) }
+
+// Bootstrap lists every broker's address.
+func (c *RealCluster) Bootstrap() []string {
+	addrs := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		addrs[i] = n.addr()
+	}
+	return addrs
+}
+
+// ClusterID is the id the storage was formatted with.
+func (c *RealCluster) ClusterID() string { return c.clusterID }
+
+// Dir is the cluster's working directory (configs, data, logs).
+func (c *RealCluster) Dir() string { return c.cfg.Dir }
+
+// NodeIDs lists the node ids, which are 1..n in node order.
+func (c *RealCluster) NodeIDs() []int32 {
+	ids := make([]int32, len(c.nodes))
+	for i, n := range c.nodes {
+		ids[i] = int32(n.id)
+	}
+	return ids
+}
+
+// StopNode stops node i (0-based) gracefully, or with SIGKILL when kill is set
+// or the graceful stop does not finish in time.
+func (c *RealCluster) StopNode(i int, kill bool) error {
+	n := c.nodes[i]
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	sig := syscall.SIGTERM
+	if kill {
+		sig = syscall.SIGKILL
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(stopTimeout):
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+	return fmt.Errorf("kafkatest: node %d did not stop within %s and was killed", n.id, stopTimeout)
+}
+
+// SignalNode sends sig to node i (SIGSTOP/SIGCONT freeze and thaw it).
+func (c *RealCluster) SignalNode(i int, sig syscall.Signal) error {
+	n := c.nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return fmt.Errorf("kafkatest: node %d is not running", n.id)
+	}
+	return n.cmd.Process.Signal(sig)
+}
+
+// StartNode restarts a stopped node i (0-based) and waits until it serves
+// Metadata again.
+func (c *RealCluster) StartNode(ctx context.Context, i int) error {
+	if err := c.launch(c.nodes[i]); err != nil {
+		return err
+	}
+	return c.waitReady(ctx, []string{c.nodes[i].addr()}, len(c.nodes))
+}
+
+// Stop stops every node (gracefully, in parallel) and leaves the directory.
+func (c *RealCluster) Stop() error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.nodes))
+	for i := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.StopNode(i, false)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// StopDetached stops a cluster started with Detach by another process, found
+// through the state file in dir.
+func StopDetached(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	if err != nil {
+		return fmt.Errorf("kafkatest: no cluster state in %s: %w", dir, err)
+	}
+	var st state
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("kafkatest: decode %s/cluster.json: %w", dir, err)
+	}
+	for _, n := range st.Nodes {
+		_ = syscall.Kill(n.PID, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(stopTimeout)
+	for _, n := range st.Nodes {
+		for processAlive(n.PID) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if processAlive(n.PID) {
+			_ = syscall.Kill(n.PID, syscall.SIGKILL)
+		}
+	}
+	return nil
+}
+
+// ReadBootstrap returns the bootstrap address of a detached cluster.
+func ReadBootstrap(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	if err != nil {
+		return "", fmt.Errorf("kafkatest: no cluster state in %s: %w", dir, err)
+	}
+	var st state
+	if err := json.Unmarshal(b, &st); err != nil {
+		return "", fmt.Errorf("kafkatest: decode cluster state: %w", err)
+	}
+	return st.Bootstrap, nil
+}
+
+func processAlive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	// A zombie is dead for our purposes.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(b))
+	return len(fields) < 3 || fields[2] != "Z"
+}
+
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("kafkatest: find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// randomClusterID makes a Kafka cluster id: 16 random bytes, URL-safe base64
+// without padding, as `kafka-storage random-uuid` prints.
+func randomClusterID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}

@@ -1,0 +1,310 @@
+package mirrorcli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// UsageError is a problem with the command line. Its message names the
+// problem and the fix; the caller exits with status 2.
+type UsageError struct{ msg string }
+
+func (e *UsageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &UsageError{fmt.Sprintf(format, args...)} }
+
+// IsUsage reports whether err is a command-line problem.
+func IsUsage(err error) bool {
+	var u *UsageError
+	return errors.As(err, &u)
+}
+
+// Action is the one thing a `kmirror mirrors` invocation does.
+type Action string
+
+const (
+	ActCreate   Action = "create"
+	ActAdd      Action = "add"
+	ActRemove   Action = "remove"
+	ActPause    Action = "pause"
+	ActResume   Action = "resume"
+	ActList     Action = "list"
+	ActDescribe Action = "describe"
+	ActDelete   Action = "delete"
+)
+
+var actions = []Action{ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActList, ActDescribe, ActDelete}
+
+// MirrorsArgs is a parsed `kmirror mirrors` command line.
+type MirrorsArgs struct {
+	Action          Action
+	Bootstrap       string
+	CommandConfig   string
+	Mirror          string
+	MirrorConfig    string
+	Topics          TopicSelection // --topics
+	Exclude         []string       // --exclude, as regexes
+	Failed, JSON    bool
+	Wait            bool
+	Timeout         time.Duration
+	timeoutExplicit bool
+}
+
+// TopicSelection is a --topics value: either plain topic names or one
+// regular expression.
+type TopicSelection struct {
+	Names   []string
+	Pattern string
+}
+
+// IsPattern reports whether the selection is a regular expression.
+func (s TopicSelection) IsPattern() bool { return s.Pattern != "" }
+
+func (s TopicSelection) String() string {
+	if s.IsPattern() {
+		return "/" + s.Pattern + "/"
+	}
+	return strings.Join(s.Names, ",")
+}
+
+// topicNameRE is what a Kafka topic name may contain.
+var topicNameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// ParseTopics classifies a --topics or --exclude value. The rule:
+//
+//   - If every comma-separated entry (spaces around entries ignored) is made
+//     only of characters legal in a Kafka topic name (a-z A-Z 0-9 . _ -), the
+//     value is a list of exact topic names. A '.' in a name is literal.
+//   - Otherwise the whole value is ONE regular expression (Go RE2 syntax,
+//     matched against the whole topic name), commas included: 'a{1,3}' and
+//     'orders|payments-.*' are patterns. To select several patterns, join
+//     them with '|'. To force a pattern made only of name characters, wrap
+//     it in parentheses: '(orders.v.)'.
+func ParseTopics(flagName, v string) (TopicSelection, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return TopicSelection{}, usagef("%s is empty; give topic names separated by commas, or one regular expression", flagName)
+	}
+	entries := strings.Split(v, ",")
+	names := make([]string, 0, len(entries))
+	plain := true
+	for i := range entries {
+		e := strings.TrimSpace(entries[i])
+		if e != "" && !topicNameRE.MatchString(e) {
+			plain = false
+			break
+		}
+		names = append(names, e)
+	}
+	if plain {
+		seen := map[string]bool{}
+		out := names[:0]
+		for _, n := range names {
+			if n == "" {
+				return TopicSelection{}, usagef("%s %q has an empty topic name; remove the extra comma", flagName, v)
+			}
+			if n == "." || n == ".." {
+				return TopicSelection{}, usagef("%s: %q is not a valid topic name", flagName, n)
+			}
+			if len(n) > 249 {
+				return TopicSelection{}, usagef("%s: topic name %q is longer than Kafka's limit of 249 characters", flagName, n)
+			}
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+		return TopicSelection{Names: out}, nil
+	}
+	if _, err := regexp.Compile("^(?:" + v + ")$"); err != nil {
+		return TopicSelection{}, usagef("%s %q is read as a regular expression (it has characters topic names cannot have) but does not compile: %v; fix the pattern, or list topic names separated by commas", flagName, v, err)
+	}
+	return TopicSelection{Pattern: v}, nil
+}
+
+// flagUse lists which actions take each optional flag.
+var flagUse = map[string][]Action{
+	"mirror":        {ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActDescribe, ActDelete},
+	"mirror-config": {ActCreate},
+	"topics":        {ActAdd, ActRemove, ActPause, ActResume},
+	"exclude":       {ActAdd},
+	"failed":        {ActDescribe},
+	"json":          {ActDescribe, ActList},
+	"wait":          {ActRemove},
+}
+
+// ParseMirrorsArgs parses and validates a `kmirror mirrors` command line.
+// Help (-h) returns flag.ErrHelp after writing the help text to help.
+func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
+	a := &MirrorsArgs{}
+	fs := flag.NewFlagSet("kmirror mirrors", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	picked := map[Action]*bool{}
+	for _, act := range actions {
+		picked[act] = fs.Bool(string(act), false, "")
+	}
+	var topics, exclude string
+	fs.StringVar(&a.Bootstrap, "bootstrap-server", "", "")
+	fs.StringVar(&a.CommandConfig, "command-config", "", "")
+	fs.StringVar(&a.Mirror, "mirror", "", "")
+	fs.StringVar(&a.MirrorConfig, "mirror-config", "", "")
+	fs.StringVar(&topics, "topics", "", "")
+	fs.StringVar(&exclude, "exclude", "", "")
+	fs.BoolVar(&a.Failed, "failed", false, "")
+	fs.BoolVar(&a.JSON, "json", false, "")
+	fs.BoolVar(&a.Wait, "wait", false, "")
+	fs.DurationVar(&a.Timeout, "timeout", 60*time.Second, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(help, MirrorsHelp)
+			return nil, flag.ErrHelp
+		}
+		return nil, usagef("%v; run 'kmirror mirrors -h' for the flags", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q: every value belongs to a flag (e.g. --mirror NAME); quote a pattern that contains spaces", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	var chosen []string
+	for _, act := range actions {
+		if *picked[act] {
+			a.Action = act
+			chosen = append(chosen, "--"+string(act))
+		}
+	}
+	switch len(chosen) {
+	case 0:
+		return nil, usagef("no action given; give exactly one of --create, --add, --remove, --pause, --resume, --list, --describe, --delete")
+	case 1:
+	default:
+		return nil, usagef("%s given together; give exactly one action per command", strings.Join(chosen, " and "))
+	}
+	if a.Bootstrap == "" {
+		return nil, usagef("--bootstrap-server is required: give the kmirror proxy's address, e.g. --bootstrap-server localhost:9092")
+	}
+	for name, acts := range flagUse {
+		if set[name] && !hasAction(acts, a.Action) {
+			return nil, usagef("--%s does not apply to --%s (it is used with %s); remove it", name, a.Action, actionList(acts))
+		}
+	}
+	if set["timeout"] {
+		a.timeoutExplicit = true
+		if a.Timeout <= 0 {
+			return nil, usagef("--timeout %s must be positive, e.g. --timeout 2m", a.Timeout)
+		}
+	}
+
+	needMirror := a.Action != ActList && a.Action != ActDescribe
+	if needMirror && a.Mirror == "" {
+		return nil, usagef("--%s needs --mirror NAME; `kmirror mirrors --list` shows the mirrors", a.Action)
+	}
+	if set["mirror"] && a.Mirror == "" {
+		return nil, usagef("--mirror is empty; give the mirror's name")
+	}
+	if a.Action == ActCreate && a.MirrorConfig == "" {
+		return nil, usagef("--create needs --mirror-config FILE: a properties file with at least bootstrap.servers=SOURCE:PORT of the source cluster")
+	}
+	switch a.Action {
+	case ActAdd, ActRemove, ActPause, ActResume:
+		if !set["topics"] {
+			return nil, usagef("--%s needs --topics: topic names separated by commas, or one regular expression", a.Action)
+		}
+		sel, err := ParseTopics("--topics", topics)
+		if err != nil {
+			return nil, err
+		}
+		if sel.IsPattern() && (a.Action == ActPause || a.Action == ActResume) {
+			return nil, usagef("--%s takes topic names, not a pattern (%q has characters topic names cannot have); list the topics separated by commas (--describe --mirror %s shows them)", a.Action, topics, a.Mirror)
+		}
+		a.Topics = sel
+	}
+	if set["exclude"] {
+		sel, err := ParseTopics("--exclude", exclude)
+		if err != nil {
+			return nil, err
+		}
+		if sel.IsPattern() {
+			a.Exclude = []string{sel.Pattern}
+		} else {
+			for _, n := range sel.Names {
+				a.Exclude = append(a.Exclude, regexp.QuoteMeta(n))
+			}
+		}
+		if !a.Topics.IsPattern() {
+			return nil, usagef("--exclude only narrows a --topics pattern, and --topics %q is a list of names; drop the names you do not want instead, or give --topics as a pattern", topics)
+		}
+	}
+	return a, nil
+}
+
+func hasAction(acts []Action, a Action) bool {
+	for _, x := range acts {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+func actionList(acts []Action) string {
+	s := make([]string, len(acts))
+	for i, a := range acts {
+		s[i] = "--" + string(a)
+	}
+	return strings.Join(s, ", ")
+}
+
+// MirrorsHelp is `kmirror mirrors -h`.
+const MirrorsHelp = `Usage: kmirror mirrors --bootstrap-server HOST:PORT [--command-config FILE] ACTION [flags]
+
+Manage the mirrors of a kmirror proxy (Kafka Cluster Mirroring). Talks to the
+proxy in front of the destination cluster, never to brokers directly.
+
+Connection:
+  --bootstrap-server HOST:PORT  the kmirror proxy (required)
+  --command-config FILE         client properties: security.protocol, sasl.mechanism,
+                                sasl.jaas.config (Plain/ScramLoginModule) or
+                                sasl.username + sasl.password, ssl.ca.location or
+                                ssl.truststore.location (PEM), ssl.certificate.location +
+                                ssl.key.location or ssl.keystore.location (PEM),
+                                ssl.endpoint.identification.algorithm, client.id
+  --timeout DURATION            give up after this long (default 60s); with --wait,
+                                how long to wait for STOPPED
+
+Actions (exactly one):
+  --create --mirror M --mirror-config FILE
+        create mirror M; FILE holds mirror configs (bootstrap.servers of the source,
+        security, topics.include, ...). source.cluster.id is filled in by asking the
+        source cluster when absent. A sasl.jaas.config line is sent as
+        sasl.username + sasl.password.
+  --add --mirror M --topics TOPICS [--exclude TOPICS]
+        start mirroring topics. A pattern is also stored with the mirror, so
+        matching source topics created later are mirrored too; --exclude narrows it.
+  --remove --mirror M --topics TOPICS [--wait]
+        fail the topics over: they stop mirroring and become writable once STOPPED.
+        --wait polls until every partition is STOPPED (bounded by --timeout).
+  --pause --mirror M --topics NAMES     stop copying, keep the topics read-only
+  --resume --mirror M --topics NAMES    continue copying paused topics
+  --list [--json]                       list mirrors
+  --describe [--mirror M] [--failed] [--json]
+        per partition: state, source and destination high watermarks, lag, last
+        mirrored offset (LMO) and any error; --failed shows FAILED partitions only,
+        with their retry attempt.
+  --delete --mirror M                   delete a mirror whose topics are all STOPPED
+
+TOPICS is either topic names separated by commas (orders,payments), or, when the
+value has any character a topic name cannot have, ONE regular expression matched
+against whole names ('orders-.*', 'orders|payments-v[0-9]+'). A '.' alone does not
+make a pattern; write '(orders.v.)' to force one.
+
+Exit status: 0 on success, 1 if the request or any topic failed (each failure is
+printed as TOPIC: ERROR_NAME: message), 2 for a usage error.
+`

@@ -1,0 +1,176 @@
+package protocol
+
+import (
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeMirrors (key 99, v0, flexible) reports every partition of the
+// named mirrors (all mirrors if MirrorNames is empty): its state, both high
+// watermarks, the lag between them and the last mirrored offset. This is
+// what `kmirror mirrors --describe` prints. A name that does not exist gets
+// UNKNOWN_MIRROR on its own entry; the others are still described.
+
+// DescribeMirrorsRequest describes mirrors.
+type DescribeMirrorsRequest struct {
+	Version     int16
+	MirrorNames []string // empty: all mirrors
+	UnknownTags kmsg.Tags
+}
+
+// DescribeMirrorsResponse describes mirrors.
+type DescribeMirrorsResponse struct {
+	Version        int16
+	ThrottleMillis int32
+	ErrorCode      int16
+	ErrorMessage   *string
+	Mirrors        []DescribeMirrorsResponseMirror
+	UnknownTags    kmsg.Tags
+}
+
+// DescribeMirrorsResponseMirror is one mirror.
+type DescribeMirrorsResponseMirror struct {
+	Name         string
+	ErrorCode    int16
+	ErrorMessage *string
+	Topics       []DescribeMirrorsResponseTopic
+	UnknownTags  kmsg.Tags
+}
+
+// DescribeMirrorsResponseTopic is one topic of a mirror.
+type DescribeMirrorsResponseTopic struct {
+	Name        string
+	Partitions  []DescribeMirrorsResponsePartition
+	UnknownTags kmsg.Tags
+}
+
+// DescribeMirrorsResponsePartition is one partition of a mirror topic.
+// Offsets are -1 where unknown (e.g. the source is unreachable).
+type DescribeMirrorsResponsePartition struct {
+	Partition                int32
+	State                    string // MirrorState.String()
+	SourceHighWatermark      int64
+	DestinationHighWatermark int64
+	Lag                      int64
+	LastMirroredOffset       int64
+	RetryAttempt             int16
+	ErrorMessage             *string // why the partition FAILED, if it did
+	UnknownTags              kmsg.Tags
+}
+
+// Default sets the state to UNKNOWN and every offset to -1 (unknown).
+func (v *DescribeMirrorsResponsePartition) Default() {
+	*v = DescribeMirrorsResponsePartition{
+		State:                    MirrorStateUnknown.String(),
+		SourceHighWatermark:      -1,
+		DestinationHighWatermark: -1,
+		Lag:                      -1,
+		LastMirroredOffset:       -1,
+	}
+}
+
+// NewDescribeMirrorsResponsePartition returns a partition with defaults set.
+func NewDescribeMirrorsResponsePartition() DescribeMirrorsResponsePartition {
+	var v DescribeMirrorsResponsePartition
+	v.Default()
+	return v
+}
+
+func NewPtrDescribeMirrorsRequest() *DescribeMirrorsRequest   { return new(DescribeMirrorsRequest) }
+func NewPtrDescribeMirrorsResponse() *DescribeMirrorsResponse { return new(DescribeMirrorsResponse) }
+
+func (*DescribeMirrorsRequest) Key() int16                 { return KeyDescribeMirrors }
+func (*DescribeMirrorsRequest) MaxVersion() int16          { return maxVersion(KeyDescribeMirrors) }
+func (v *DescribeMirrorsRequest) SetVersion(version int16) { v.Version = version }
+func (v *DescribeMirrorsRequest) GetVersion() int16        { return v.Version }
+func (*DescribeMirrorsRequest) IsFlexible() bool           { return true }
+func (v *DescribeMirrorsRequest) ResponseKind() kmsg.Response {
+	return &DescribeMirrorsResponse{Version: v.Version}
+}
+func (v *DescribeMirrorsRequest) ReadFrom(src []byte) error { return readMessage(v, src) }
+
+func (v *DescribeMirrorsRequest) AppendTo(dst []byte) []byte {
+	dst = appendStrings(dst, v.MirrorNames)
+	return appendTags(dst, &v.UnknownTags)
+}
+
+func (v *DescribeMirrorsRequest) readFrom(d *decoder) {
+	v.MirrorNames = d.strings()
+	d.tags(&v.UnknownTags, nil)
+}
+
+func (*DescribeMirrorsResponse) Key() int16                 { return KeyDescribeMirrors }
+func (*DescribeMirrorsResponse) MaxVersion() int16          { return maxVersion(KeyDescribeMirrors) }
+func (v *DescribeMirrorsResponse) SetVersion(version int16) { v.Version = version }
+func (v *DescribeMirrorsResponse) GetVersion() int16        { return v.Version }
+func (*DescribeMirrorsResponse) IsFlexible() bool           { return true }
+func (v *DescribeMirrorsResponse) RequestKind() kmsg.Request {
+	return &DescribeMirrorsRequest{Version: v.Version}
+}
+func (v *DescribeMirrorsResponse) ReadFrom(src []byte) error { return readMessage(v, src) }
+func (v *DescribeMirrorsResponse) Throttle() (int32, bool)   { return v.ThrottleMillis, true }
+func (v *DescribeMirrorsResponse) SetThrottle(millis int32)  { v.ThrottleMillis = millis }
+
+func (v *DescribeMirrorsResponse) AppendTo(dst []byte) []byte {
+	dst = appendResponseHead(dst, v.ThrottleMillis, v.ErrorCode, v.ErrorMessage)
+	dst = appendArray(dst, v.Mirrors)
+	return appendTags(dst, &v.UnknownTags)
+}
+
+func (v *DescribeMirrorsResponse) readFrom(d *decoder) {
+	d.responseHead(&v.ThrottleMillis, &v.ErrorCode, &v.ErrorMessage)
+	v.Mirrors = readArray[DescribeMirrorsResponseMirror](d)
+	d.tags(&v.UnknownTags, nil)
+}
+
+func (v *DescribeMirrorsResponseMirror) appendTo(dst []byte) []byte {
+	dst = appendString(dst, v.Name)
+	dst = kbin.AppendInt16(dst, v.ErrorCode)
+	dst = appendNullableString(dst, v.ErrorMessage)
+	dst = appendArray(dst, v.Topics)
+	return appendTags(dst, &v.UnknownTags)
+}
+
+func (v *DescribeMirrorsResponseMirror) readFrom(d *decoder) {
+	v.Name = d.string()
+	v.ErrorCode = d.int16()
+	v.ErrorMessage = d.nullableString()
+	v.Topics = readArray[DescribeMirrorsResponseTopic](d)
+	d.tags(&v.UnknownTags, nil)
+}
+
+func (v *DescribeMirrorsResponseTopic) appendTo(dst []byte) []byte {
+	dst = appendString(dst, v.Name)
+	dst = appendArray(dst, v.Partitions)
+	return appendTags(dst, &v.UnknownTags)
+}
+
+func (v *DescribeMirrorsResponseTopic) readFrom(d *decoder) {
+	v.Name = d.string()
+	v.Partitions = readArray[DescribeMirrorsResponsePartition](d)
+	d.tags(&v.UnknownTags, nil)
+}
+
+func (v *DescribeMirrorsResponsePartition) appendTo(dst []byte) []byte {
+	dst = kbin.AppendInt32(dst, v.Partition)
+	dst = appendString(dst, v.State)
+	dst = kbin.AppendInt64(dst, v.SourceHighWatermark)
+	dst = kbin.AppendInt64(dst, v.DestinationHighWatermark)
+	dst = kbin.AppendInt64(dst, v.Lag)
+	dst = kbin.AppendInt64(dst, v.LastMirroredOffset)
+	dst = kbin.AppendInt16(dst, v.RetryAttempt)
+	dst = appendNullableString(dst, v.ErrorMessage)
+	return appendTags(dst, &v.UnknownTags)
+}
+
+func (v *DescribeMirrorsResponsePartition) readFrom(d *decoder) {
+	v.Partition = d.int32()
+	v.State = d.string()
+	v.SourceHighWatermark = d.int64()
+	v.DestinationHighWatermark = d.int64()
+	v.Lag = d.int64()
+	v.LastMirroredOffset = d.int64()
+	v.RetryAttempt = d.int16()
+	v.ErrorMessage = d.nullableString()
+	d.tags(&v.UnknownTags, nil)
+}

@@ -1,0 +1,286 @@
+package proxy
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the proxy configuration. Zero values mean "use the default" (see Defaults);
+// docs/proxy.md documents every key with its YAML name and flag.
+type Config struct {
+	// Upstream is the destination cluster's bootstrap list (host:port).
+	Upstream []string `yaml:"upstream"`
+	// Listen is the bootstrap listener address clients are configured with.
+	Listen string `yaml:"listen"`
+	// AdvertisedHost is the host name returned to clients for every broker listener; behind
+	// a TCP load balancer this is the load balancer's name. Default: Listen's host, or
+	// "localhost" when Listen binds every interface.
+	AdvertisedHost string `yaml:"advertised_host"`
+	// BrokerListenHost is the interface broker listeners bind (default: Listen's host).
+	BrokerListenHost string `yaml:"broker_listen_host"`
+	// BrokerPortBase and BrokerPortCount define the port rule: broker node id N listens on
+	// BrokerPortBase+N for 0 <= N < BrokerPortCount, unless BrokerPorts names a port for N.
+	// The rule uses nothing but the node id, so every instance behind a load balancer maps
+	// a broker to the same port, and a broker that joins later never shifts the others.
+	// BrokerPortBase 0 means ephemeral ports (a single instance, tests).
+	BrokerPortBase  int           `yaml:"broker_port_base"`
+	BrokerPortCount int           `yaml:"broker_port_count"`
+	BrokerPorts     map[int32]int `yaml:"broker_ports"`
+	// MaxFrameBytes bounds one request or response (Kafka's socket.request.max.bytes).
+	MaxFrameBytes int32 `yaml:"max_frame_bytes"`
+	// MaxInFlight bounds the requests of one client connection that await their response.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// IdleTimeout closes connections without traffic (Kafka's connections.max.idle.ms).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// DialTimeout bounds connecting to an upstream broker.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// ShutdownTimeout bounds draining in-flight requests on shutdown.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// MetadataRefresh is how often the proxy asks upstream for its brokers so that a broker
+	// that joins gets a listener even before a client's Metadata mentions it.
+	MetadataRefresh time.Duration `yaml:"metadata_refresh"`
+	// MetricsAddr serves Prometheus metrics at /metrics when set.
+	MetricsAddr string `yaml:"metrics_addr"`
+	// EventLoops is the number of gnet event loops per plaintext listener.
+	EventLoops int `yaml:"event_loops"`
+
+	// TLS, when CertFile is set, makes every client listener TLS (crypto/tls).
+	TLS ListenerTLS `yaml:"tls"`
+	// UpstreamTLS configures TLS towards the brokers.
+	UpstreamTLS UpstreamTLS `yaml:"upstream_tls"`
+	// UpstreamSASL is used only by the proxy's own broker discovery; client connections
+	// authenticate end to end because each maps to exactly one upstream connection.
+	UpstreamSASL UpstreamSASL `yaml:"upstream_sasl"`
+}
+
+// ListenerTLS is the server side TLS of client listeners.
+type ListenerTLS struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file"` // set: clients must present a certificate
+}
+
+// UpstreamTLS is the client side TLS towards the brokers.
+type UpstreamTLS struct {
+	Enabled            bool   `yaml:"enabled"`
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	ServerName         string `yaml:"server_name"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// UpstreamSASL are the proxy's own credentials for discovery (PLAIN, SCRAM-SHA-256/512).
+type UpstreamSASL struct {
+	Mechanism string `yaml:"mechanism"`
+	Username  string `yaml:"username"`
+	Password  string `yaml:"password"`
+}
+
+// Defaults returns the configuration every unset field falls back to.
+func Defaults() Config {
+	return Config{
+		Listen:          "0.0.0.0:9092",
+		BrokerPortBase:  9100,
+		BrokerPortCount: 100,
+		MaxFrameBytes:   100 << 20,
+		MaxInFlight:     64,
+		IdleTimeout:     10 * time.Minute,
+		DialTimeout:     10 * time.Second,
+		ShutdownTimeout: 30 * time.Second,
+		MetadataRefresh: 30 * time.Second,
+		EventLoops:      runtime.GOMAXPROCS(0),
+	}
+}
+
+// withDefaults fills unset fields.
+func (c Config) withDefaults() Config {
+	d := Defaults()
+	if c.Listen == "" {
+		c.Listen = d.Listen
+	}
+	if c.BrokerPortCount == 0 {
+		c.BrokerPortCount = d.BrokerPortCount
+	}
+	if c.MaxFrameBytes == 0 {
+		c.MaxFrameBytes = d.MaxFrameBytes
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = d.MaxInFlight
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = d.IdleTimeout
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = d.DialTimeout
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = d.ShutdownTimeout
+	}
+	if c.MetadataRefresh == 0 {
+		c.MetadataRefresh = d.MetadataRefresh
+	}
+	if c.EventLoops == 0 {
+		c.EventLoops = d.EventLoops
+	}
+	host, _, _ := net.SplitHostPort(c.Listen)
+	if c.BrokerListenHost == "" {
+		c.BrokerListenHost = host
+	}
+	if c.AdvertisedHost == "" {
+		c.AdvertisedHost = host
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			c.AdvertisedHost = "localhost"
+		}
+	}
+	return c
+}
+
+// Validate reports the first configuration error, phrased for an operator.
+func (c Config) Validate() error {
+	if len(c.Upstream) == 0 {
+		return errors.New("no upstream brokers: set --upstream HOST:PORT[,HOST:PORT] or 'upstream' in the config file")
+	}
+	for _, u := range c.Upstream {
+		if _, _, err := net.SplitHostPort(u); err != nil {
+			return fmt.Errorf("upstream %q is not HOST:PORT: %w", u, err)
+		}
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen %q is not HOST:PORT: %w", c.Listen, err)
+	}
+	if c.BrokerPortBase < 0 || c.BrokerPortBase+c.BrokerPortCount > 65536 {
+		return fmt.Errorf("broker port range %d+%d does not fit in 1..65535", c.BrokerPortBase, c.BrokerPortCount)
+	}
+	if c.MaxFrameBytes < 1024 {
+		return fmt.Errorf("max_frame_bytes %d is too small (minimum 1024)", c.MaxFrameBytes)
+	}
+	if c.MaxInFlight < 1 {
+		return fmt.Errorf("max_in_flight %d must be at least 1", c.MaxInFlight)
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		return errors.New("tls: cert_file and key_file must be set together")
+	}
+	switch strings.ToUpper(c.UpstreamSASL.Mechanism) {
+	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+	default:
+		return fmt.Errorf("upstream_sasl.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.UpstreamSASL.Mechanism)
+	}
+	return nil
+}
+
+// brokerPort returns the configured listener port of node id, false when the rule does
+// not cover it (or ports are ephemeral).
+func (c Config) brokerPort(node int32) (int, bool) {
+	if p, ok := c.BrokerPorts[node]; ok {
+		return p, true
+	}
+	if c.BrokerPortBase == 0 || node < 0 || int(node) >= c.BrokerPortCount {
+		return 0, false
+	}
+	return c.BrokerPortBase + int(node), true
+}
+
+// LoadFile reads a YAML configuration file over cfg.
+func LoadFile(path string, cfg *Config) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading proxy config: %w", err)
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil {
+		return fmt.Errorf("parsing proxy config %s: %w", path, err)
+	}
+	return nil
+}
+
+// ParseArgs builds a Config from defaults, then the --config file, then explicit flags (a
+// flag given on the command line always wins over the file).
+func ParseArgs(name string, args []string) (Config, error) {
+	cfg := Defaults()
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	var (
+		file     = fs.String("config", "", "YAML configuration file (flags override it)")
+		upstream = fs.String("upstream", "", "destination bootstrap brokers, HOST:PORT[,HOST:PORT]")
+		listen   = fs.String("listen", cfg.Listen, "bootstrap listener HOST:PORT")
+		adv      = fs.String("advertised-host", "", "host returned to clients for broker listeners (load balancer name)")
+		ports    = fs.String("broker-ports", "", "broker listener ports BASE[+COUNT]: node id N listens on BASE+N (0 = ephemeral)")
+		maxFrame = fs.Int("max-frame-bytes", int(cfg.MaxFrameBytes), "largest request or response accepted")
+		inflight = fs.Int("max-in-flight", cfg.MaxInFlight, "requests awaiting a response per connection before the proxy stops reading")
+		idle     = fs.Duration("idle-timeout", cfg.IdleTimeout, "close connections idle this long")
+		metrics  = fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics")
+		certFile = fs.String("tls-cert", "", "TLS certificate for client listeners")
+		keyFile  = fs.String("tls-key", "", "TLS key for client listeners")
+		clientCA = fs.String("tls-client-ca", "", "CA for client certificates (enables mutual TLS)")
+	)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *file != "" {
+		if err := LoadFile(*file, &cfg); err != nil {
+			return cfg, err
+		}
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "upstream":
+			cfg.Upstream = splitList(*upstream)
+		case "listen":
+			cfg.Listen = *listen
+		case "advertised-host":
+			cfg.AdvertisedHost = *adv
+		case "broker-ports":
+			base, count, ok := strings.Cut(*ports, "+")
+			cfg.BrokerPortBase, err = strconv.Atoi(base)
+			if err == nil && ok {
+				cfg.BrokerPortCount, err = strconv.Atoi(count)
+			}
+			if err != nil {
+				err = fmt.Errorf("--broker-ports %q: want BASE or BASE+COUNT: %w", *ports, err)
+			}
+		case "max-frame-bytes":
+			cfg.MaxFrameBytes = int32(*maxFrame)
+		case "max-in-flight":
+			cfg.MaxInFlight = *inflight
+		case "idle-timeout":
+			cfg.IdleTimeout = *idle
+		case "metrics-addr":
+			cfg.MetricsAddr = *metrics
+		case "tls-cert":
+			cfg.TLS.CertFile = *certFile
+		case "tls-key":
+			cfg.TLS.KeyFile = *keyFile
+		case "tls-client-ca":
+			cfg.TLS.ClientCAFile = *clientCA
+		}
+	})
+	if err != nil {
+		return cfg, err
+	}
+	cfg = cfg.withDefaults()
+	return cfg, cfg.Validate()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

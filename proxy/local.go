@@ -1,0 +1,66 @@
+package proxy
+
+import (
+	"fmt"
+
+	"github.com/kmirror/kmirror/protocol"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// answerLocally decides whether the proxy answers a request itself. It returns a channel
+// that will carry the complete response frame, nil to forward the request, or an error when
+// the request is not acceptable and the connection must close (as a broker would do for an
+// unknown key or unsupported version).
+func (p *Proxy) answerLocally(s *session, h requestHeader, frame []byte) (chan []byte, error) {
+	if isMirrorKey(h.key) {
+		return p.answerMirror(s, h, frame), nil
+	}
+	kmax := kmsgMaxVersion(h.key)
+	switch {
+	case h.key == 18 && h.version > kmax:
+		ch := make(chan []byte, 1)
+		ch <- apiVersionsFallback(h.corrID)
+		return ch, nil
+	case kmax < 0:
+		return nil, fmt.Errorf("unknown API key %d (v%d): not advertised by this proxy", h.key, h.version)
+	case rewrittenKeys[h.key] && h.version > kmax:
+		return nil, fmt.Errorf("%s v%d is newer than this proxy supports (max v%d) and was not advertised", kmsg.NameForKey(h.key), h.version, kmax)
+	}
+	return nil, nil
+}
+
+// answerMirror runs the mirror RPC handler off the client's goroutine; the response FIFO
+// keeps the answer in request order.
+func (p *Proxy) answerMirror(s *session, h requestHeader, frame []byte) chan []byte {
+	ch := make(chan []byte, 1)
+	fn := p.Handlers.lookup(h.key)
+	switch {
+	case h.version != 0:
+		ch <- appendResponseFrame(nil, h.corrID, 1, mirrorErrorBody(h.key, errUnsupportedVer,
+			fmt.Sprintf("mirror API key %d supports version 0 only, got v%d", h.key, h.version)))
+		return ch
+	case fn == nil:
+		ch <- appendResponseFrame(nil, h.corrID, 1, mirrorErrorBody(h.key, errInvalidRequest, mirroringDisabledMessage))
+		return ch
+	}
+	req := &MirrorRequest{Key: h.key, Version: h.version, CorrelationID: h.corrID,
+		Body: frame[4+h.bodyOff:], ClientAddr: s.client.remoteAddr()}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		var body []byte
+		resp, err := fn(s.ctx, req)
+		switch {
+		case err != nil:
+			code, msg := protocol.ErrorCodeAndMessage(err)
+			body = mirrorErrorBody(h.key, code, *msg)
+		case resp == nil:
+			body = mirrorErrorBody(h.key, errInvalidRequest, "mirror handler returned no response")
+		default:
+			resp.SetVersion(h.version)
+			body = resp.AppendTo(nil)
+		}
+		ch <- appendResponseFrame(nil, h.corrID, 1, body)
+	}()
+	return ch
+}

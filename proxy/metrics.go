@@ -1,0 +1,138 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/kmirror/kmirror/protocol"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// metrics are recorded with OpenTelemetry and exported in Prometheus format. Each proxy has
+// its own registry so that several proxies in one process (tests) do not collide.
+type metrics struct {
+	registry    *prometheus.Registry
+	provider    *sdkmetric.MeterProvider
+	connections metric.Int64UpDownCounter
+	accepted    metric.Int64Counter
+	requests    metric.Int64Counter
+	errors      metric.Int64Counter
+	bytes       metric.Int64Counter
+	latency     metric.Float64Histogram
+
+	// Attribute options per API key are built once: the hot path must not allocate them.
+	keyAttrs   [256]metric.MeasurementOption
+	inAttr     metric.MeasurementOption
+	outAttr    metric.MeasurementOption
+	unknownKey metric.MeasurementOption
+}
+
+func newMetrics() (*metrics, error) {
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
+	if err != nil {
+		return nil, fmt.Errorf("creating prometheus exporter: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	meter := mp.Meter("github.com/kmirror/kmirror/proxy")
+	m := &metrics{registry: reg, provider: mp}
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	m.connections, err = meter.Int64UpDownCounter("kmirror.proxy.connections", metric.WithDescription("Open client connections."))
+	add(err)
+	m.accepted, err = meter.Int64Counter("kmirror.proxy.connections.accepted", metric.WithDescription("Client connections accepted."))
+	add(err)
+	m.requests, err = meter.Int64Counter("kmirror.proxy.requests", metric.WithDescription("Requests received from clients."))
+	add(err)
+	m.errors, err = meter.Int64Counter("kmirror.proxy.request.errors", metric.WithDescription("Requests that failed in the proxy (connection closed, rewrite or upstream failure)."))
+	add(err)
+	m.bytes, err = meter.Int64Counter("kmirror.proxy.bytes", metric.WithUnit("By"), metric.WithDescription("Frame bytes from clients (in) and to clients (out)."))
+	add(err)
+	m.latency, err = meter.Float64Histogram("kmirror.proxy.request.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from reading a request to handing its response to the client."),
+		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+	add(err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("creating proxy metrics: %w", err)
+	}
+	for k := range m.keyAttrs {
+		name := "unknown"
+		if isMirrorKey(int16(k)) || kmsg.RequestForKey(int16(k)) != nil {
+			name = protocol.APIName(int16(k))
+		}
+		m.keyAttrs[k] = metric.WithAttributeSet(attribute.NewSet(
+			attribute.Int("api_key", k), attribute.String("api", name)))
+	}
+	m.unknownKey = metric.WithAttributeSet(attribute.NewSet(attribute.Int("api_key", -1), attribute.String("api", "unknown")))
+	m.inAttr = metric.WithAttributeSet(attribute.NewSet(attribute.String("direction", "in")))
+	m.outAttr = metric.WithAttributeSet(attribute.NewSet(attribute.String("direction", "out")))
+	return m, nil
+}
+
+func (m *metrics) key(k int16) metric.MeasurementOption {
+	if k < 0 || int(k) >= len(m.keyAttrs) {
+		return m.unknownKey
+	}
+	return m.keyAttrs[k]
+}
+
+func listenerAttr(r route) metric.MeasurementOption {
+	return metric.WithAttributes(attribute.String("listener", r.String()))
+}
+
+var bg = context.Background()
+
+func (m *metrics) connOpened(r route) {
+	m.connections.Add(bg, 1, listenerAttr(r))
+	m.accepted.Add(bg, 1, listenerAttr(r))
+}
+
+func (m *metrics) connClosed(r route) { m.connections.Add(bg, -1, listenerAttr(r)) }
+
+func (m *metrics) request(key int16, size int) {
+	m.requests.Add(bg, 1, m.key(key))
+	m.bytes.Add(bg, int64(size), m.inAttr)
+}
+
+func (m *metrics) requestError(key int16) { m.errors.Add(bg, 1, m.key(key)) }
+
+func (m *metrics) response(key int16, size int, d time.Duration) {
+	m.bytes.Add(bg, int64(size), m.outAttr)
+	m.latency.Record(bg, d.Seconds(), m.key(key))
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// serveMetrics starts the /metrics HTTP endpoint.
+func (p *Proxy) serveMetrics() error {
+	ln, err := net.Listen("tcp", p.cfg.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("metrics listener on %s: %w", p.cfg.MetricsAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", p.metrics.handler())
+	sv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	p.mu.Lock()
+	p.metricsLn, p.metricsSv = ln, sv
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if err := sv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.log.Error("metrics endpoint stopped", "err", err)
+		}
+	}()
+	return nil
+}

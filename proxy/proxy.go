@@ -1,0 +1,338 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Proxy is a running kmirror proxy: one bootstrap listener plus one listener per upstream
+// broker node id, each client connection mapped 1:1 onto an upstream connection.
+type Proxy struct {
+	cfg Config
+	log *slog.Logger
+
+	// Handlers answers the mirror RPCs; later work registers into it.
+	Handlers *Handlers
+
+	ctx    context.Context // cancelled by Close: stops every goroutine the proxy started
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	metrics  *metrics
+	sessions sync.Map // *session -> struct{}
+	draining atomic.Bool
+
+	mu        sync.Mutex
+	bootstrap listener
+	brokers   map[int32]*brokerEntry
+	nextUp    int // round robin over upstream addresses for bootstrap connections
+	metricsLn net.Listener
+	metricsSv *http.Server
+	started   bool
+
+	// testHookClientFrame, when set (tests only), sees every frame sent to a client.
+	testHookClientFrame func(frame []byte)
+}
+
+// brokerEntry is what the proxy knows about one upstream broker.
+type brokerEntry struct {
+	addr string   // the broker's own advertised host:port
+	ln   listener // nil until the listener is up
+}
+
+// listener is one client-facing listening socket (gnet or TLS).
+type listener interface {
+	addr() net.Addr
+	stop(ctx context.Context) error
+}
+
+// Option customises a Proxy.
+type Option func(*Proxy)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(p *Proxy) { p.log = l } }
+
+// New validates cfg and returns a proxy that is not yet listening.
+func New(cfg Config, opts ...Option) (*Proxy, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid proxy configuration: %w", err)
+	}
+	p := &Proxy{
+		cfg:      cfg,
+		log:      slog.Default(),
+		Handlers: &Handlers{},
+		brokers:  make(map[int32]*brokerEntry),
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	p.log = p.log.With("component", "proxy")
+	m, err := newMetrics()
+	if err != nil {
+		return nil, err
+	}
+	p.metrics = m
+	return p, nil
+}
+
+// Start binds the bootstrap listener, the metrics endpoint and the listeners of the brokers
+// found by a first discovery. It returns once clients can connect. ctx only bounds start-up.
+func (p *Proxy) Start(ctx context.Context) error {
+	p.mu.Lock()
+	if p.started {
+		p.mu.Unlock()
+		return errors.New("proxy already started")
+	}
+	p.started = true
+	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	p.mu.Unlock()
+
+	ln, err := p.listen(route{bootstrap: true}, p.cfg.Listen)
+	if err != nil {
+		p.cancel()
+		return fmt.Errorf("starting bootstrap listener on %s: %w", p.cfg.Listen, err)
+	}
+	p.mu.Lock()
+	p.bootstrap = ln
+	p.mu.Unlock()
+
+	if p.cfg.MetricsAddr != "" {
+		if err := p.serveMetrics(); err != nil {
+			_ = p.Close()
+			return err
+		}
+	}
+	if err := p.discover(ctx); err != nil {
+		// Not fatal: with SASL-only upstreams the proxy has no credentials of its own and
+		// learns brokers from the Metadata its clients fetch.
+		p.log.Warn("initial broker discovery failed; broker listeners start when clients fetch metadata", "err", err)
+	}
+	p.wg.Add(2)
+	go p.runJanitor()
+	go p.runDiscovery()
+	p.log.Info("proxy listening", "bootstrap", ln.addr().String(), "upstream", p.cfg.Upstream, "advertised_host", p.cfg.AdvertisedHost)
+	return nil
+}
+
+// Run starts the proxy, serves until ctx is cancelled, then shuts down gracefully.
+func (p *Proxy) Run(ctx context.Context) error {
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
+	defer cancel()
+	return p.Shutdown(sctx)
+}
+
+// Addr is the bootstrap listener's address.
+func (p *Proxy) Addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bootstrap == nil {
+		return ""
+	}
+	return p.bootstrap.addr().String()
+}
+
+// AdvertisedAddr is the bootstrap address as clients should dial it.
+func (p *Proxy) AdvertisedAddr() string {
+	_, port, _ := net.SplitHostPort(p.Addr())
+	return net.JoinHostPort(p.cfg.AdvertisedHost, port)
+}
+
+// BrokerListenerPorts returns node id -> listener port for every broker listener.
+func (p *Proxy) BrokerListenerPorts() map[int32]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[int32]int)
+	for id, b := range p.brokers {
+		if b.ln != nil {
+			out[id] = b.ln.addr().(*net.TCPAddr).Port
+		}
+	}
+	return out
+}
+
+// MetricsAddr is the metrics endpoint's address ("" when disabled).
+func (p *Proxy) MetricsAddr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.metricsLn == nil {
+		return ""
+	}
+	return p.metricsLn.Addr().String()
+}
+
+// Shutdown stops reading new requests, waits (bounded by ctx) until every request already
+// read has been answered, then closes everything. Clients see their last responses followed
+// by a disconnect, which every Kafka client treats as retriable.
+func (p *Proxy) Shutdown(ctx context.Context) error {
+	p.draining.Store(true)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var drainErr error
+	for p.totalInFlight() > 0 {
+		select {
+		case <-ctx.Done():
+			drainErr = fmt.Errorf("shutdown: %d requests still in flight: %w", p.totalInFlight(), ctx.Err())
+		case <-tick.C:
+			continue
+		}
+		break
+	}
+	return errors.Join(drainErr, p.Close())
+}
+
+func (p *Proxy) totalInFlight() int {
+	n := 0
+	p.sessions.Range(func(k, _ any) bool {
+		n += k.(*session).inFlight()
+		return true
+	})
+	return n
+}
+
+// Close closes every listener and connection at once and waits for all goroutines.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if !p.started || p.cancel == nil {
+		p.mu.Unlock()
+		return nil
+	}
+	lns := []listener{}
+	if p.bootstrap != nil {
+		lns = append(lns, p.bootstrap)
+	}
+	for _, b := range p.brokers {
+		if b.ln != nil {
+			lns = append(lns, b.ln)
+		}
+	}
+	sv := p.metricsSv
+	p.mu.Unlock()
+
+	p.draining.Store(true)
+	p.cancel()
+	var errs []error
+	for _, ln := range lns {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := ln.stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stopping listener %s: %w", ln.addr(), err))
+		}
+		cancel()
+	}
+	p.sessions.Range(func(k, _ any) bool {
+		k.(*session).closeWith(nil)
+		return true
+	})
+	if sv != nil {
+		_ = sv.Close()
+	}
+	p.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// listen starts a listener for r on addr, TLS or gnet depending on the configuration.
+func (p *Proxy) listen(r route, addr string) (listener, error) {
+	if p.cfg.TLS.CertFile != "" {
+		return p.listenTLS(r, addr)
+	}
+	return p.listenGnet(r, addr)
+}
+
+// advertise records a broker seen in an upstream response and returns the port clients
+// must use for it, starting its listener when this is the first time the broker is seen.
+// ok is false when no port can be given; the caller must then hide the broker.
+func (p *Proxy) advertise(node int32, host string, port int32) (int32, bool) {
+	real := net.JoinHostPort(host, strconv.Itoa(int(port)))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx.Err() != nil {
+		return 0, false
+	}
+	b := p.brokers[node]
+	if b == nil {
+		b = &brokerEntry{}
+		p.brokers[node] = b
+	}
+	if host != "" && b.addr != real {
+		if b.addr != "" {
+			p.log.Info("broker address changed", "node", node, "old", b.addr, "new", real)
+		}
+		b.addr = real
+	}
+	if b.ln == nil {
+		lp, ok := p.cfg.brokerPort(node)
+		if !ok && p.cfg.BrokerPortBase != 0 {
+			p.log.Error("broker node id has no proxy port: add it to broker_ports or widen broker_port_count; hiding it from clients",
+				"node", node, "broker_port_base", p.cfg.BrokerPortBase, "broker_port_count", p.cfg.BrokerPortCount)
+			return 0, false
+		}
+		ln, err := p.listen(route{node: node}, net.JoinHostPort(p.cfg.BrokerListenHost, strconv.Itoa(lp)))
+		if err != nil {
+			p.log.Error("cannot start broker listener; hiding the broker from clients", "node", node, "port", lp, "err", err)
+			return 0, false
+		}
+		b.ln = ln
+		p.log.Info("broker listener started", "node", node, "listen", ln.addr().String(), "upstream", b.addr)
+	}
+	return int32(b.ln.addr().(*net.TCPAddr).Port), true
+}
+
+// upstreamAddrs returns the addresses to try for route r, in order.
+func (p *Proxy) upstreamAddrs(r route) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !r.bootstrap {
+		if b := p.brokers[r.node]; b != nil && b.addr != "" {
+			return []string{b.addr}
+		}
+		return nil
+	}
+	// Bootstrap connections rotate over the configured bootstrap list so load spreads and a
+	// dead first entry does not stall every client; known brokers are the fallback.
+	n := len(p.cfg.Upstream)
+	out := make([]string, 0, n+len(p.brokers))
+	for i := range n {
+		out = append(out, p.cfg.Upstream[(p.nextUp+i)%n])
+	}
+	p.nextUp++
+	for _, b := range p.brokers {
+		if b.addr != "" {
+			out = append(out, b.addr)
+		}
+	}
+	return out
+}
+
+// runJanitor closes connections idle for longer than IdleTimeout.
+func (p *Proxy) runJanitor() {
+	defer p.wg.Done()
+	every := min(max(p.cfg.IdleTimeout/4, 10*time.Millisecond), 30*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case now := <-t.C:
+			p.sessions.Range(func(k, _ any) bool {
+				s := k.(*session)
+				if s.inFlight() == 0 && now.Sub(time.Unix(0, s.lastActive.Load())) > p.cfg.IdleTimeout {
+					s.closeWith(fmt.Errorf("idle for more than %s", p.cfg.IdleTimeout))
+				}
+				return true
+			})
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// rewrittenKeys are the API keys whose responses the proxy decodes and re-encodes, because
+// they carry broker addresses or API versions. Their versions are capped at kmsg's maximum
+// in ApiVersions (the proxy cannot rewrite what it cannot decode); every other key is
+// forwarded byte for byte at whatever version upstream supports.
+var rewrittenKeys = map[int16]bool{
+	0:  true, // Produce: KIP-951 node endpoints
+	1:  true, // Fetch: KIP-951 node endpoints
+	3:  true, // Metadata: brokers
+	10: true, // FindCoordinator: coordinator host/port
+	18: true, // ApiVersions: intersection + mirror keys
+	60: true, // DescribeCluster: brokers
+	78: true, // ShareFetch: node endpoints
+	79: true, // ShareAcknowledge: node endpoints
+}
+
+// kmsgMaxVersion is the newest version of key the proxy can decode (-1: unknown key).
+func kmsgMaxVersion(key int16) int16 {
+	req := kmsg.RequestForKey(key)
+	if req == nil {
+		return -1
+	}
+	return req.MaxVersion()
+}
+
+// rewriteResponse checks that frame answers p and rewrites it when its key needs it.
+func (p *Proxy) rewriteResponse(pr *pending, frame []byte) ([]byte, error) {
+	if len(frame) < 8 {
+		return nil, fmt.Errorf("truncated %s response", kmsg.NameForKey(pr.key))
+	}
+	if corrID := int32(binary.BigEndian.Uint32(frame[4:])); corrID != pr.corrID {
+		return nil, fmt.Errorf("upstream answered correlation id %d while %d (%s) was next", corrID, pr.corrID, kmsg.NameForKey(pr.key))
+	}
+	var fn func(kmsg.Response) bool
+	switch pr.key {
+	case 0:
+		if pr.version < 10 {
+			return frame, nil
+		}
+		fn = p.rewriteProduce
+	case 1:
+		if pr.version < 16 {
+			return frame, nil
+		}
+		fn = p.rewriteFetch
+	case 3:
+		fn = p.rewriteMetadata
+	case 10:
+		fn = p.rewriteFindCoordinator
+	case 18:
+		return p.rewriteApiVersions(pr, frame)
+	case 60:
+		fn = p.rewriteDescribeCluster
+	case 78:
+		fn = p.rewriteShareFetch
+	case 79:
+		fn = p.rewriteShareAcknowledge
+	default:
+		return frame, nil
+	}
+	return p.reencode(pr, frame, fn)
+}
+
+// unsafeReader is implemented by every kmsg response: decoding aliases the frame instead of
+// copying strings and record bytes, which is safe because the frame outlives the response.
+type unsafeReader interface{ UnsafeReadFrom([]byte) error }
+
+// reencode decodes the response, lets fn rewrite it, and re-encodes it when fn changed it.
+func (p *Proxy) reencode(pr *pending, frame []byte, fn func(kmsg.Response) bool) ([]byte, error) {
+	hv := responseHeaderVersion(pr.key, pr.version)
+	_, body, err := splitResponse(frame, hv)
+	if err != nil {
+		return nil, err
+	}
+	resp := kmsg.ResponseForKey(pr.key)
+	resp.SetVersion(pr.version)
+	if err := resp.(unsafeReader).UnsafeReadFrom(body); err != nil {
+		return nil, fmt.Errorf("decoding %s v%d response: %w", kmsg.NameForKey(pr.key), pr.version, err)
+	}
+	if !fn(resp) {
+		return frame, nil
+	}
+	out := make([]byte, 0, len(frame)+64)
+	out = append(out, 0, 0, 0, 0)
+	out = binary.BigEndian.AppendUint32(out, uint32(pr.corrID))
+	if hv >= 1 {
+		out = append(out, 0)
+	}
+	out = resp.AppendTo(out)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out, nil
+}
+
+// endpoint rewrites one broker endpoint in place; false means the broker must be hidden.
+func (p *Proxy) endpoint(node int32, host *string, port *int32) bool {
+	adv, ok := p.advertise(node, *host, *port)
+	if !ok {
+		return false
+	}
+	*host, *port = p.cfg.AdvertisedHost, adv
+	return true
+}
