@@ -191,7 +191,7 @@ func Next(cur *statetopic.PartitionState, topic string, desired statetopic.Topic
 			return Step{Actions: stopIf(local.Copying)}
 		case protocol.MirrorStateUnknown, protocol.MirrorStateStopped:
 			// Never copied (or failed over): prepare, then pause once MIRRORING.
-			return Step{Persist: to(protocol.MirrorStatePreparing, nil), Actions: []Action{ActPrepare}}
+			return Step{Persist: to(protocol.MirrorStatePreparing, clearLMO), Actions: []Action{ActPrepare}}
 		case protocol.MirrorStatePreparing:
 			if !local.Prepared {
 				return Step{Actions: []Action{ActPrepare}}
@@ -204,7 +204,7 @@ func Next(cur *statetopic.PartitionState, topic string, desired statetopic.Topic
 	// desired == DesireMirror
 	switch state {
 	case protocol.MirrorStateUnknown, protocol.MirrorStateStopped:
-		return Step{Persist: to(protocol.MirrorStatePreparing, nil), Actions: []Action{ActPrepare}}
+		return Step{Persist: to(protocol.MirrorStatePreparing, clearLMO), Actions: []Action{ActPrepare}}
 	case protocol.MirrorStatePreparing:
 		if !local.Prepared {
 			return Step{Actions: []Action{ActPrepare}}
@@ -242,6 +242,10 @@ func Next(cur *statetopic.PartitionState, topic string, desired statetopic.Topic
 	}
 	return Step{}
 }
+
+// clearLMO forgets the last mirrored offset of an earlier failover when a
+// partition mirrors again: it would read as current.
+func clearLMO(p *statetopic.PartitionState) { p.LastMirroredOffset = -1 }
 
 // maxNotes bounds the notes kept per partition state record.
 const maxNotes = 10

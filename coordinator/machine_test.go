@@ -114,3 +114,12 @@ func TestStoppedRecordsLastMirroredOffset(t *testing.T) {
 		t.Fatalf("stopped record %+v", step.Persist)
 	}
 }
+
+func TestReaddClearsLastMirroredOffset(t *testing.T) {
+	cur := st(protocol.MirrorStateStopped)
+	cur.LastMirroredOffset = 40
+	step := Next(cur, "t", statetopic.DesireMirror, Local{}, Event{}, policy, t0)
+	if step.Persist.State != protocol.MirrorStatePreparing || step.Persist.LastMirroredOffset != -1 {
+		t.Fatalf("re-added partition %+v: the old LMO must not look current", step.Persist)
+	}
+}

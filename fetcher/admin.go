@@ -88,7 +88,7 @@ func (c *Copier) adminPass() {
 			c.mu.Unlock()
 		}
 		if t.offs {
-			offs, err := listOffsets(ctx, c.srcAdm, nil, p.tp.topic, p.tp.partition)
+			offs, err := listOffsets(ctx, c.cfg.Source, nil, p.tp.topic, p.tp.partition)
 			c.mu.Lock()
 			switch {
 			case err != nil:
@@ -97,7 +97,10 @@ func (c *Copier) adminPass() {
 				// Retention (or DeleteRecords) on the source passed offsets
 				// not copied yet: they are gone. Fill them, loudly.
 				p.progress.SourceLogStart, p.progress.SourceHighWatermark = offs.srcStart, offs.srcHW
-				p.gap = &pendingGap{from: p.fetchOffset, logStart: offs.srcStart}
+				if p.gap == nil {
+					p.gap = &pendingGap{from: p.fetchOffset}
+				} // else the log start moved again before the gap was filled
+				p.gap.logStart = offs.srcStart
 				p.fetchOffset = offs.srcStart
 				p.needOffsets = false
 				c.log.Warn("source log start passed the copy", "topic", p.tp.topic, "partition", p.tp.partition,
@@ -115,7 +118,7 @@ func (c *Copier) adminPass() {
 			c.mu.Unlock()
 		}
 		if t.trimTo > 0 {
-			err := deleteRecords(ctx, c.dstAdm, p.tp.topic, p.tp.partition, t.trimTo)
+			err := deleteRecords(ctx, c.cfg.Destination, p.tp.topic, p.tp.partition, t.trimTo)
 			c.mu.Lock()
 			if err != nil {
 				c.retryLocked(p, fmt.Errorf("align destination log start: %w", err))
@@ -178,47 +181,118 @@ type offsets struct {
 // listOffsets reads source log start and high watermark and, if dst is not
 // nil, the destination log start and end (ListOffsets LATEST answers the high
 // watermark, which after acks=all appends is the log end).
-func listOffsets(ctx context.Context, src, dst *kadm.Client, topic string, partition int32) (offsets, error) {
+func listOffsets(ctx context.Context, src, dst *kgo.Client, topic string, partition int32) (offsets, error) {
 	var o offsets
-	get := func(f func(context.Context, ...string) (kadm.ListedOffsets, error), what string) (int64, error) {
-		l, err := f(ctx, topic)
-		if err == nil {
-			err = l.Error()
-		}
-		if err != nil {
-			return 0, fmt.Errorf("list %s offsets of %s: %w", what, topic, err)
-		}
-		lo, ok := l.Lookup(topic, partition)
-		if !ok {
-			return 0, fmt.Errorf("list %s offsets of %s/%d: %w", what, topic, partition, kerr.UnknownTopicOrPartition)
-		}
-		return lo.Offset, nil
-	}
 	var err error
-	if o.srcStart, err = get(src.ListStartOffsets, "source start"); err != nil {
-		return o, err
+	if o.srcStart, err = listOffset(ctx, src, topic, partition, -2); err != nil {
+		return o, fmt.Errorf("source log start: %w", err)
 	}
-	if o.srcHW, err = get(src.ListEndOffsets, "source end"); err != nil {
-		return o, err
+	if o.srcHW, err = listOffset(ctx, src, topic, partition, -1); err != nil {
+		return o, fmt.Errorf("source high watermark: %w", err)
 	}
 	if dst != nil {
-		if o.dstStart, err = get(dst.ListStartOffsets, "destination start"); err != nil {
-			return o, err
+		if o.dstStart, err = listOffset(ctx, dst, topic, partition, -2); err != nil {
+			return o, fmt.Errorf("destination log start: %w", err)
 		}
-		if o.dstEnd, err = get(dst.ListEndOffsets, "destination end"); err != nil {
-			return o, err
+		if o.dstEnd, err = listOffset(ctx, dst, topic, partition, -1); err != nil {
+			return o, fmt.Errorf("destination log end: %w", err)
 		}
 	}
 	return o, nil
 }
 
-func deleteRecords(ctx context.Context, adm *kadm.Client, topic string, partition int32, offset int64) error {
-	var os kadm.Offsets
-	os.AddOffset(topic, partition, offset, -1)
-	resps, err := adm.DeleteRecords(ctx, os)
-	if err == nil {
-		err = resps.Error()
+// leaderErr reports errors that a metadata refresh and a retry may cure
+// (leadership moving, a topic just created).
+func leaderErr(err error) bool {
+	return errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownTopicOrPartition) ||
+		errors.Is(err, kerr.LeaderNotAvailable) || errors.Is(err, kerr.FencedLeaderEpoch) ||
+		errors.Is(err, kerr.UnknownLeaderEpoch) || errors.Is(err, kerr.OffsetNotAvailable)
+}
+
+// atLeader sends a request built for a partition to its current leader,
+// found with an uncached Metadata request (kadm's cached metadata can lag a
+// topic creation or a leader change by seconds), retrying leadership errors
+// for a few seconds.
+func atLeader(ctx context.Context, cl *kgo.Client, topic string, partition int32, do func(m partitionMeta, b *kgo.Broker) error) error {
+	var err error
+	for attempt := 0; attempt < 30; attempt++ {
+		if attempt > 0 {
+			t := time.NewTimer(min(time.Duration(attempt)*50*time.Millisecond, 500*time.Millisecond))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+		var m partitionMeta
+		if m, err = partitionMetadata(ctx, cl, topic, partition); err == nil {
+			err = do(m, cl.Broker(int(m.leader)))
+		}
+		if err == nil || ctx.Err() != nil || !leaderErr(err) {
+			return err
+		}
 	}
+	return err
+}
+
+// listOffset answers ListOffsets for one partition: ts -2 is the log start,
+// -1 the high watermark.
+func listOffset(ctx context.Context, cl *kgo.Client, topic string, partition int32, ts int64) (int64, error) {
+	var offset int64
+	err := atLeader(ctx, cl, topic, partition, func(m partitionMeta, b *kgo.Broker) error {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = partition, m.leaderEpoch, ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, b)
+		if err != nil {
+			return err
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.Partition == partition {
+					offset = p.Offset
+					return kerr.ErrorForCode(p.ErrorCode)
+				}
+			}
+		}
+		return kerr.UnknownTopicOrPartition
+	})
+	if err != nil {
+		return 0, fmt.Errorf("ListOffsets(%s/%d, %d): %w", topic, partition, ts, err)
+	}
+	return offset, nil
+}
+
+// deleteRecords moves a destination partition's log start to offset.
+func deleteRecords(ctx context.Context, cl *kgo.Client, topic string, partition int32, offset int64) error {
+	err := atLeader(ctx, cl, topic, partition, func(_ partitionMeta, b *kgo.Broker) error {
+		req := kmsg.NewPtrDeleteRecordsRequest()
+		req.TimeoutMillis = 30_000
+		rt := kmsg.NewDeleteRecordsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+		rp.Partition, rp.Offset = partition, offset
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, b)
+		if err != nil {
+			return err
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.Partition == partition {
+					return kerr.ErrorForCode(p.ErrorCode)
+				}
+			}
+		}
+		return kerr.UnknownTopicOrPartition
+	})
 	if err != nil {
 		return fmt.Errorf("DeleteRecords(%s/%d, %d) on the destination: %w", topic, partition, offset, err)
 	}

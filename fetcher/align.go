@@ -51,8 +51,8 @@ type Alignment struct {
 // start (in zstd batches of up to 1,000,000 empty records within the
 // destination's max.message.bytes), then moves its log start there.
 func Align(ctx context.Context, src, dst *kgo.Client, topic string, partition int32, producer ProducerIdentity) (Alignment, error) {
-	srcAdm, dstAdm := kadm.NewClient(src), kadm.NewClient(dst)
-	offs, err := listOffsets(ctx, srcAdm, dstAdm, topic, partition)
+	dstAdm := kadm.NewClient(dst)
+	offs, err := listOffsets(ctx, src, dst, topic, partition)
 	if err != nil {
 		return Alignment{}, err
 	}
@@ -70,7 +70,7 @@ func Align(ctx context.Context, src, dst *kgo.Client, topic string, partition in
 	}
 	if offs.dstEnd >= offs.srcStart {
 		if offs.dstStart < offs.srcStart {
-			if err := deleteRecords(ctx, dstAdm, topic, partition, offs.srcStart); err != nil {
+			if err := deleteRecords(ctx, dst, topic, partition, offs.srcStart); err != nil {
 				return a, err
 			}
 			a.DestinationLogStart = offs.srcStart
@@ -115,7 +115,7 @@ func Align(ctx context.Context, src, dst *kgo.Client, topic string, partition in
 	}
 	trim := fillTo
 	if trim > offs.dstStart {
-		if err := deleteRecords(ctx, dstAdm, topic, partition, trim); err != nil {
+		if err := deleteRecords(ctx, dst, topic, partition, trim); err != nil {
 			return a, err
 		}
 		a.DestinationLogStart = trim
@@ -214,7 +214,7 @@ func produceOne(ctx context.Context, dst *kgo.Client, topic string, partition in
 					err = fmt.Errorf("%w: %s", err, *p.ErrorMessage)
 				}
 				if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
-					return 0, fmt.Errorf("%w: %v", ErrFenced, err)
+					return 0, fmt.Errorf("%w: %w", ErrFenced, err)
 				}
 				if !kerr.IsRetriable(err) {
 					return 0, err

@@ -114,6 +114,10 @@ var ErrCorruptBatch = errors.New("corrupt record batch")
 // yet; the partition must fail loudly rather than skip them.
 var ErrUnsupportedBatch = errors.New("transactional/compacted source batches are not supported yet")
 
+// ErrLogAppendTimeBatch marks a source batch stamped with LogAppendTime,
+// whose timestamps a stock destination cannot keep (see CheckCopyable).
+var ErrLogAppendTimeBatch = errors.New("LogAppendTime source batches are not supported: a stock destination would not keep their timestamps")
+
 // BatchIterator walks the v2 batches of a fetched record set. A fetch
 // response may end with a partial batch (the broker cuts at the byte limit);
 // the iterator stops before it.
@@ -180,10 +184,10 @@ func (b *Batch) CRCValid() bool {
 	return binary.BigEndian.Uint32(b.Raw[17:]) == crc32.Checksum(b.Raw[21:], castagnoli)
 }
 
-// CheckCopyable returns an ErrUnsupportedBatch error when a stock broker would
+// CheckCopyable returns an ErrUnsupportedBatch (or ErrLogAppendTimeBatch) error when a stock broker would
 // refuse the batch as a client produce (control bit, record count other than
 // lastOffsetDelta+1, no records) or when producing it would change its meaning
-// (transactional data without its markers).
+// (transactional data without its markers, LogAppendTime timestamps).
 //
 // Holes are found without decompressing: Kafka keeps a compacted batch's
 // baseOffset and lastOffsetDelta and drops records, so a batch with holes has
@@ -199,6 +203,13 @@ func (b *Batch) CheckCopyable() error {
 		return fmt.Errorf("%w (offset %d: control batch)", ErrUnsupportedBatch, b.BaseOffset)
 	case b.IsTransactional():
 		return fmt.Errorf("%w (offset %d: transactional batch of producer %d)", ErrUnsupportedBatch, b.BaseOffset, b.ProducerID)
+	case b.LogAppendTime():
+		// Verified on Kafka 4.3: a CreateTime destination keeps the batch's
+		// max timestamp but clears the LogAppendTime bit, so consumers would
+		// see each record's producer timestamp instead of the source's append
+		// time; a LogAppendTime destination would stamp its own time. Neither
+		// keeps the timestamps (invariant 2) without re-encoding records.
+		return fmt.Errorf("%w (offset %d)", ErrLogAppendTimeBatch, b.BaseOffset)
 	case b.NumRecords <= 0 || b.LastOffsetDelta < 0 || int64(b.NumRecords) != int64(b.LastOffsetDelta)+1:
 		return fmt.Errorf("%w (offset %d: %d records for offsets %d..%d, compacted)", ErrUnsupportedBatch,
 			b.BaseOffset, b.NumRecords, b.BaseOffset, b.LastOffset())

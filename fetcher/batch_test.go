@@ -103,6 +103,7 @@ func TestCheckCopyable(t *testing.T) {
 		{"dense", plainBatch(10, 4, dense(5), 0), true},
 		{"control", plainBatch(10, 0, dense(1), attrControl|attrTransactional), false},
 		{"transactional", plainBatch(10, 0, dense(1), attrTransactional), false},
+		{"log append time", plainBatch(10, 0, dense(1), attrTimestampType), false},
 		{"compacted count", plainBatch(10, 4, []int64{0, 2, 4}, 0), false},
 		{"compacted empty", plainBatch(10, 4, nil, 0), false},
 		{"hole with right count", plainBatch(10, 2, []int64{0, 2, 3}, 0), false},
@@ -120,7 +121,7 @@ func TestCheckCopyable(t *testing.T) {
 		if tc.ok != (err == nil) {
 			t.Fatalf("%s: CheckCopyable = %v", tc.name, err)
 		}
-		if err != nil && !errors.Is(err, ErrUnsupportedBatch) {
+		if err != nil && !errors.Is(err, ErrUnsupportedBatch) && !errors.Is(err, ErrLogAppendTimeBatch) {
 			t.Fatalf("%s: %v is not ErrUnsupportedBatch", tc.name, err)
 		}
 	}

@@ -203,6 +203,9 @@ type partition struct {
 	dstLeader              int32
 
 	fetchOffset int64
+	// blocked: the source holds a batch the copier cannot copy at
+	// fetchOffset; the partition fails once everything before it is written.
+	blocked     error
 	gap         *pendingGap
 	needOffsets bool
 	trimTo      int64
@@ -405,7 +408,7 @@ func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) erro
 	if err != nil {
 		return fmt.Errorf("fetcher: destination %s/%d (prepare it with EnsureDestinationTopic): %w", task.Topic, task.Partition, err)
 	}
-	offs, err := listOffsets(ctx, c.srcAdm, c.dstAdm, task.Topic, task.Partition)
+	offs, err := listOffsets(ctx, c.cfg.Source, c.cfg.Destination, task.Topic, task.Partition)
 	if err != nil {
 		return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
 	}
@@ -516,11 +519,13 @@ func (c *Copier) releaseLocked(p *partition) {
 	c.wakeAllSrcLocked()
 }
 
-// maybeDoneLocked finishes a stopping partition once no produce is in flight.
+// maybeDoneLocked finishes a stopping partition once no produce is in
+// flight, and returns its buffered bytes to the budget.
 func (c *Copier) maybeDoneLocked(p *partition) {
 	if p.state == stateStopping && !p.inFlight {
 		p.state = stateDone
 		close(p.done)
+		c.releaseLocked(p)
 	}
 }
 
@@ -536,6 +541,20 @@ func (c *Copier) failLocked(p *partition, kind EventKind, err error) {
 	c.log.Warn("copy stopped", "topic", p.tp.topic, "partition", p.tp.partition, "event", kind.String(), "err", err)
 	c.emitLocked(p, Event{Kind: kind, Err: err})
 	c.maybeDoneLocked(p)
+}
+
+// blockLocked stops fetching at an uncopyable source batch; the partition
+// fails (non-retriable) once the batches before it are on the destination, so
+// the destination ends exactly at the batch the error names.
+func (c *Copier) blockLocked(p *partition, err error) {
+	p.blocked = err
+	c.maybeFailBlockedLocked(p)
+}
+
+func (c *Copier) maybeFailBlockedLocked(p *partition) {
+	if p.blocked != nil && len(p.queue) == 0 && !p.inFlight {
+		c.failLocked(p, EventNonRetriable, p.blocked)
+	}
 }
 
 func (c *Copier) emitLocked(p *partition, ev Event) {

@@ -1,13 +1,17 @@
 package fetcher
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 )
@@ -21,8 +25,14 @@ func TestRealKafka(t *testing.T) {
 			snap := goleak.IgnoreCurrent()
 			// Registered first, so it runs after every other cleanup
 			// (clients closed): the Copier must have left nothing behind.
-			t.Cleanup(func() { goleak.VerifyNone(t, snap) })
+			t.Cleanup(func() {
+				began := time.Now()
+				goleak.VerifyNone(t, snap)
+				t.Logf("goleak check took %v", time.Since(began))
+			})
+			began := time.Now()
 			f(t, newEnv(t, p))
+			t.Logf("test body took %v", time.Since(began))
 		})
 	}
 	sub("DestinationTopic", testDestinationTopic)
@@ -35,6 +45,13 @@ func TestRealKafka(t *testing.T) {
 	sub("RetentionGap", testRetentionGap)
 	sub("AlignFunction", testAlign)
 	sub("Diverged", testDiverged)
+	sub("KafkaFacts", testKafkaFacts)
+	sub("SourceTopicDeleted", testSourceTopicDeleted)
+	sub("SourceTopicRecreated", testSourceTopicRecreated)
+	sub("BatchTooLarge", testBatchTooLarge)
+	sub("LogAppendTime", testLogAppendTime)
+	sub("TransactionalSource", testTransactionalSource)
+	sub("CompactedSource", testCompactedSource)
 }
 
 func testDestinationTopic(t *testing.T, e *env) {
@@ -375,9 +392,12 @@ func testRetentionGap(t *testing.T, e *env) {
 	e.produce("gap", 0, 20, 10, kgo.GzipCompression(), "g3")
 	c.hold("gap", 0, false, false)
 	e.waitCopied(c, "gap", 0)
+	// A fetch already waiting at 100 when the hold began may have brought
+	// some of 100..149 before DeleteRecords: the gap starts where the copy
+	// stood.
 	ev, ok := evs.find(EventGapFilled)
-	if !ok || ev.From != 100 || ev.To != 150 {
-		t.Fatalf("gap event %+v (found %v), want 100..150", ev, ok)
+	if !ok || ev.From < 100 || ev.From >= 150 || ev.To != 150 {
+		t.Fatalf("gap event %+v (found %v), want From in 100..149, To 150", ev, ok)
 	}
 	eventually(t, "destination log start 150", 30*time.Second, func() bool {
 		s, _ := e.offsets(e.dstAdm, "gap", 0)
@@ -387,8 +407,8 @@ func testRetentionGap(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pr.FillerRecords != 50 {
-		t.Fatalf("progress %+v, want 50 filler records", pr)
+	if pr.FillerRecords != 150-ev.From {
+		t.Fatalf("progress %+v, want %d filler records", pr, 150-ev.From)
 	}
 	e.verifyPartition("gap", 0)
 }
@@ -447,4 +467,319 @@ func testDiverged(t *testing.T, e *env) {
 	if _, err := Align(e.ctx, e.src, e.dst, "diverged", 0, ProducerIdentity{ID: -1}); !isErr(err, ErrDiverged) {
 		t.Fatalf("Align: %v, want ErrDiverged", err)
 	}
+}
+
+// testKafkaFacts checks on the real broker the behaviours the copier relies
+// on (KAFKA-FACTS.md), and logs what it sees.
+func testKafkaFacts(t *testing.T, e *env) {
+	e.createSource("facts", 1, nil)
+	e.ensureDestination("facts")
+	produce := func(raw []byte) (int64, error) {
+		return produceOne(e.ctx, e.dst, "facts", 0, raw)
+	}
+	_, end := e.offsets(e.dstAdm, "facts", 0)
+
+	// A client batch with a non-zero base offset.
+	raw := plainBatch(0, 2, dense(3), 0)
+	Rewrite(raw, -1, -1, -1)
+	binary.BigEndian.PutUint64(raw, 12345) // outside the CRC
+	if _, err := produce(raw); !isErr(err, kerr.InvalidRecord) {
+		t.Fatalf("client batch with baseOffset 12345: %v, want INVALID_RECORD", err)
+	}
+	t.Logf("fact: a client batch with baseOffset 12345 is refused with INVALID_RECORD (0 is required)")
+
+	// Resending the same idempotent batch returns the original offset.
+	pid, epoch, err := initProducerID(e.ctx, e.dst, "facts-tx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = plainBatch(0, 4, dense(5), 0)
+	Rewrite(raw, pid, epoch, 0)
+	b1, err1 := produce(raw)
+	b2, err2 := produce(raw)
+	if err1 != nil || err2 != nil || b1 != end || b2 != end {
+		t.Fatalf("resend: %d %v, %d %v, want %d twice", b1, err1, b2, err2, end)
+	}
+	end += 5
+	if _, e2 := e.offsets(e.dstAdm, "facts", 0); e2 != end {
+		t.Fatalf("log end %d after a duplicate, want %d", e2, end)
+	}
+	t.Logf("fact: a resent batch (same producer id/epoch/sequence) returns its original base offset %d; log end unchanged", b1)
+
+	// Lazy, per-partition fencing.
+	pid2, epoch2, err := initProducerID(e.ctx, e.dst, "facts-tx")
+	if err != nil || pid2 != pid || epoch2 != epoch+1 {
+		t.Fatalf("re-init: %d/%d %v, want %d/%d", pid2, epoch2, err, pid, epoch+1)
+	}
+	raw = plainBatch(0, 0, dense(1), 0)
+	Rewrite(raw, pid, epoch, 5)
+	if b, err := produce(raw); err != nil || b != end {
+		t.Fatalf("old epoch before any new-epoch append: %d %v, want accepted at %d", b, err, end)
+	}
+	end++
+	raw = plainBatch(0, 0, dense(1), 0)
+	Rewrite(raw, pid, epoch2, 0)
+	if b, err := produce(raw); err != nil || b != end {
+		t.Fatalf("new epoch: %d %v", b, err)
+	}
+	end++
+	raw = plainBatch(0, 0, dense(1), 0)
+	Rewrite(raw, pid, epoch, 6)
+	if _, err := produce(raw); !isErr(err, kerr.InvalidProducerEpoch) || !isErr(err, ErrFenced) {
+		t.Fatalf("old epoch after a new-epoch append: %v, want INVALID_PRODUCER_EPOCH", err)
+	}
+	t.Logf("fact: after InitProducerId bumped epoch %d->%d the old epoch still appended until the new epoch appended; then INVALID_PRODUCER_EPOCH", epoch, epoch2)
+
+	// A zstd filler batch of 1,000,000 empty records.
+	filler := fillerBatch(maxFillerRecords, time.Now().UnixMilli(), -1, -1, -1)
+	began := time.Now()
+	if b, err := produce(filler); err != nil || b != end {
+		t.Fatalf("filler: %d %v, want %d", b, err, end)
+	}
+	end += maxFillerRecords
+	if _, e2 := e.offsets(e.dstAdm, "facts", 0); e2 != end {
+		t.Fatalf("log end %d after filler, want %d", e2, end)
+	}
+	t.Logf("fact: a zstd batch of %d empty records is %d bytes and was appended in %v", maxFillerRecords, len(filler), time.Since(began))
+	if len(filler) >= 1048588 {
+		t.Fatalf("filler batch %d bytes exceeds the default max.message.bytes", len(filler))
+	}
+}
+
+// The source topic is deleted under a running copy: non-retriable.
+func testSourceTopicDeleted(t *testing.T, e *env) {
+	e.createSource("deleted", 1, nil)
+	e.produce("deleted", 0, 10, 10, kgo.NoCompression(), "x")
+	e.ensureDestination("deleted")
+	c := e.newCopier(Config{})
+	defer c.Close()
+	var evs events
+	if err := c.Start(e.ctx, Task{Topic: "deleted", Partition: 0, TransactionalID: "mirror-deleted-0"}, evs.on); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCopied(c, "deleted", 0)
+	if _, err := e.srcAdm.DeleteTopic(e.ctx, "deleted"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "source topic deletion reported", 30*time.Second, func() bool {
+		_, ok := evs.find(EventNonRetriable)
+		return ok
+	})
+	ev, _ := evs.find(EventNonRetriable)
+	if !isErr(ev.Err, ErrSourceTopicChanged) {
+		t.Fatalf("event %v, want ErrSourceTopicChanged", ev.Err)
+	}
+	t.Logf("reported: %v", ev.Err)
+	if _, err := c.Stop("deleted", 0); !isErr(err, ErrSourceTopicChanged) {
+		t.Fatalf("Stop: %v", err)
+	}
+}
+
+// A mirror that recorded the source topic id refuses a re-created topic.
+func testSourceTopicRecreated(t *testing.T, e *env) {
+	e.createSource("recreated", 1, nil)
+	e.ensureDestination("recreated")
+	td, err := e.srcAdm.ListTopics(kadm.WithAuthorizedOps(e.ctx), "recreated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldID := td["recreated"].ID
+	if _, err := e.srcAdm.DeleteTopic(e.ctx, "recreated"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "source topic re-created", 30*time.Second, func() bool {
+		resp, err := e.srcAdm.CreateTopic(e.ctx, 1, 1, nil, "recreated")
+		return err == nil && resp.Err == nil
+	})
+	if err := waitPartitionsLed(kadm.WithAuthorizedOps(e.ctx), e.srcAdm, "recreated", 1); err != nil {
+		t.Fatal(err)
+	}
+	c := e.newCopier(Config{})
+	defer c.Close()
+	var startErr error
+	eventually(t, "Start refuses the re-created topic", 30*time.Second, func() bool {
+		startErr = c.Start(e.ctx, Task{Topic: "recreated", Partition: 0, SourceTopicID: oldID, TransactionalID: "mirror-recreated-0"}, nil)
+		return isErr(startErr, ErrSourceTopicChanged)
+	})
+	t.Logf("refused: %v", startErr)
+}
+
+// A source batch over the destination's max.message.bytes: a clear,
+// non-retriable error (here the destination topic existed with the default
+// limit while the source allows 3 MB batches).
+func testBatchTooLarge(t *testing.T, e *env) {
+	e.createSource("large", 1, map[string]*string{"max.message.bytes": kadm.StringPtr("3000000")})
+	if resp, err := e.dstAdm.CreateTopic(e.ctx, 1, 1, nil, "large"); err != nil || resp.Err != nil {
+		t.Fatal(err, resp.Err)
+	}
+	e.ensureDestination("large")
+	e.produce("large", 0, 5, 5, kgo.NoCompression(), "small")
+	w := e.client(e.p.src, kgo.ProducerBatchMaxBytes(2500000), kgo.MaxBufferedBytes(10<<20),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	big := make([]byte, 2_000_000)
+	for i, r := 0, rand.New(rand.NewPCG(1, 2)); i < len(big); i += 8 {
+		binary.LittleEndian.PutUint64(big[i:], r.Uint64())
+	}
+	if err := w.ProduceSync(e.ctx, &kgo.Record{Topic: "large", Value: big}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	c := e.newCopier(Config{})
+	defer c.Close()
+	var evs events
+	if err := c.Start(e.ctx, Task{Topic: "large", Partition: 0, TransactionalID: "mirror-large-0"}, evs.on); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "batch too large reported", 30*time.Second, func() bool {
+		_, ok := evs.find(EventNonRetriable)
+		return ok
+	})
+	ev, _ := evs.find(EventNonRetriable)
+	if !isErr(ev.Err, ErrBatchTooLarge) {
+		t.Fatalf("event %v, want ErrBatchTooLarge", ev.Err)
+	}
+	t.Logf("reported: %v", ev.Err)
+	pr, _ := c.Stop("large", 0)
+	if pr.DestinationLogEnd != 5 {
+		t.Fatalf("destination log end %d, want 5 (the batches before the large one)", pr.DestinationLogEnd)
+	}
+}
+
+// testLogAppendTime checks what a CreateTime destination does with a batch
+// from a LogAppendTime source topic, kept byte for byte otherwise.
+func testLogAppendTime(t *testing.T, e *env) {
+	e.createSource("lat", 1, map[string]*string{"message.timestamp.type": kadm.StringPtr("LogAppendTime")})
+	e.produce("lat", 0, 5, 5, kgo.ZstdCompression(), "lat")
+	src := e.rawBatches(e.src, "lat", 0, 0)
+	if len(src) != 1 || !src[0].LogAppendTime() {
+		t.Fatalf("source batches %+v", src)
+	}
+	e.createSource("lat-dst", 1, nil) // a source topic name, created on the source cluster only to have a name
+	if resp, err := e.dstAdm.CreateTopic(e.ctx, 1, 1, map[string]*string{"message.timestamp.type": kadm.StringPtr("CreateTime"),
+		"message.timestamp.before.max.ms": kadm.StringPtr(strconv.FormatInt(math.MaxInt64, 10))}, "lat-dst"); err != nil || resp.Err != nil {
+		t.Fatal(err, resp.Err)
+	}
+	if err := waitPartitionsLed(kadm.WithAuthorizedOps(e.ctx), e.dstAdm, "lat-dst", 1); err != nil {
+		t.Fatal(err)
+	}
+	raw := append([]byte(nil), src[0].Raw...)
+	Rewrite(raw, -1, -1, -1)
+	if _, err := produceOne(e.ctx, e.dst, "lat-dst", 0, raw); err != nil {
+		t.Fatal(err)
+	}
+	dst := e.rawBatches(e.dst, "lat-dst", 0, 0)
+	t.Logf("fact: LogAppendTime source batch: attributes %#x maxTimestamp %d firstTimestamp %d; on a CreateTime destination: attributes %#x maxTimestamp %d firstTimestamp %d; records section identical: %v",
+		src[0].Attributes, src[0].MaxTimestamp, src[0].FirstTimestamp, dst[0].Attributes, dst[0].MaxTimestamp, dst[0].FirstTimestamp,
+		string(src[0].Raw[batchHeaderSize:]) == string(dst[0].Raw[batchHeaderSize:]))
+	if dst[0].LogAppendTime() {
+		t.Fatal("the destination kept LogAppendTime: revisit CheckCopyable")
+	}
+
+	// So the copier refuses such batches, loudly.
+	e.ensureDestination("lat")
+	c := e.newCopier(Config{})
+	defer c.Close()
+	var evs events
+	if err := c.Start(e.ctx, Task{Topic: "lat", Partition: 0, TransactionalID: "mirror-lat-0"}, evs.on); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "LogAppendTime batch refused", 30*time.Second, func() bool {
+		_, ok := evs.find(EventNonRetriable)
+		return ok
+	})
+	ev, _ := evs.find(EventNonRetriable)
+	if !isErr(ev.Err, ErrLogAppendTimeBatch) {
+		t.Fatalf("event %v, want ErrLogAppendTimeBatch", ev.Err)
+	}
+	t.Logf("reported: %v", ev.Err)
+	if _, err := c.Stop("lat", 0); !isErr(err, ErrLogAppendTimeBatch) {
+		t.Fatal(err)
+	}
+}
+
+// Transactional source batches are refused loudly, at their offset, after
+// the plain batches before them were copied.
+func testTransactionalSource(t *testing.T, e *env) {
+	e.createSource("txn", 1, nil)
+	e.produce("txn", 0, 10, 10, kgo.NoCompression(), "plain")
+	tx := e.client(e.p.src, kgo.TransactionalID("source-app-tx"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.ProduceSync(e.ctx, &kgo.Record{Topic: "txn", Value: []byte("in a transaction")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.EndTransaction(e.ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	e.ensureDestination("txn")
+	c := e.newCopier(Config{})
+	defer c.Close()
+	var evs events
+	if err := c.Start(e.ctx, Task{Topic: "txn", Partition: 0, TransactionalID: "mirror-txn-0"}, evs.on); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "transactional batch refused", 30*time.Second, func() bool {
+		_, ok := evs.find(EventNonRetriable)
+		return ok
+	})
+	ev, _ := evs.find(EventNonRetriable)
+	if !isErr(ev.Err, ErrUnsupportedBatch) || !strings.Contains(ev.Err.Error(), "not supported yet (offset 10") {
+		t.Fatalf("event %v, want ErrUnsupportedBatch at offset 10", ev.Err)
+	}
+	t.Logf("reported: %v", ev.Err)
+	pr, err := c.Stop("txn", 0)
+	if !isErr(err, ErrUnsupportedBatch) || pr.DestinationLogEnd != 10 {
+		t.Fatalf("Stop: %+v %v, want log end 10", pr, err)
+	}
+}
+
+// A compacted source batch (fewer records than its offset range) is refused
+// loudly at its offset. The source broker's cleaner runs every 100 ms.
+func testCompactedSource(t *testing.T, e *env) {
+	e.createSource("compacted", 1, map[string]*string{
+		"cleanup.policy":            kadm.StringPtr("compact"),
+		"segment.ms":                kadm.StringPtr("100"),
+		"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
+		"min.compaction.lag.ms":     kadm.StringPtr("0"),
+	})
+	cl := e.client(e.p.src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	write := func(keys ...string) {
+		var recs []*kgo.Record
+		for _, k := range keys {
+			recs = append(recs, &kgo.Record{Topic: "compacted", Key: []byte(k), Value: []byte("v-" + k)})
+		}
+		if err := cl.ProduceSync(e.ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a", "b", "c", "d") // offsets 0..3; a and c are overwritten below
+	var holes Batch
+	eventually(t, "the source compacted a batch", time.Minute, func() bool {
+		write("a", "c") // new segments roll (segment.ms), older ones get cleaned
+		for _, b := range e.rawBatches(e.src, "compacted", 0, 0) {
+			if int64(b.NumRecords) != int64(b.LastOffsetDelta)+1 {
+				holes = b
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("fact: a compacted batch keeps base offset %d and lastOffsetDelta %d with %d records", holes.BaseOffset, holes.LastOffsetDelta, holes.NumRecords)
+	e.ensureDestination("compacted")
+	c := e.newCopier(Config{})
+	defer c.Close()
+	var evs events
+	if err := c.Start(e.ctx, Task{Topic: "compacted", Partition: 0, TransactionalID: "mirror-compacted-0"}, evs.on); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "compacted batch refused", 30*time.Second, func() bool {
+		_, ok := evs.find(EventNonRetriable)
+		return ok
+	})
+	ev, _ := evs.find(EventNonRetriable)
+	if !isErr(ev.Err, ErrUnsupportedBatch) {
+		t.Fatalf("event %v, want ErrUnsupportedBatch", ev.Err)
+	}
+	t.Logf("reported: %v", ev.Err)
+	c.Stop("compacted", 0)
 }

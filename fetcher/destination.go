@@ -239,4 +239,5 @@ func (c *Copier) handlePartitionProduceLocked(leader int32, s sendPart, r *kmsg.
 	if len(p.queue) > 0 {
 		signal(c.dstWorkers[leader].wake)
 	}
+	c.maybeFailBlockedLocked(p)
 }

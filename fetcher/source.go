@@ -16,8 +16,9 @@ import (
 )
 
 type fetchPart struct {
-	p      *partition
-	offset int64
+	p           *partition
+	offset      int64
+	leaderEpoch int32 // read under the lock: the admin goroutine updates it
 }
 
 func (c *Copier) sourceLoop(w *worker) {
@@ -50,7 +51,7 @@ func (c *Copier) sourceLoop(w *worker) {
 			}
 			fp := kmsg.NewFetchRequestTopicPartition()
 			fp.Partition = f.p.tp.partition
-			fp.CurrentLeaderEpoch = f.p.srcLeaderEpoch
+			fp.CurrentLeaderEpoch = f.leaderEpoch
 			fp.FetchOffset = f.offset
 			fp.PartitionMaxBytes = c.cfg.FetchMaxBytes
 			req.Topics[i].Partitions = append(req.Topics[i].Partitions, fp)
@@ -84,7 +85,7 @@ func (c *Copier) collectFetch(leader int32) ([]fetchPart, int64) {
 	now := time.Now()
 	var ps []*partition
 	for _, p := range c.parts {
-		if p.state == stateRunning && p.srcLeader == leader && !p.needOffsets && !now.Before(p.retryAt) &&
+		if p.state == stateRunning && p.srcLeader == leader && !p.needOffsets && p.blocked == nil && !now.Before(p.retryAt) &&
 			p.buffered < int64(c.cfg.FetchMaxBytes) && !c.holdFetch[p.tp] {
 			ps = append(ps, p)
 		}
@@ -98,7 +99,7 @@ func (c *Copier) collectFetch(leader int32) ([]fetchPart, int64) {
 			break
 		}
 		want = next
-		out = append(out, fetchPart{p, p.fetchOffset})
+		out = append(out, fetchPart{p, p.fetchOffset, p.srcLeaderEpoch})
 	}
 	c.reserved += want
 	return out, want
@@ -174,6 +175,7 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 	it := NewBatchIterator(r.RecordBatches)
 	var b Batch
 	n := 0
+batches:
 	for it.Next(&b) {
 		n++
 		if b.NextOffset() <= p.fetchOffset {
@@ -194,13 +196,13 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 				ErrDiverged, p.tp.topic, p.tp.partition, p.fetchOffset, b.BaseOffset, b.LastOffset()))
 			return
 		case b.BaseOffset > p.fetchOffset:
-			c.failLocked(p, EventNonRetriable, fmt.Errorf("%w (offset %d: source offsets %d..%d are missing from the log)",
-				ErrUnsupportedBatch, p.fetchOffset, p.fetchOffset, b.BaseOffset-1))
-			return
+			c.blockLocked(p, fmt.Errorf("%s/%d: %w (offset %d: source offsets %d..%d are missing from the log)",
+				p.tp.topic, p.tp.partition, ErrUnsupportedBatch, p.fetchOffset, p.fetchOffset, b.BaseOffset-1))
+			break batches
 		}
 		if err := b.CheckCopyable(); err != nil {
-			c.failLocked(p, EventNonRetriable, fmt.Errorf("%s/%d: %w", p.tp.topic, p.tp.partition, err))
-			return
+			c.blockLocked(p, fmt.Errorf("%s/%d: %w", p.tp.topic, p.tp.partition, err))
+			break batches
 		}
 		p.queue = append(p.queue, &item{
 			raw:             b.Raw,
@@ -213,11 +215,13 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 		c.reserved += int64(len(b.Raw))
 		p.fetchOffset = b.NextOffset()
 	}
-	if err := it.Err(); err != nil {
+	if err := it.Err(); err != nil && p.blocked == nil {
 		c.failLocked(p, EventNonRetriable, fmt.Errorf("%s/%d at offset %d: %w", p.tp.topic, p.tp.partition, p.fetchOffset, err))
 		return
 	}
 	p.bigFirst = n == 0 && it.Remaining() > 0
+	c.log.Debug("fetched", "topic", p.tp.topic, "partition", p.tp.partition, "batches", n, "partial_bytes", it.Remaining(),
+		"next_offset", p.fetchOffset, "high_watermark", r.HighWatermark)
 	if n == 0 && p.gap != nil && r.HighWatermark <= p.fetchOffset && r.HighWatermark >= 0 {
 		// The source is empty from its log start on: fill up to it.
 		c.queueFillLocked(p, p.gap.logStart, p.gap.logStart)

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -72,6 +73,9 @@ func EnsureDestinationTopic(ctx context.Context, src, dst *kadm.Client, topic st
 	if excludeConfigs == nil {
 		excludeConfigs = DefaultExcludedConfig
 	}
+	// kadm answers metadata from kgo's cache (up to 5 s old) unless asked for
+	// authorized operations: a topic created a moment ago would look absent.
+	ctx = kadm.WithAuthorizedOps(ctx)
 	srcTopics, err := src.ListTopics(ctx, topic)
 	if err != nil {
 		return DestinationTopic{}, fmt.Errorf("describe source topic %q: %w", topic, err)
@@ -113,6 +117,9 @@ func EnsureDestinationTopic(ctx context.Context, src, dst *kadm.Client, topic st
 		return DestinationTopic{}, fmt.Errorf("create destination topic %q (%d partitions, replication factor %d): %w %s", topic, partitions, rf, err, resp.ErrMessage)
 	}
 	id := resp.ID
+	if err := waitPartitionsLed(ctx, dst, topic, partitions); err != nil {
+		return DestinationTopic{}, err
+	}
 	if id == (kadm.TopicID{}) { // older brokers do not return the id
 		d, err := dst.ListTopics(ctx, topic)
 		if err != nil {
@@ -121,6 +128,39 @@ func EnsureDestinationTopic(ctx context.Context, src, dst *kadm.Client, topic st
 		id = d[topic].ID
 	}
 	return DestinationTopic{ID: id, Partitions: partitions}, nil
+}
+
+// waitPartitionsLed waits until every partition of a created or grown topic
+// has a leader in (uncached) metadata, so that callers can use it at once:
+// metadata reaches the brokers asynchronously after CreateTopics.
+func waitPartitionsLed(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+	var err error
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		var m kadm.Metadata
+		m, err = adm.Metadata(ctx, topic)
+		if err == nil {
+			td := m.Topics[topic]
+			err = td.Err
+			if err == nil && int32(len(td.Partitions)) < partitions {
+				err = fmt.Errorf("%d of %d partitions visible", len(td.Partitions), partitions)
+			}
+			for _, p := range td.Partitions {
+				if err == nil && (p.Err != nil || p.Leader < 0) {
+					err = fmt.Errorf("partition %d has no leader yet: %v", p.Partition, p.Err)
+				}
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("destination topic %q: partitions not ready: %w (last: %v)", topic, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
 }
 
 func errOr(err, fallback error) error {
@@ -200,7 +240,7 @@ func prepareExisting(ctx context.Context, dst *kadm.Client, topic string, d kadm
 		resps, err := dst.UpdatePartitions(ctx, int(want), topic)
 		if err == nil {
 			for _, r := range resps {
-				if r.Err != nil && !errors.Is(r.Err, kerr.InvalidPartitions) {
+				if r.Err != nil {
 					err = fmt.Errorf("%w %s", r.Err, r.ErrMessage)
 				}
 			}
@@ -208,6 +248,9 @@ func prepareExisting(ctx context.Context, dst *kadm.Client, topic string, d kadm
 		if err != nil {
 			return DestinationTopic{}, fmt.Errorf("grow destination topic %q from %d to %d partitions: %w", topic, have, want, err)
 		}
+	}
+	if err := waitPartitionsLed(ctx, dst, topic, want); err != nil {
+		return DestinationTopic{}, err
 	}
 	return DestinationTopic{ID: d.ID, Partitions: want}, nil
 }

@@ -13,6 +13,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// This file holds the flexible-version (KIP-482) encoding shared by every
+// mirror message: compact strings and arrays, and tagged-field sections.
+//
+// Decoding wraps kbin.Reader, which already refuses spans longer than the
+// input, and adds what it leaves out: array counts are bounded by the bytes
+// left divided by the smallest encoding of one element before anything is
+// allocated, nulls in non-nullable fields and duplicate tags are errors, and
+// so is anything left over after a message.
+
 // ErrMalformedMessage is returned (wrapped) when a request or response body
 // cannot be decoded: truncated, over-long, a null where none is allowed,
 // duplicate tags, or bytes left over after the message.
@@ -26,15 +35,6 @@ var errEndsEarly = fmt.Errorf("input ends in the middle of a field: %w", io.ErrU
 // decoders refuse longer strings, so accepting them here would let a request
 // pass the proxy that no broker would take.
 const maxStringLen = math.MaxInt16
-
-// This file holds the flexible-version (KIP-482) encoding shared by every
-// mirror message: compact strings and arrays, and tagged-field sections.
-//
-// Decoding wraps kbin.Reader, which already refuses spans longer than the
-// input, and adds what it leaves out: array counts are bounded by the bytes
-// left divided by the smallest encoding of one element before anything is
-// allocated, nulls in non-nullable fields and duplicate tags are errors, and
-// so is anything left over after a message.
 
 // decoder reads one message. After the first failure every read returns a
 // zero value, so message code reads straight through and checks once.

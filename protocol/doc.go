@@ -18,6 +18,13 @@
 //   - Partition states (state.go): the MirrorState enum shared by the wire,
 //     the state topic and the CLI.
 //
+// The message types follow kmsg's conventions: NewPtrX returns a new
+// message, element types whose fields default to something other than zero
+// (-1 for "unknown" offsets, UNKNOWN states) have Default and NewX, non-
+// nullable arrays decode empty as nil, and UnknownTags keeps tagged fields
+// this version does not know so they survive a decode/encode round trip.
+// A kgo.Client needs kgo.MaxVersions(KgoMaxVersions(nil)) to send them.
+//
 // Decoding treats every peer as hostile: malformed input yields an error
 // wrapping ErrMalformedFrame or ErrMalformedMessage, never a panic, and no
 // allocation is sized by a length the input cannot back with bytes.

@@ -145,10 +145,12 @@ func checkAddressRewrites(t *testing.T, p *Proxy, realAddrs []string) {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.Version = v
 		req.CoordinatorKey = "g1"
-		resp := rawConn(t, addr, req).(*kmsg.FindCoordinatorResponse)
-		if resp.ErrorCode != 0 {
-			t.Fatalf("FindCoordinator v%d: error %d", v, resp.ErrorCode)
-		}
+		var resp *kmsg.FindCoordinatorResponse
+		// A fresh cluster answers COORDINATOR_NOT_AVAILABLE until __consumer_offsets exists.
+		eventually(t, 60*time.Second, "group coordinator", func() bool {
+			resp = rawConn(t, addr, req).(*kmsg.FindCoordinatorResponse)
+			return resp.ErrorCode == 0
+		})
 		check(fmt.Sprintf("FindCoordinator v%d", v), resp.Host, resp.Port)
 	}
 	{

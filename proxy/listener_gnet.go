@@ -58,6 +58,8 @@ func (p *Proxy) listenGnet(r route, addr string) (listener, error) {
 		ln.done <- gnet.Run(h, "tcp://"+addr,
 			gnet.WithNumEventLoop(p.cfg.EventLoops),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			// Produce requests of a MiB and more are common: read them in few syscalls.
+			gnet.WithReadBufferCap(1<<20),
 			gnet.WithReuseAddr(true),
 			gnet.WithLogger(gnetLogger{p.log}),
 		)
@@ -112,7 +114,11 @@ func (h *gnetHandler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if h.p.draining.Load() {
 		return nil, gnet.Close
 	}
-	s := h.p.newSession(h.route, &gnetClient{c: c, remote: c.RemoteAddr()})
+	gc := &gnetClient{c: c, remote: c.RemoteAddr(), maxOwed: maxBufferedBytes(h.p.cfg)}
+	s := h.p.newSession(h.route, gc)
+	gc.overflow = func(owed int) {
+		s.closeWith(fmt.Errorf("client left %d bytes of responses unread", owed))
+	}
 	c.SetContext(s)
 	return nil, gnet.None
 }
@@ -163,14 +169,12 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 			}
 			s.paused.Store(false)
 		}
-		buf, err := c.Peek(4 + size)
-		if err != nil {
+		frame := getFrame(4 + size)
+		if _, err := c.Read(frame); err != nil {
 			s.release()
+			putFrame(frame)
 			return gnet.None
 		}
-		frame := make([]byte, len(buf))
-		copy(frame, buf)
-		_, _ = c.Discard(4 + size)
 		if err := s.dispatch(frame); err != nil {
 			s.closeWith(err)
 			return gnet.Close
@@ -179,19 +183,29 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 	return gnet.None
 }
 
-// maxBufferedBytes is what a paused gnet connection may accumulate before it is treated as
-// hostile: two maximal frames, or 64 MiB when frames are allowed to be larger.
+// maxBufferedBytes is what a gnet connection may accumulate in either direction (requests
+// not yet taken, responses not yet read) before it is treated as hostile: two maximal frames,
+// and never less than 64 MiB.
 func maxBufferedBytes(cfg Config) int {
 	return max(2*int(cfg.MaxFrameBytes)+8, 64<<20)
 }
 
 type gnetClient struct {
-	c      gnet.Conn
-	remote net.Addr
+	c        gnet.Conn
+	remote   net.Addr
+	maxOwed  int
+	overflow func(owed int)
 }
 
 func (g *gnetClient) writeFrame(frame []byte, done func()) {
-	err := g.c.AsyncWrite(frame, func(gnet.Conn, error) error {
+	err := g.c.AsyncWrite(frame, func(c gnet.Conn, _ error) error {
+		// gnet copies what the socket does not take into the connection's outbound buffer.
+		// A client that keeps sending but stops reading would grow it without bound; past
+		// maxOwed bytes it is closed (a client that reads never gets near: it has at most
+		// MaxInFlight responses outstanding).
+		if owed := c.OutboundBuffered(); owed > g.maxOwed {
+			g.overflow(owed)
+		}
 		done()
 		return nil
 	})

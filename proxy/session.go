@@ -149,7 +149,8 @@ func (s *session) dispatch(frame []byte) error {
 	h, err := parseRequestHeader(frame[4:])
 	if err != nil {
 		s.release()
-		return fmt.Errorf("malformed request: %w", err)
+		s.p.metrics.requestError(h.key)
+		return fmt.Errorf("malformed request (key %d v%d): %w", h.key, h.version, err)
 	}
 	s.p.metrics.request(h.key, len(frame))
 	p := &pending{key: h.key, version: h.version, corrID: h.corrID, start: time.Now()}
@@ -167,6 +168,7 @@ func (s *session) dispatch(frame []byte) error {
 		acks, err := produceAcks(frame[4+h.bodyOff:], h.version, h.flexible)
 		if err != nil {
 			s.release()
+			s.p.metrics.requestError(h.key)
 			return fmt.Errorf("malformed Produce request: %w", err)
 		}
 		if acks == 0 {
@@ -201,7 +203,7 @@ func (s *session) runUpstreamWriter() {
 	s.p.wg.Add(1)
 	go s.runUpstreamReader(conn)
 
-	var batch net.Buffers
+	var batch, frames net.Buffers
 	var acks0 int
 	for {
 		var ob outbound
@@ -227,9 +229,14 @@ func (s *session) runUpstreamWriter() {
 				break drain
 			}
 		}
+		frames = append(frames[:0], batch...) // WriteTo consumes batch
 		if _, err := batch.WriteTo(conn); err != nil {
 			s.closeWith(fmt.Errorf("writing to upstream %s: %w", conn.RemoteAddr(), err))
 			return
+		}
+		for i, f := range frames {
+			putFrame(f)
+			frames[i] = nil
 		}
 		for range acks0 {
 			s.release()
@@ -259,14 +266,22 @@ func (s *session) runUpstreamReader(conn net.Conn) {
 			var err error
 			frame, err = readFrame(br, s.p.cfg.MaxFrameBytes)
 			if err != nil {
-				if errors.Is(err, io.EOF) || s.ctx.Err() != nil {
+				if s.ctx.Err() != nil {
+					return // the client went away first: the request was abandoned, not failed
+				}
+				if errors.Is(err, io.EOF) {
 					err = fmt.Errorf("upstream %s closed the connection: %w", conn.RemoteAddr(), err)
 				}
 				s.p.metrics.requestError(p.key)
 				s.closeWith(err)
 				return
 			}
-			frame, err = s.p.rewriteResponse(p, frame)
+			var rewritten []byte
+			rewritten, err = s.p.rewriteResponse(p, frame)
+			if err == nil && &rewritten[0] != &frame[0] {
+				putFrame(frame) // the rewrite copied everything it needs
+				frame = rewritten
+			}
 			if err != nil {
 				s.p.metrics.requestError(p.key)
 				s.closeWith(err)
@@ -278,7 +293,13 @@ func (s *session) runUpstreamReader(conn net.Conn) {
 		if hook := s.p.testHookClientFrame; hook != nil {
 			hook(frame)
 		}
-		s.client.writeFrame(frame, s.release)
+		pooled := p.local == nil
+		s.client.writeFrame(frame, func() {
+			if pooled {
+				putFrame(frame)
+			}
+			s.release()
+		})
 	}
 }
 

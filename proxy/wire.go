@@ -27,9 +27,10 @@ func readFrame(r io.Reader, maxFrame int32) ([]byte, error) {
 	if n < 0 || n > maxFrame {
 		return nil, fmt.Errorf("%w: size %d, limit %d", errFrameTooLarge, n, maxFrame)
 	}
-	frame := make([]byte, 4+int(n))
+	frame := getFrame(4 + int(n))
 	copy(frame, size[:])
 	if _, err := io.ReadFull(r, frame[4:]); err != nil {
+		putFrame(frame)
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}

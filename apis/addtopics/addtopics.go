@@ -10,6 +10,7 @@ import (
 	"context"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -52,7 +53,7 @@ func add(ctx context.Context, b *apicore.Backend, req *protocol.AddTopicsToMirro
 	if err != nil {
 		return nil, err
 	}
-	sourceTopics, err := kadm.NewClient(src).ListTopics(ctx)
+	sourceTopics, err := apicore.ListTopics(ctx, src)
 	if err != nil {
 		return nil, protocol.ErrCoordinatorNotAvailable.WithMessage("listing topics of the source cluster %s: %v; retry", m.Config.Configs["bootstrap.servers"], err)
 	}
@@ -126,6 +127,9 @@ type adder struct {
 
 func (a *adder) addOne(ctx context.Context, name string, wantID [16]byte, wantPartitions int32) error {
 	st, ok := a.source[name]
+	if ok && (st.IsInternal || strings.HasPrefix(name, "__")) {
+		return protocol.ErrInvalidRequest.WithMessage("topic %q is internal to its cluster (names starting with __ are Kafka's and kmirror's own) and is never mirrored", name)
+	}
 	if !ok || st.Err != nil {
 		return protocol.ErrUnknownTopicOrPartition.WithMessage("topic %q does not exist on the source cluster %s; check the name",
 			name, a.m.Config.Configs["bootstrap.servers"])
@@ -200,4 +204,3 @@ func appendNew(have, add []string) []string {
 	}
 	return have
 }
-

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
@@ -25,7 +23,7 @@ func Refresh(ctx context.Context, b *apicore.Backend, mirror string) ([]string, 
 	if err != nil {
 		return nil, err
 	}
-	sourceTopics, err := kadm.NewClient(src).ListTopics(ctx)
+	sourceTopics, err := apicore.ListTopics(ctx, src)
 	if err != nil {
 		return nil, fmt.Errorf("listing source topics of mirror %s: %w", mirror, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"regexp"
 
 	"github.com/kmirror/kmirror/apis/apicore"
+	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
@@ -69,8 +70,42 @@ func remove(ctx context.Context, b *apicore.Backend, req *protocol.RemoveTopicsF
 	if err := b.SetDesire(ctx, m, stop, statetopic.DesireStop); err != nil {
 		return nil, protocol.ErrCoordinatorNotAvailable.WithMessage("%v; retry", err)
 	}
+	if len(req.Patterns) > 0 {
+		// Removing by pattern also ends the pattern's claim on topics the
+		// source creates later; otherwise the refresh would mirror them again.
+		conf := *m.Config
+		conf.IncludePatterns = without(conf.IncludePatterns, req.Patterns)
+		conf.ExcludePatterns = withAll(conf.ExcludePatterns, req.Patterns)
+		if err := b.Coord.Write(ctx, coordinator.Record{Key: statetopic.MirrorConfigKey(m.Name), Value: &conf}); err != nil {
+			return nil, protocol.ErrCoordinatorNotAvailable.WithMessage("recording the removed patterns: %v; retry", err)
+		}
+	}
 	for _, n := range stop {
 		b.Log.Info("failover requested", "mirror", m.Name, "topic", n)
 	}
 	return results, nil
+}
+
+func without(list, drop []string) []string {
+	out := list[:0:0]
+	for _, v := range list {
+		keep := true
+		for _, d := range drop {
+			keep = keep && v != d
+		}
+		if keep {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func withAll(list, add []string) []string {
+	out := append([]string(nil), list...)
+	for _, a := range add {
+		if len(without(out, []string{a})) == len(out) {
+			out = append(out, a)
+		}
+	}
+	return out
 }

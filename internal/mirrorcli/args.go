@@ -42,17 +42,16 @@ var actions = []Action{ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActLis
 
 // MirrorsArgs is a parsed `kmirror mirrors` command line.
 type MirrorsArgs struct {
-	Action          Action
-	Bootstrap       string
-	CommandConfig   string
-	Mirror          string
-	MirrorConfig    string
-	Topics          TopicSelection // --topics
-	Exclude         []string       // --exclude, as regexes
-	Failed, JSON    bool
-	Wait            bool
-	Timeout         time.Duration
-	timeoutExplicit bool
+	Action        Action
+	Bootstrap     string
+	CommandConfig string
+	Mirror        string
+	MirrorConfig  string
+	Topics        TopicSelection // --topics
+	Exclude       []string       // --exclude, as regexes
+	Failed, JSON  bool
+	Wait          bool
+	Timeout       time.Duration
 }
 
 // TopicSelection is a --topics value: either plain topic names or one
@@ -165,7 +164,7 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 			fmt.Fprint(help, MirrorsHelp)
 			return nil, flag.ErrHelp
 		}
-		return nil, usagef("%v; run 'kmirror mirrors -h' for the flags", err)
+		return nil, usagef("%v%s; run 'kmirror mirrors -h' for the flags", err, didYouMean(err, fs))
 	}
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q: every value belongs to a flag (e.g. --mirror NAME); quote a pattern that contains spaces", fs.Arg(0))
@@ -190,16 +189,13 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 	if a.Bootstrap == "" {
 		return nil, usagef("--bootstrap-server is required: give the kmirror proxy's address, e.g. --bootstrap-server localhost:9092")
 	}
-	for name, acts := range flagUse {
-		if set[name] && !hasAction(acts, a.Action) {
+	for _, name := range []string{"mirror", "mirror-config", "topics", "exclude", "failed", "json", "wait"} {
+		if acts := flagUse[name]; set[name] && !hasAction(acts, a.Action) {
 			return nil, usagef("--%s does not apply to --%s (it is used with %s); remove it", name, a.Action, actionList(acts))
 		}
 	}
-	if set["timeout"] {
-		a.timeoutExplicit = true
-		if a.Timeout <= 0 {
-			return nil, usagef("--timeout %s must be positive, e.g. --timeout 2m", a.Timeout)
-		}
+	if a.Timeout <= 0 {
+		return nil, usagef("--timeout %s must be positive, e.g. --timeout 2m", a.Timeout)
 	}
 
 	needMirror := a.Action != ActList && a.Action != ActDescribe
@@ -243,6 +239,47 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 		}
 	}
 	return a, nil
+}
+
+// didYouMean suggests the closest flag for "flag provided but not defined".
+func didYouMean(err error, fs *flag.FlagSet) string {
+	const prefix = "flag provided but not defined: -"
+	msg := err.Error()
+	if !strings.HasPrefix(msg, prefix) {
+		return ""
+	}
+	bad := strings.TrimLeft(strings.TrimPrefix(msg, prefix), "-")
+	best, bestDist := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(bad, f.Name); d < bestDist {
+			best, bestDist = f.Name, d
+		}
+	})
+	if best == "" {
+		return ""
+	}
+	return " (did you mean --" + best + "?)"
+}
+
+// editDistance is the Levenshtein distance of two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 func hasAction(acts []Action, a Action) bool {
@@ -305,6 +342,7 @@ value has any character a topic name cannot have, ONE regular expression matched
 against whole names ('orders-.*', 'orders|payments-v[0-9]+'). A '.' alone does not
 make a pattern; write '(orders.v.)' to force one.
 
-Exit status: 0 on success, 1 if the request or any topic failed (each failure is
-printed as TOPIC: ERROR_NAME: message), 2 for a usage error.
+Results go to stdout; failures go to stderr, one per line, as
+"error: topic T: ERROR_NAME: message" (or "ERROR_NAME: message" for the request).
+Exit status: 0 on success, 1 if the request or any topic failed, 2 for a usage error.
 `

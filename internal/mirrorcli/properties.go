@@ -45,12 +45,18 @@ func ParseProperties(text string) ([]Property, error) {
 			continue
 		}
 		// Join continuation lines: an odd number of trailing backslashes.
-		for endsWithContinuation(line) && i+1 < len(lines) {
-			i++
-			line = line[:len(line)-1] + strings.TrimLeft(lines[i], " \t\f")
-		}
 		if endsWithContinuation(line) {
-			line = line[:len(line)-1]
+			var b strings.Builder
+			for endsWithContinuation(line) && i+1 < len(lines) {
+				b.WriteString(line[:len(line)-1])
+				i++
+				line = strings.TrimLeft(lines[i], " \t\f")
+			}
+			if endsWithContinuation(line) {
+				line = line[:len(line)-1]
+			}
+			b.WriteString(line)
+			line = b.String()
 		}
 		key, value, err := splitProperty(line)
 		if err != nil {

@@ -1,0 +1,329 @@
+package apis_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/apis/addtopics"
+	"github.com/kmirror/kmirror/apis/apicore"
+	"github.com/kmirror/kmirror/apis/createmirror"
+	"github.com/kmirror/kmirror/apis/deletemirror"
+	"github.com/kmirror/kmirror/apis/describemirrors"
+	"github.com/kmirror/kmirror/apis/lastmirroredoffsets"
+	"github.com/kmirror/kmirror/apis/listmirrors"
+	"github.com/kmirror/kmirror/apis/pauseresume"
+	"github.com/kmirror/kmirror/apis/readmirrorstate"
+	"github.com/kmirror/kmirror/apis/removetopics"
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/coordinatortest"
+	"github.com/kmirror/kmirror/coordinator/sourceclient"
+	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/protocol"
+)
+
+type env struct {
+	b        *apicore.Backend
+	src, dst *kafkatest.Cluster
+	ctx      context.Context
+}
+
+func newEnv(t *testing.T) *env {
+	src := kafkatest.Start(t, kafkatest.Fake())
+	dst := kafkatest.Start(t, kafkatest.Fake())
+	dp := &coordinatortest.DataPath{End: func(p coordinator.PartitionRef) int64 { return 1000 + int64(p.Partition) }}
+	c := coordinatortest.Start(t, dst.Bootstrap(), dp)
+	sources := sourceclient.NewCache()
+	t.Cleanup(sources.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	e := &env{b: &apicore.Backend{Coord: c, Sources: sources, Destination: kadm.NewClient(dst.Client(t)), Log: slog.New(slog.DiscardHandler)},
+		src: src, dst: dst, ctx: ctx}
+	adm := kadm.NewClient(src.Client(t))
+	for _, topic := range []string{"orders", "orders-eu", "payments", "__internal", "__consumer_offsets"} {
+		if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+func (e *env) create(name string, configs map[string]string) (int16, string) {
+	req := protocol.NewPtrCreateMirrorRequest()
+	req.MirrorName = name
+	for k, v := range configs {
+		req.Configs = append(req.Configs, protocol.CreateMirrorRequestConfig{Name: k, Value: kadm.StringPtr(v)})
+	}
+	resp := createmirror.Handle(e.ctx, e.b, req)
+	return resp.ErrorCode, deref(resp.ErrorMessage)
+}
+
+func (e *env) add(mirror string, topics []string, include ...string) *protocol.AddTopicsToMirrorResponse {
+	req := protocol.NewPtrAddTopicsToMirrorRequest()
+	req.MirrorName, req.IncludePatterns = mirror, include
+	for _, t := range topics {
+		rt := protocol.AddTopicsToMirrorRequestTopic{Name: t, NumPartitions: -1}
+		req.Topics = append(req.Topics, rt)
+	}
+	return addtopics.Handle(e.ctx, e.b, req)
+}
+
+func (e *env) topicNames(names ...string) []protocol.TopicName {
+	out := make([]protocol.TopicName, len(names))
+	for i, n := range names {
+		out[i].Name = n
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func expectCode(t *testing.T, what string, code int16, msg string, want *protocol.Error, wantMsg string) {
+	t.Helper()
+	if code != want.Code {
+		t.Fatalf("%s: error code %d (%q), want %d %s", what, code, msg, want.Code, want.Name)
+	}
+	if !strings.Contains(msg, wantMsg) {
+		t.Fatalf("%s: message %q does not say %q", what, msg, wantMsg)
+	}
+}
+
+func topicResult(t *testing.T, results []protocol.TopicResult, name string) protocol.TopicResult {
+	t.Helper()
+	for _, r := range results {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no result for topic %s in %+v", name, results)
+	return protocol.TopicResult{}
+}
+
+func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
+	e := newEnv(t)
+	srcCfg := map[string]string{"bootstrap.servers": e.src.BootstrapString()}
+
+	// CreateMirror validation.
+	code, msg := e.create("bad name!", srcCfg)
+	expectCode(t, "invalid name", code, msg, protocol.ErrInvalidRequest, `invalid mirror name "bad name!"`)
+	code, msg = e.create("dr", map[string]string{"bootstrap.servers": e.src.BootstrapString(), "fetch.max.byte": "1"})
+	expectCode(t, "unknown config", code, msg, protocol.ErrInvalidConfig, `unknown mirror config "fetch.max.byte"`)
+	code, msg = e.create("dr", map[string]string{"bootstrap.servers": e.src.BootstrapString(), "source.cluster.id": "nope"})
+	expectCode(t, "wrong cluster id", code, msg, protocol.ErrInvalidConfig, "source.cluster.id is nope")
+	if code, msg = e.create("dr", srcCfg); code != 0 {
+		t.Fatalf("create: %d %s", code, msg)
+	}
+	code, msg = e.create("dr", srcCfg)
+	expectCode(t, "duplicate", code, msg, protocol.ErrMirrorAlreadyExists, `mirror "dr" already exists`)
+
+	// AddTopicsToMirror.
+	resp := e.add("nope", []string{"orders"})
+	expectCode(t, "add to unknown mirror", resp.ErrorCode, deref(resp.ErrorMessage), protocol.ErrUnknownMirror, `mirror "nope" does not exist`)
+	resp = e.add("dr", []string{"payments", "missing"}, "orders.*")
+	if resp.ErrorCode != 0 {
+		t.Fatalf("add: %s", deref(resp.ErrorMessage))
+	}
+	r := topicResult(t, resp.Topics, "missing")
+	expectCode(t, "unknown topic", r.ErrorCode, deref(r.ErrorMessage), protocol.ErrUnknownTopicOrPartition, `topic "missing" does not exist on the source`)
+	for _, name := range []string{"payments", "orders", "orders-eu"} {
+		if r := topicResult(t, resp.Topics, name); r.ErrorCode != 0 {
+			t.Fatalf("%s: %s", name, deref(r.ErrorMessage))
+		}
+	}
+	for _, r := range resp.Topics {
+		if r.Name == "__internal" {
+			t.Fatal("the default exclude __.* did not keep __internal out of a pattern add")
+		}
+	}
+	resp = e.add("dr", []string{"__consumer_offsets"})
+	r = topicResult(t, resp.Topics, "__consumer_offsets")
+	expectCode(t, "internal topic named explicitly", r.ErrorCode, deref(r.ErrorMessage), protocol.ErrInvalidRequest, "is never mirrored")
+	resp = e.add("dr", []string{"payments"})
+	r = topicResult(t, resp.Topics, "payments")
+	expectCode(t, "re-add active", r.ErrorCode, deref(r.ErrorMessage), protocol.ErrMirrorTopicNotStopped, "remove it and wait for STOPPED")
+
+	if code, msg = e.create("other", srcCfg); code != 0 {
+		t.Fatalf("create other: %s", msg)
+	}
+	resp = e.add("other", []string{"payments"})
+	r = topicResult(t, resp.Topics, "payments")
+	expectCode(t, "topic in another mirror", r.ErrorCode, deref(r.ErrorMessage), protocol.ErrTopicAlreadyInMirror, `mirrored by mirror "dr"`)
+
+	// A destination topic holding records that did not come from the source.
+	dstAdm := kadm.NewClient(e.dst.Client(t))
+	if _, err := dstAdm.CreateTopic(e.ctx, 1, 1, nil, "payments-local"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dst.Client(t).ProduceSync(e.ctx, &kgo.Record{Topic: "payments-local", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := kadm.NewClient(e.src.Client(t)).CreateTopic(e.ctx, 1, 1, nil, "payments-local"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	resp = e.add("other", []string{"payments-local"})
+	r = topicResult(t, resp.Topics, "payments-local")
+	expectCode(t, "non-empty destination topic", r.ErrorCode, deref(r.ErrorMessage), addtopics.ErrTopicExistsOnDestination, "1 records that did not come from the source")
+
+	// Partitions reach MIRRORING through the coordinator.
+	waitStates(t, e, "dr", "payments", 3, protocol.MirrorStateMirroring)
+
+	// Pause / resume.
+	pr := pauseresume.Resume(e.ctx, e.b, &protocol.ResumeMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
+	expectCode(t, "resume not paused", pr.Topics[0].ErrorCode, deref(pr.Topics[0].ErrorMessage), protocol.ErrMirrorTopicNotPaused, "not paused")
+	pp := pauseresume.Pause(e.ctx, e.b, &protocol.PauseMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments", "nope")})
+	if pp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("pause: %s", deref(pp.Topics[0].ErrorMessage))
+	}
+	expectCode(t, "pause unknown", pp.Topics[1].ErrorCode, deref(pp.Topics[1].ErrorMessage), protocol.ErrTopicNotInMirror, `topic "nope" is not in mirror "dr"`)
+	waitStates(t, e, "dr", "payments", 3, protocol.MirrorStatePaused)
+	pr = pauseresume.Resume(e.ctx, e.b, &protocol.ResumeMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
+	if pr.Topics[0].ErrorCode != 0 {
+		t.Fatalf("resume: %s", deref(pr.Topics[0].ErrorMessage))
+	}
+	waitStates(t, e, "dr", "payments", 3, protocol.MirrorStateMirroring)
+
+	// DeleteMirror refuses while topics mirror.
+	dr := deletemirror.Handle(e.ctx, e.b, &protocol.DeleteMirrorRequest{MirrorName: "dr"})
+	expectCode(t, "delete busy mirror", dr.ErrorCode, deref(dr.ErrorMessage), protocol.ErrMirrorNotEmpty, "orders, orders-eu, payments")
+
+	// Failover: remove everything (one by name, the others by pattern).
+	rr := removetopics.Handle(e.ctx, e.b, &protocol.RemoveTopicsFromMirrorRequest{MirrorName: "dr", Topics: e.topicNames("payments", "nope"), Patterns: []string{"orders.*"}})
+	if rr.ErrorCode != 0 || topicResult(t, rr.Topics, "payments").ErrorCode != 0 || topicResult(t, rr.Topics, "orders-eu").ErrorCode != 0 {
+		t.Fatalf("remove: %+v", rr)
+	}
+	r = topicResult(t, rr.Topics, "nope")
+	expectCode(t, "remove unknown", r.ErrorCode, deref(r.ErrorMessage), protocol.ErrTopicNotInMirror, `topic "nope" is not in mirror "dr"`)
+	for _, topic := range []string{"payments", "orders", "orders-eu"} {
+		waitStates(t, e, "dr", topic, 3, protocol.MirrorStateStopped)
+	}
+	pp = pauseresume.Pause(e.ctx, e.b, &protocol.PauseMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
+	expectCode(t, "pause stopped", pp.Topics[0].ErrorCode, deref(pp.Topics[0].ErrorMessage), protocol.ErrMirrorTopicBeingStopped, "stopping or stopped")
+
+	lmo := lastmirroredoffsets.Handle(e.ctx, e.b, &protocol.LastMirroredOffsetsRequest{MirrorName: "dr",
+		Topics: []protocol.TopicPartitions{{Name: "payments", Partitions: []int32{0, 2, 7}}}})
+	got := lmo.Topics[0].Partitions
+	if got[0].LastMirroredOffset != 1000 || got[1].LastMirroredOffset != 1002 || got[2].ErrorCode != protocol.ErrUnknownTopicOrPartition.Code {
+		t.Fatalf("last mirrored offsets %+v", got)
+	}
+	rs := readmirrorstate.Handle(e.ctx, e.b, &protocol.ReadMirrorStateRequest{MirrorName: "dr"})
+	if len(rs.Topics) != 3 || rs.Topics[0].Partitions[0].State != protocol.MirrorStateStopped || rs.Topics[0].Partitions[0].PreviousState != protocol.MirrorStateStopping {
+		t.Fatalf("read mirror state %+v", rs.Topics)
+	}
+
+	// Re-adding a failed-over topic prepares it again.
+	resp = e.add("dr", []string{"payments"})
+	if r := topicResult(t, resp.Topics, "payments"); r.ErrorCode != 0 {
+		t.Fatalf("re-add stopped: %s", deref(r.ErrorMessage))
+	}
+	waitStates(t, e, "dr", "payments", 3, protocol.MirrorStateMirroring)
+	removetopics.Handle(e.ctx, e.b, &protocol.RemoveTopicsFromMirrorRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
+	waitStates(t, e, "dr", "payments", 3, protocol.MirrorStateStopped)
+
+	lm := listmirrors.Handle(e.ctx, e.b, &protocol.ListMirrorsRequest{IncludeTopicNames: true})
+	if len(lm.Mirrors) != 2 || lm.Mirrors[0].Name != "dr" || lm.Mirrors[0].TopicCount != 3 || lm.Mirrors[0].SourceClusterID == "" {
+		t.Fatalf("list %+v", lm.Mirrors)
+	}
+	dm := describemirrors.Handle(e.ctx, e.b, &protocol.DescribeMirrorsRequest{MirrorNames: []string{"dr", "nope"}})
+	if len(dm.Mirrors) != 2 || dm.Mirrors[1].ErrorCode != protocol.ErrUnknownMirror.Code || len(dm.Mirrors[0].Topics) != 3 {
+		t.Fatalf("describe %+v", dm.Mirrors)
+	}
+	if p := dm.Mirrors[0].Topics[0].Partitions[0]; p.State != "STOPPED" || p.SourceHighWatermark != 0 || p.LastMirroredOffset != 1000 {
+		t.Fatalf("describe partition %+v", p)
+	}
+
+	dr = deletemirror.Handle(e.ctx, e.b, &protocol.DeleteMirrorRequest{MirrorName: "dr"})
+	if dr.ErrorCode != 0 {
+		t.Fatalf("delete: %s", deref(dr.ErrorMessage))
+	}
+	dr = deletemirror.Handle(e.ctx, e.b, &protocol.DeleteMirrorRequest{MirrorName: "dr"})
+	expectCode(t, "delete twice", dr.ErrorCode, deref(dr.ErrorMessage), protocol.ErrUnknownMirror, `mirror "dr" does not exist`)
+	// The topics are free for another mirror now.
+	resp = e.add("other", []string{"payments"})
+	if r := topicResult(t, resp.Topics, "payments"); r.ErrorCode != addtopics.ErrTopicExistsOnDestination.Code && r.ErrorCode != 0 {
+		t.Fatalf("add after delete: %+v", r)
+	}
+}
+
+func TestRefreshAddsNewMatchingTopicsAndGrowsPartitions(t *testing.T) {
+	e := newEnv(t)
+	if code, msg := e.create("dr", map[string]string{"bootstrap.servers": e.src.BootstrapString()}); code != 0 {
+		t.Fatal(msg)
+	}
+	if resp := e.add("dr", nil, "orders.*"); resp.ErrorCode != 0 || len(resp.Topics) != 2 {
+		t.Fatalf("pattern add: %+v", resp)
+	}
+	srcAdm := kadm.NewClient(e.src.Client(t))
+	if _, err := srcAdm.CreateTopic(e.ctx, 2, 1, nil, "orders-us"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srcAdm.CreatePartitions(e.ctx, 2, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	waitTopicVisible(t, e, "orders-us")
+	added, err := addtopics.Refresh(e.ctx, e.b, "dr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStates(t, e, "dr", "orders", 5, protocol.MirrorStateMirroring)
+	waitStates(t, e, "dr", "orders-us", 2, protocol.MirrorStateMirroring)
+	if len(added) != 1 || added[0] != "orders-us" {
+		t.Fatalf("refresh added %v, want [orders-us]", added)
+	}
+	// Removing by pattern ends the pattern: a later matching topic stays out.
+	rr := removetopics.Handle(e.ctx, e.b, &protocol.RemoveTopicsFromMirrorRequest{MirrorName: "dr", Patterns: []string{"orders.*"}})
+	if rr.ErrorCode != 0 || len(rr.Topics) != 3 {
+		t.Fatalf("remove by pattern: %+v", rr)
+	}
+	if _, err := srcAdm.CreateTopic(e.ctx, 1, 1, nil, "orders-asia"); err != nil {
+		t.Fatal(err)
+	}
+	waitTopicVisible(t, e, "orders-asia")
+	if added, err := addtopics.Refresh(e.ctx, e.b, "dr"); err != nil || len(added) != 0 {
+		t.Fatalf("refresh after removing the pattern added %v (%v)", added, err)
+	}
+}
+
+func waitTopicVisible(t *testing.T, e *env, topic string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		topics, err := apicore.ListTopics(e.ctx, e.src.Client(t))
+		if err == nil && topics.Has(topic) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("source topic %s never listed (%v)", topic, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitStates(t *testing.T, e *env, mirror, topic string, partitions int, want protocol.MirrorState) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		rs := readmirrorstate.Handle(e.ctx, e.b, &protocol.ReadMirrorStateRequest{MirrorName: mirror, Topics: []protocol.TopicPartitions{{Name: topic}}})
+		ok := rs.ErrorCode == 0 && len(rs.Topics) == 1 && len(rs.Topics[0].Partitions) == partitions
+		if ok {
+			for _, p := range rs.Topics[0].Partitions {
+				ok = ok && p.State == want
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s never reached %s: %+v", mirror, topic, want, rs.Topics)
+		}
+		time.Sleep(wait)
+	}
+}

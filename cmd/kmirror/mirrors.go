@@ -1,0 +1,32 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/kmirror/kmirror/internal/mirrorcli"
+)
+
+// `kmirror mirrors` manages mirrors through a kmirror proxy; the logic lives
+// in internal/mirrorcli.
+func init() {
+	register(command{
+		name:    "mirrors",
+		summary: "create, add/remove/pause/resume topics, list, describe and delete mirrors (--bootstrap-server PROXY)",
+		run: func(ctx context.Context, args []string) error {
+			return cliError(mirrorcli.Mirrors(ctx, args, os.Stdout, os.Stderr))
+		},
+	})
+}
+
+// cliError maps mirrorcli's errors onto main's exit statuses: a usage error
+// is printed (it names the problem and the fix) and becomes errUsage (exit
+// 2); anything else exits 1 with its message.
+func cliError(err error) error {
+	if err != nil && mirrorcli.IsUsage(err) {
+		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		return errUsage
+	}
+	return err
+}

@@ -1,0 +1,100 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/protocol"
+)
+
+// RegisterMetrics publishes mirroring metrics on meter: partitions by state
+// (from the state every instance tails) and, for the partitions this instance
+// copies, lag in records and seconds and what was copied. They are observed
+// at scrape time, so nothing is computed while nobody looks.
+func (c *Coordinator) RegisterMetrics(meter metric.Meter) error {
+	states, err := meter.Int64ObservableGauge("kmirror.mirror.partitions",
+		metric.WithDescription("Mirror partitions by state (every instance reports the whole cluster's view)."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	lagRecords, err := meter.Int64ObservableGauge("kmirror.mirror.lag.records",
+		metric.WithDescription("Source high watermark minus destination log end, per partition this instance copies."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	lagSeconds, err := meter.Float64ObservableGauge("kmirror.mirror.lag.seconds", metric.WithUnit("s"),
+		metric.WithDescription("How far behind the copy is in time: age of the newest copied batch's timestamp while records are waiting, else 0."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	copiedBytes, err := meter.Int64ObservableCounter("kmirror.mirror.copied.bytes", metric.WithUnit("By"),
+		metric.WithDescription("Source batch bytes appended to the destination by this instance's current copies."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	copiedRecords, err := meter.Int64ObservableCounter("kmirror.mirror.copied.records",
+		metric.WithDescription("Source records appended to the destination by this instance's current copies."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		counts := map[[2]string]int64{}
+		c.store.Read(func(v *statetopic.View) {
+			for _, name := range v.MirrorNames() {
+				m := v.Mirror(name)
+				for _, t := range m.Topics {
+					for p := int32(0); p < t.Partitions; p++ {
+						s := protocol.MirrorStateUnknown
+						if ps := m.Partitions[statetopic.PartitionID{SourceTopicID: t.SourceTopicID, Partition: p}]; ps != nil {
+							s = ps.State
+						}
+						counts[[2]string{name, s.String()}]++
+					}
+				}
+			}
+		})
+		for k, n := range counts {
+			o.ObserveInt64(states, n, metric.WithAttributes(attribute.String("mirror", k[0]), attribute.String("state", k[1])))
+		}
+		now := time.Now()
+		for _, ref := range c.ownedRefs() {
+			pr, ok := c.cfg.DataPath.Progress(ref)
+			if !ok {
+				continue
+			}
+			attrs := metric.WithAttributes(attribute.String("mirror", ref.Mirror), attribute.String("topic", ref.Topic),
+				attribute.String("partition", strconv.Itoa(int(ref.Partition))))
+			lag := max(0, pr.SourceHighWatermark-pr.DestinationLogEnd)
+			o.ObserveInt64(lagRecords, lag, attrs)
+			secs := 0.0
+			if lag > 0 && !pr.LastCopiedTimestamp.IsZero() {
+				secs = max(0, now.Sub(pr.LastCopiedTimestamp).Seconds())
+			}
+			o.ObserveFloat64(lagSeconds, secs, attrs)
+			o.ObserveInt64(copiedBytes, pr.BytesCopied, attrs)
+			o.ObserveInt64(copiedRecords, pr.RecordsCopied, attrs)
+		}
+		return nil
+	}, states, lagRecords, lagSeconds, copiedBytes, copiedRecords)
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	return nil
+}
+
+// ownedRefs lists the partitions this instance currently drives.
+func (c *Coordinator) ownedRefs() []PartitionRef {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	refs := make([]PartitionRef, 0, len(c.workers))
+	for _, w := range c.workers {
+		refs = append(refs, w.getRef())
+	}
+	return refs
+}

@@ -1,0 +1,111 @@
+package fetcher
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestFakeRetriesAndLeaderMoves injects faults that real Kafka cannot be
+// made to produce on demand (kfake): every fourth destination Produce is
+// answered NOT_LEADER_OR_FOLLOWER without being appended, and leaders move on
+// both clusters during the copy. The copier must resend exactly the same
+// bytes (same producer sequence, so a resend of an append that did land is
+// deduplicated by the broker) and still end with identical offsets.
+func TestFakeRetriesAndLeaderMoves(t *testing.T) {
+	p := &pair{src: kafkatest.Start(t, kafkatest.Fake(), kafkatest.Brokers(3)), dst: kafkatest.Start(t, kafkatest.Fake(), kafkatest.Brokers(3))}
+	e := newEnv(t, p)
+	e.createSource("faults", 4, nil)
+	for part := int32(0); part < 4; part++ {
+		e.produce("faults", part, 400, 10, kgo.ZstdCompression(), "f")
+	}
+	e.ensureDestination("faults")
+
+	var (
+		mu       sync.Mutex
+		requests int
+		failed   = map[int32][]byte{}
+		resent   int
+		changed  []string
+	)
+	fake := p.dst.Fake()
+	fake.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		requests++
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				if prev, ok := failed[rp.Partition]; ok {
+					if !bytes.Equal(prev, rp.Records) {
+						changed = append(changed, fmt.Sprintf("partition %d", rp.Partition))
+					}
+					resent++
+					delete(failed, rp.Partition)
+				}
+			}
+		}
+		if requests%4 != 0 {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER
+				st.Partitions = append(st.Partitions, sp)
+				failed[rp.Partition] = append([]byte(nil), rp.Records...)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+
+	c := e.newCopier(Config{FetchMaxBytes: 2 << 10, MaxBufferedBytes: 16 << 10})
+	defer c.Close()
+	var evs events
+	for part := int32(0); part < 4; part++ {
+		if err := c.Start(e.ctx, Task{Topic: "faults", Partition: part, TransactionalID: fmt.Sprintf("mirror-faults-%d", part)}, evs.on); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		eventually(t, "some progress", 30*time.Second, func() bool {
+			pr, _ := c.Progress("faults", int32(i))
+			return pr.DestinationLogEnd > int64(100*(i+1))
+		})
+		p.src.Fake().ShufflePartitionLeaders()
+		fake.ShufflePartitionLeaders()
+	}
+	for part := int32(0); part < 4; part++ {
+		e.waitCopied(c, "faults", part)
+		if _, err := c.Stop("faults", part); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := evs.failures(); len(f) > 0 {
+		t.Fatalf("events: %+v", f)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(changed) > 0 {
+		t.Fatalf("resends changed bytes: %v", changed)
+	}
+	if resent == 0 {
+		t.Fatal("no resend happened; the test did not test anything")
+	}
+	for part := int32(0); part < 4; part++ {
+		e.verifyPartition("faults", part)
+	}
+	t.Logf("%d produce requests, %d refused and resent byte-identical, leaders moved 3 times on both clusters", requests, resent)
+}

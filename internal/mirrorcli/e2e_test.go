@@ -1,0 +1,247 @@
+package mirrorcli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/coordinator/sourceclient"
+	"github.com/kmirror/kmirror/proxy"
+)
+
+// describeStates runs --describe --json for a mirror and returns
+// topic -> partition -> state.
+func describeStates(t *testing.T, s *server, mirror string) (map[string]map[int32]string, result) {
+	t.Helper()
+	r := runMirrors(t, "--bootstrap-server", s.addr(), "--describe", "--mirror", mirror, "--json")
+	if r.code != 0 {
+		return nil, r
+	}
+	var d DescribeJSON
+	if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
+		t.Fatalf("describe --json is not JSON: %v\n%s", err, r.stdout)
+	}
+	out := map[string]map[int32]string{}
+	for _, m := range d.Mirrors {
+		for _, tp := range m.Topics {
+			out[tp.Name] = map[int32]string{}
+			for _, p := range tp.Partitions {
+				out[tp.Name][p.Partition] = p.State
+			}
+		}
+	}
+	return out, r
+}
+
+// waitStates polls describe until every partition of each topic is in the
+// wanted state.
+func waitStates(t *testing.T, s *server, mirror string, want map[string]string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "partitions reach their states", func() (bool, string) {
+		got, r := describeStates(t, s, mirror)
+		if got == nil {
+			return false, r.String()
+		}
+		for topic, state := range want {
+			if len(got[topic]) == 0 {
+				return false, fmt.Sprintf("topic %s not described: %v", topic, got)
+			}
+			for p, st := range got[topic] {
+				if st != state {
+					return false, fmt.Sprintf("%s-%d is %s, want %s (all: %v)", topic, p, st, state, got)
+				}
+			}
+		}
+		return true, ""
+	})
+}
+
+func TestMirrorsEndToEnd(t *testing.T) {
+	s := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// Source topics, and ten records in orders so the source has offsets.
+	srcCl := s.src.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	srcAdm := kadm.NewClient(srcCl)
+	for topic, parts := range map[string]int32{"orders": 3, "payments": 2, "logs-a": 1, "logs-b": 1, "poison": 1, "stuck": 1} {
+		if _, err := srcAdm.CreateTopic(ctx, parts, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: 0, Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An empty destination topic (allowed) so DESTINATION-OFFSET shows a number.
+	if _, err := kadm.NewClient(s.dst.Client(t)).CreateTopic(ctx, 3, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	srcID, err := sourceclient.ClusterID(ctx, srcCl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := []string{"--bootstrap-server", s.addr()}
+	run := func(args ...string) result {
+		t.Helper()
+		return runMirrors(t, append(append([]string{}, bs...), args...)...)
+	}
+
+	// No mirror yet: the list is just the header.
+	r := mustRun(t, 0, run("--list"))
+	if got := rows(r.stdout); len(got) != 0 || !strings.HasPrefix(r.stdout, "MIRROR") {
+		t.Fatalf("list before any mirror: %s", r)
+	}
+
+	// Create: source.cluster.id is filled in by asking the source.
+	cfg := writeFile(t, "dr.properties", "# the source\nbootstrap.servers="+s.src.BootstrapString()+"\nfetch.wait.max.ms = 100\n")
+	r = mustRun(t, 0, run("--create", "--mirror", "dr", "--mirror-config", cfg))
+	mustContain(t, "create output", r.stdout, "Created mirror dr", "cluster id "+srcID)
+
+	// Errors of create: duplicate name, unknown config key.
+	r = mustRun(t, 1, run("--create", "--mirror", "dr", "--mirror-config", cfg))
+	mustContain(t, "duplicate create", r.stderr, `MIRROR_ALREADY_EXISTS: mirror "dr" already exists`)
+	bad := writeFile(t, "bad.properties", "bootstrap.servers="+s.src.BootstrapString()+"\nbogus.key=1\n")
+	r = mustRun(t, 1, run("--create", "--mirror", "other", "--mirror-config", bad))
+	mustContain(t, "unknown config key", r.stderr, `INVALID_CONFIG: unknown mirror config "bogus.key"`)
+
+	// A source the CLI cannot reach: the mirror is still created, the proxy
+	// checks the source itself (here it cannot either, and says so).
+	unreachable := writeFile(t, "far.properties", "bootstrap.servers=127.0.0.1:1\n")
+	r = mustRun(t, 1, run("--create", "--mirror", "far", "--mirror-config", unreachable))
+	mustContain(t, "unreachable source", r.stderr, "warning: source.cluster.id not filled in: cannot reach the source cluster at 127.0.0.1:1",
+		"INVALID_CONFIG: cannot reach the source cluster at 127.0.0.1:1")
+
+	r = mustRun(t, 0, run("--list"))
+	if got := rows(r.stdout); len(got) != 1 || strings.Join(got[0], " ") != "dr "+s.src.BootstrapString()+" "+srcID+" 0" {
+		t.Fatalf("list after create: %s", r)
+	}
+
+	// Add explicit names, then a pattern with an exclude.
+	r = mustRun(t, 0, run("--add", "--mirror", "dr", "--topics", "orders, payments"))
+	mustContain(t, "add", r.stdout, "Topic orders: added to mirror dr.", "Topic payments: added to mirror dr.")
+	r = mustRun(t, 0, run("--add", "--mirror", "dr", "--topics", "logs-.*", "--exclude", "logs-b"))
+	mustContain(t, "add pattern", r.stdout, "Topic logs-a: added to mirror dr.", "Pattern /logs-.*/ is stored")
+	if strings.Contains(r.stdout, "logs-b") {
+		t.Fatalf("excluded topic added: %s", r)
+	}
+	// One good topic and one unknown: exit 1, the error named per topic.
+	r = mustRun(t, 1, run("--add", "--mirror", "dr", "--topics", "poison,nosuch"))
+	mustContain(t, "add unknown topic", r.stdout, "Topic poison: added")
+	mustContain(t, "add unknown topic", r.stderr, "error: topic nosuch: UNKNOWN_TOPIC_OR_PARTITION: topic \"nosuch\" does not exist", "1 of 2 topics failed")
+	r = mustRun(t, 1, run("--add", "--mirror", "dr", "--topics", "orders"))
+	mustContain(t, "re-add", r.stderr, "error: topic orders: MIRROR_TOPIC_NOT_STOPPED:")
+	r = mustRun(t, 1, run("--add", "--mirror", "nosuch", "--topics", "orders"))
+	mustContain(t, "add to unknown mirror", r.stderr, `UNKNOWN_MIRROR: mirror "nosuch" does not exist`)
+
+	waitStates(t, s, "dr", map[string]string{"orders": "MIRRORING", "payments": "MIRRORING", "logs-a": "MIRRORING", "poison": "FAILED"})
+
+	// The table: orders-0 has 10 source records and an empty destination.
+	r = mustRun(t, 0, run("--describe", "--mirror", "dr"))
+	t.Logf("describe:\n%s", r)
+	header := strings.Fields(strings.SplitN(r.stdout, "\n", 2)[0])
+	if strings.Join(header, " ") != strings.Join(DescribeColumns, " ") {
+		t.Fatalf("describe header %q", header)
+	}
+	byKey := map[string][]string{}
+	for _, row := range rows(r.stdout) {
+		byKey[row[1]+"-"+row[2]] = row
+	}
+	if got := strings.Join(byKey["orders-0"][:8], " "); got != "dr orders 0 MIRRORING 10 0 10 -" {
+		t.Fatalf("orders-0 row %q\n%s", got, r)
+	}
+	if got := strings.Join(byKey["payments-1"][:8], " "); got != "dr payments 1 MIRRORING 0 - - -" {
+		t.Fatalf("payments-1 row %q\n%s", got, r)
+	}
+	if row := byKey["poison-0"]; row[3] != "FAILED" || !strings.Contains(strings.Join(row, " "), "poisoned (test)") {
+		t.Fatalf("poison-0 row %q\n%s", row, r)
+	}
+	if len(byKey) != 3+2+1+1 {
+		t.Fatalf("%d partitions described, want 7:\n%s", len(byKey), r)
+	}
+
+	r = mustRun(t, 0, run("--describe", "--failed"))
+	if got := rows(r.stdout); len(got) != 1 || !regexp.MustCompile(`^dr poison 0 FAILED 0 - - - none \(needs operator\) source partition poison-0 is poisoned \(test\)`).MatchString(strings.Join(got[0], " ")) {
+		t.Fatalf("describe --failed: %s", r)
+	}
+	r = mustRun(t, 1, run("--describe", "--mirror", "nosuch"))
+	mustContain(t, "describe unknown mirror", r.stderr, `error: mirror nosuch: UNKNOWN_MIRROR: mirror "nosuch" does not exist`)
+
+	// Pause and resume.
+	r = mustRun(t, 0, run("--pause", "--mirror", "dr", "--topics", "orders"))
+	mustContain(t, "pause", r.stdout, "Topic orders: paused")
+	waitStates(t, s, "dr", map[string]string{"orders": "PAUSED", "payments": "MIRRORING"})
+	r = mustRun(t, 1, run("--resume", "--mirror", "dr", "--topics", "orders,payments,nosuch"))
+	mustContain(t, "resume", r.stdout, "Topic orders: resumed.")
+	mustContain(t, "resume", r.stderr, "error: topic payments: MIRROR_TOPIC_NOT_PAUSED:", "error: topic nosuch: TOPIC_NOT_IN_MIRROR:", "2 of 3 topics failed")
+	waitStates(t, s, "dr", map[string]string{"orders": "MIRRORING"})
+
+	// Delete refuses while topics mirror.
+	r = mustRun(t, 1, run("--delete", "--mirror", "dr"))
+	mustContain(t, "delete busy mirror", r.stderr, "MIRROR_NOT_EMPTY:")
+
+	// Fail over: names, then a pattern; --wait reports the LMOs.
+	r = mustRun(t, 0, run("--remove", "--mirror", "dr", "--topics", "orders,payments", "--wait", "--timeout", "30s"))
+	t.Logf("remove --wait:\n%s", r)
+	mustContain(t, "remove --wait", r.stdout, "Topic orders: failover requested", "All 5 partitions of orders, payments STOPPED")
+	if !regexp.MustCompile(`(?m)^dr\s+orders\s+2\s+STOPPED\s+0\s+0\s+0\s+42\s*$`).MatchString(r.stdout) {
+		t.Fatalf("remove --wait does not show orders-2 STOPPED with LMO 42:\n%s", r)
+	}
+	r = mustRun(t, 0, run("--remove", "--mirror", "dr", "--topics", "logs-.*|poison", "--wait"))
+	mustContain(t, "remove pattern", r.stdout, "Topic logs-a: failover requested", "Topic poison: failover requested", "STOPPED after")
+	r = mustRun(t, 1, run("--pause", "--mirror", "dr", "--topics", "orders"))
+	mustContain(t, "pause stopped topic", r.stderr, "error: topic orders: MIRROR_TOPIC_BEING_STOPPED:")
+
+	r = mustRun(t, 0, run("--delete", "--mirror", "dr"))
+	mustContain(t, "delete", r.stdout, "Deleted mirror dr")
+	r = mustRun(t, 0, run("--list", "--json"))
+	var l ListJSON
+	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || len(l.Mirrors) != 0 {
+		t.Fatalf("list after delete: %v\n%s", err, r)
+	}
+	r = mustRun(t, 1, run("--delete", "--mirror", "dr"))
+	mustContain(t, "delete twice", r.stderr, "UNKNOWN_MIRROR:")
+
+	// --wait gives up at --timeout and says what is still pending.
+	cmdConf := writeFile(t, "client.properties", "security.protocol=PLAINTEXT\nclient.id=ops-cli\n")
+	run = func(args ...string) result {
+		t.Helper()
+		return runMirrors(t, append([]string{"--bootstrap-server", s.addr(), "--command-config", cmdConf}, args...)...)
+	}
+	mustRun(t, 0, run("--create", "--mirror", "dr2", "--mirror-config", cfg))
+	mustRun(t, 0, run("--add", "--mirror", "dr2", "--topics", "stuck"))
+	waitStates(t, s, "dr2", map[string]string{"stuck": "MIRRORING"})
+	r = mustRun(t, 1, run("--remove", "--mirror", "dr2", "--topics", "stuck", "--wait", "--timeout", "2s"))
+	mustContain(t, "remove --wait timeout", r.stdout, "Waiting for failover: 0 of 1 partition STOPPED; pending: stuck-0 STOPPING")
+	mustContain(t, "remove --wait timeout", r.stderr, "timed out after --timeout 2s: 1 of 1 partition not STOPPED yet (stuck-0 STOPPING)")
+
+	// A Kafka broker is not a kmirror proxy.
+	r = mustRun(t, 1, runMirrors(t, "--bootstrap-server", s.dst.BootstrapString(), "--list", "--timeout", "10s"))
+	mustContain(t, "not a proxy", r.stderr, "does not serve mirror RPCs", "must be a kmirror proxy, not a Kafka broker")
+
+	// A proxy without mirroring enabled answers with a typed error.
+	bare, err := proxy.New(proxy.Config{Upstream: s.dst.Bootstrap(), Listen: "127.0.0.1:0", AdvertisedHost: "127.0.0.1", EventLoops: 1}, proxy.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bare.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	r = mustRun(t, 1, runMirrors(t, "--bootstrap-server", bare.AdvertisedAddr(), "--describe"))
+	mustContain(t, "mirroring disabled", r.stderr, "INVALID_REQUEST: mirroring is not enabled")
+
+	// dump-state through the proxy shows the whole history, tombstones last.
+	r = mustRun(t, 0, runDumpState(t, "--bootstrap-server", s.addr(), "--command-config", cmdConf))
+	t.Logf("dump-state:\n%s", r)
+	mustContain(t, "dump-state", r.stdout, `MirrorConfig mirror="dr" value={"configs":{`, `MirrorTopic mirror="dr" topic="orders" value=`,
+		`"state":"STOPPED"`, `MirrorConfig mirror="dr" TOMBSTONE`)
+}

@@ -1,0 +1,440 @@
+package mirrorcli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/sourceclient"
+	"github.com/kmirror/kmirror/protocol"
+)
+
+// Mirrors runs `kmirror mirrors` with args (after the command name).
+func Mirrors(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	a, err := ParseMirrorsArgs(args, stdout)
+	if err != nil {
+		return err
+	}
+	return RunMirrors(ctx, a, stdout, stderr)
+}
+
+// RunMirrors runs a parsed command line.
+func RunMirrors(ctx context.Context, a *MirrorsArgs, stdout, stderr io.Writer) error {
+	sec, err := loadCommandConfig(a.CommandConfig)
+	if err != nil {
+		return &UsageError{err.Error()}
+	}
+	r := &runner{a: a, out: stdout, errw: stderr}
+	// Read the mirror config before connecting, so a bad file is reported
+	// without waiting on the network.
+	var configs []protocol.CreateMirrorRequestConfig
+	if a.Action == ActCreate {
+		if configs, err = readMirrorConfig(a.MirrorConfig); err != nil {
+			return err
+		}
+	}
+	r.c, err = newClient(a.Bootstrap, a.Timeout, sec)
+	if err != nil {
+		return err
+	}
+	defer r.c.close()
+	ctx, cancel := context.WithTimeout(ctx, a.Timeout)
+	defer cancel()
+
+	switch a.Action {
+	case ActCreate:
+		return r.create(ctx, configs)
+	case ActAdd:
+		return r.add(ctx)
+	case ActRemove:
+		return r.remove(ctx)
+	case ActPause, ActResume:
+		return r.pauseResume(ctx)
+	case ActList:
+		return r.list(ctx)
+	case ActDescribe:
+		return r.describe(ctx)
+	case ActDelete:
+		return r.delete(ctx)
+	}
+	return usagef("unknown action %q", a.Action)
+}
+
+type runner struct {
+	a    *MirrorsArgs
+	c    *client
+	out  io.Writer
+	errw io.Writer
+}
+
+// readMirrorConfig reads --mirror-config. A Java-style sasl.jaas.config line
+// (the mirror has no such key) becomes sasl.username and sasl.password.
+func readMirrorConfig(path string) ([]protocol.CreateMirrorRequestConfig, error) {
+	props, err := ReadProperties(path)
+	if err != nil {
+		return nil, usagef("--mirror-config: %v", err)
+	}
+	var out []protocol.CreateMirrorRequestConfig
+	has := map[string]bool{}
+	for _, p := range props {
+		has[p.Key] = true
+	}
+	for _, p := range props {
+		if p.Key != "sasl.jaas.config" {
+			out = append(out, protocol.CreateMirrorRequestConfig{Name: p.Key, Value: strPtr(p.Value)})
+			continue
+		}
+		if has["sasl.username"] || has["sasl.password"] {
+			return nil, usagef("--mirror-config %s line %d: both sasl.jaas.config and sasl.username/sasl.password are set; keep one", path, p.Line)
+		}
+		j, err := parseJAAS(p.Value)
+		if err != nil {
+			return nil, usagef("--mirror-config %s line %d: %v", path, p.Line, err)
+		}
+		out = append(out,
+			protocol.CreateMirrorRequestConfig{Name: "sasl.username", Value: strPtr(j.user)},
+			protocol.CreateMirrorRequestConfig{Name: "sasl.password", Value: strPtr(j.pass)})
+	}
+	if len(out) == 0 {
+		return nil, usagef("--mirror-config %s has no configs; it needs at least bootstrap.servers=HOST:PORT of the source cluster", path)
+	}
+	return out, nil
+}
+
+func strPtr(s string) *string { return &s }
+
+// sourceLookupTimeout bounds asking the source for its cluster id.
+const sourceLookupTimeout = 15 * time.Second
+
+func (r *runner) create(ctx context.Context, configs []protocol.CreateMirrorRequestConfig) error {
+	m := map[string]string{}
+	for _, c := range configs {
+		m[c.Name] = *c.Value
+	}
+	// Configs the mirror would refuse are not used to connect; the proxy
+	// names the bad key in its answer.
+	if m["source.cluster.id"] == "" && mirrorconfig.Validate(m) == nil {
+		id, err := lookupSourceClusterID(ctx, m)
+		switch {
+		case err != nil:
+			fmt.Fprintf(r.errw, "warning: source.cluster.id not filled in: %v; the proxy checks the source itself\n", err)
+		default:
+			configs = append(configs, protocol.CreateMirrorRequestConfig{Name: "source.cluster.id", Value: strPtr(id)})
+			m["source.cluster.id"] = id
+		}
+	}
+	req := &protocol.CreateMirrorRequest{MirrorName: r.a.Mirror, Configs: configs}
+	resp, err := r.c.request(ctx, req)
+	if err != nil {
+		return err
+	}
+	cr := resp.(*protocol.CreateMirrorResponse)
+	if err := protocol.ResponseError(cr.ErrorCode, cr.ErrorMessage); err != nil {
+		return err
+	}
+	id := m["source.cluster.id"]
+	if id == "" {
+		id = "looked up by the proxy"
+	}
+	fmt.Fprintf(r.out, "Created mirror %s from source cluster %s (cluster id %s).\n", r.a.Mirror, m["bootstrap.servers"], id)
+	return nil
+}
+
+// lookupSourceClusterID asks the source cluster named by the mirror configs
+// for its id, with the mirror's own security configs.
+func lookupSourceClusterID(ctx context.Context, configs map[string]string) (string, error) {
+	opts, err := sourceclient.Options(mirrorconfig.Parse(configs))
+	if err != nil {
+		return "", err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.ClientID("kmirror-mirrors"))...)
+	if err != nil {
+		return "", err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, sourceLookupTimeout)
+	defer cancel()
+	id, err := sourceclient.ClusterID(ctx, cl)
+	if err != nil {
+		return "", fmt.Errorf("cannot reach the source cluster at %s from here: %w", configs["bootstrap.servers"], err)
+	}
+	return id, nil
+}
+
+// topicResults prints per-topic outcomes: successes to stdout with ok,
+// failures to stderr as "error: topic T: NAME: message". It returns an
+// error when any topic failed.
+func (r *runner) topicResults(results []protocol.TopicResult, ok func(name string) string) error {
+	failed := 0
+	for _, t := range results {
+		if err := protocol.ResponseError(t.ErrorCode, t.ErrorMessage); err != nil {
+			failed++
+			fmt.Fprintf(r.errw, "error: topic %s: %v\n", t.Name, err)
+			continue
+		}
+		fmt.Fprintln(r.out, ok(t.Name))
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %s failed", failed, plural(len(results), "topic"))
+	}
+	return nil
+}
+
+func (r *runner) add(ctx context.Context) error {
+	req := &protocol.AddTopicsToMirrorRequest{MirrorName: r.a.Mirror, ExcludePatterns: r.a.Exclude}
+	if r.a.Topics.IsPattern() {
+		req.IncludePatterns = []string{r.a.Topics.Pattern}
+	}
+	for _, n := range r.a.Topics.Names {
+		t := protocol.NewAddTopicsToMirrorRequestTopic() // id and partitions looked up by the proxy
+		t.Name = n
+		req.Topics = append(req.Topics, t)
+	}
+	resp, err := r.c.request(ctx, req)
+	if err != nil {
+		return err
+	}
+	ar := resp.(*protocol.AddTopicsToMirrorResponse)
+	if err := protocol.ResponseError(ar.ErrorCode, ar.ErrorMessage); err != nil {
+		return err
+	}
+	err = r.topicResults(ar.Topics, func(n string) string { return fmt.Sprintf("Topic %s: added to mirror %s.", n, r.a.Mirror) })
+	if r.a.Topics.IsPattern() {
+		if len(ar.Topics) == 0 {
+			fmt.Fprintf(r.out, "No source topic matches %s yet.\n", r.a.Topics)
+		}
+		fmt.Fprintf(r.out, "Pattern %s is stored with mirror %s: matching source topics created later are mirrored too.\n", r.a.Topics, r.a.Mirror)
+	}
+	return err
+}
+
+func (r *runner) remove(ctx context.Context) error {
+	req := &protocol.RemoveTopicsFromMirrorRequest{MirrorName: r.a.Mirror}
+	if r.a.Topics.IsPattern() {
+		req.Patterns = []string{r.a.Topics.Pattern}
+	}
+	for _, n := range r.a.Topics.Names {
+		req.Topics = append(req.Topics, protocol.TopicName{Name: n})
+	}
+	resp, err := r.c.request(ctx, req)
+	if err != nil {
+		return err
+	}
+	rr := resp.(*protocol.RemoveTopicsFromMirrorResponse)
+	if err := protocol.ResponseError(rr.ErrorCode, rr.ErrorMessage); err != nil {
+		return err
+	}
+	if r.a.Topics.IsPattern() && len(rr.Topics) == 0 {
+		fmt.Fprintf(r.out, "No topic of mirror %s matches %s.\n", r.a.Mirror, r.a.Topics)
+	}
+	topicErr := r.topicResults(rr.Topics, func(n string) string {
+		return fmt.Sprintf("Topic %s: failover requested; it becomes writable once every partition is STOPPED.", n)
+	})
+	if !r.a.Wait {
+		return topicErr
+	}
+	var wait []string
+	for _, t := range rr.Topics {
+		if t.ErrorCode == 0 {
+			wait = append(wait, t.Name)
+		}
+	}
+	return errors.Join(topicErr, r.waitStopped(ctx, wait))
+}
+
+// waitStopped polls DescribeMirrors until every partition of topics is
+// STOPPED, printing progress when it changes, then prints their rows (with
+// the last mirrored offsets).
+func (r *runner) waitStopped(ctx context.Context, topics []string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	want := map[string]bool{}
+	for _, t := range topics {
+		want[t] = true
+	}
+	began := time.Now()
+	lastProgress := ""
+	wait := 100 * time.Millisecond
+	for {
+		resp, err := r.describeOnce(ctx, []string{r.a.Mirror})
+		if err != nil {
+			return err
+		}
+		if errs := MirrorErrors(resp); len(errs) > 0 {
+			return errors.New(errs[0])
+		}
+		stopped, total, pending, seen := 0, 0, []string{}, map[string]bool{}
+		filtered := &protocol.DescribeMirrorsResponse{}
+		for _, m := range resp.Mirrors {
+			fm := protocol.DescribeMirrorsResponseMirror{Name: m.Name}
+			for _, t := range m.Topics {
+				if !want[t.Name] {
+					continue
+				}
+				seen[t.Name] = true
+				fm.Topics = append(fm.Topics, t)
+				for _, p := range t.Partitions {
+					total++
+					if p.State == protocol.MirrorStateStopped.String() {
+						stopped++
+					} else {
+						pending = append(pending, fmt.Sprintf("%s-%d %s", t.Name, p.Partition, p.State))
+					}
+				}
+			}
+			filtered.Mirrors = append(filtered.Mirrors, fm)
+		}
+		for t := range want {
+			if !seen[t] {
+				pending = append(pending, t+" (not described)")
+			}
+		}
+		sort.Strings(pending)
+		if len(pending) == 0 {
+			fmt.Fprintf(r.out, "All %s of %s STOPPED after %s:\n", plural(total, "partition"), strings.Join(topics, ", "), time.Since(began).Round(time.Millisecond))
+			return RenderDescribeTable(r.out, filtered, false)
+		}
+		progress := fmt.Sprintf("Waiting for failover: %d of %s STOPPED; pending: %s", stopped, plural(total, "partition"), strings.Join(truncate(pending, 5), ", "))
+		if progress != lastProgress {
+			fmt.Fprintln(r.out, progress)
+			lastProgress = progress
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("timed out after --timeout %s: %d of %s not STOPPED yet (%s); run --describe --mirror %s to follow them, or raise --timeout",
+				r.a.Timeout, len(pending), plural(total, "partition"), strings.Join(truncate(pending, 5), ", "), r.a.Mirror)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func truncate(s []string, n int) []string {
+	if len(s) <= n {
+		return s
+	}
+	return append(append([]string(nil), s[:n]...), fmt.Sprintf("and %d more", len(s)-n))
+}
+
+func (r *runner) pauseResume(ctx context.Context) error {
+	topics := make([]protocol.TopicName, 0, len(r.a.Topics.Names))
+	for _, n := range r.a.Topics.Names {
+		topics = append(topics, protocol.TopicName{Name: n})
+	}
+	var req kmsg.Request
+	verb := "paused (copying stops; the topic stays read-only)"
+	if r.a.Action == ActPause {
+		req = &protocol.PauseMirrorTopicsRequest{MirrorName: r.a.Mirror, Topics: topics}
+	} else {
+		req = &protocol.ResumeMirrorTopicsRequest{MirrorName: r.a.Mirror, Topics: topics}
+		verb = "resumed"
+	}
+	resp, err := r.c.request(ctx, req)
+	if err != nil {
+		return err
+	}
+	var (
+		code    int16
+		msg     *string
+		results []protocol.TopicResult
+	)
+	switch resp := resp.(type) {
+	case *protocol.PauseMirrorTopicsResponse:
+		code, msg, results = resp.ErrorCode, resp.ErrorMessage, resp.Topics
+	case *protocol.ResumeMirrorTopicsResponse:
+		code, msg, results = resp.ErrorCode, resp.ErrorMessage, resp.Topics
+	}
+	if err := protocol.ResponseError(code, msg); err != nil {
+		return err
+	}
+	return r.topicResults(results, func(n string) string { return fmt.Sprintf("Topic %s: %s.", n, verb) })
+}
+
+func (r *runner) list(ctx context.Context) error {
+	resp, err := r.c.retryReads(ctx, &protocol.ListMirrorsRequest{IncludeTopicNames: r.a.JSON}, func(resp kmsg.Response) (int16, *string) {
+		lr := resp.(*protocol.ListMirrorsResponse)
+		return lr.ErrorCode, lr.ErrorMessage
+	})
+	if err != nil {
+		return err
+	}
+	lr := resp.(*protocol.ListMirrorsResponse)
+	if err := protocol.ResponseError(lr.ErrorCode, lr.ErrorMessage); err != nil {
+		return err
+	}
+	if r.a.JSON {
+		return RenderListJSON(r.out, lr)
+	}
+	return RenderListTable(r.out, lr)
+}
+
+func (r *runner) describeOnce(ctx context.Context, names []string) (*protocol.DescribeMirrorsResponse, error) {
+	resp, err := r.c.retryReads(ctx, &protocol.DescribeMirrorsRequest{MirrorNames: names}, func(resp kmsg.Response) (int16, *string) {
+		dr := resp.(*protocol.DescribeMirrorsResponse)
+		return dr.ErrorCode, dr.ErrorMessage
+	})
+	if err != nil {
+		return nil, err
+	}
+	dr := resp.(*protocol.DescribeMirrorsResponse)
+	if err := protocol.ResponseError(dr.ErrorCode, dr.ErrorMessage); err != nil {
+		return nil, err
+	}
+	return dr, nil
+}
+
+func (r *runner) describe(ctx context.Context) error {
+	var names []string
+	if r.a.Mirror != "" {
+		names = []string{r.a.Mirror}
+	}
+	dr, err := r.describeOnce(ctx, names)
+	if err != nil {
+		return err
+	}
+	if r.a.JSON {
+		err = RenderDescribeJSON(r.out, dr, r.a.Failed)
+	} else {
+		err = RenderDescribeTable(r.out, dr, r.a.Failed)
+	}
+	if err != nil {
+		return err
+	}
+	errs := MirrorErrors(dr)
+	for _, e := range errs {
+		fmt.Fprintf(r.errw, "error: %s\n", e)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%d of %d mirrors could not be described", len(errs), len(dr.Mirrors))
+	}
+	return nil
+}
+
+func (r *runner) delete(ctx context.Context) error {
+	resp, err := r.c.request(ctx, &protocol.DeleteMirrorRequest{MirrorName: r.a.Mirror})
+	if err != nil {
+		return err
+	}
+	dr := resp.(*protocol.DeleteMirrorResponse)
+	if err := protocol.ResponseError(dr.ErrorCode, dr.ErrorMessage); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.out, "Deleted mirror %s; its topics stay on the destination as ordinary topics.\n", r.a.Mirror)
+	return nil
+}

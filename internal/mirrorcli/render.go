@@ -1,0 +1,261 @@
+package mirrorcli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/kmirror/kmirror/protocol"
+)
+
+// DescribeColumns are the columns of `--describe`; FailedColumns those of
+// `--describe --failed`.
+var (
+	DescribeColumns = []string{"MIRROR", "TOPIC", "PARTITION", "STATE", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "LMO", "MESSAGE"}
+	FailedColumns   = []string{"MIRROR", "TOPIC", "PARTITION", "STATE", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "LMO", "RETRY-ATTEMPT", "MESSAGE"}
+)
+
+// offset prints an offset or lag; negative values (-1 = unknown) print as -.
+func offset(o int64) string {
+	if o < 0 {
+		return "-"
+	}
+	return strconv.FormatInt(o, 10)
+}
+
+// retryAttempt prints a FAILED partition's retry attempt; -1 means kmirror
+// gave up and waits for the operator.
+func retryAttempt(n int16) string {
+	if n < 0 {
+		return "none (needs operator)"
+	}
+	return strconv.Itoa(int(n))
+}
+
+// oneLine keeps a server message on one table row.
+func oneLine(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(*s), " ")
+}
+
+func isFailed(p *protocol.DescribeMirrorsResponsePartition) bool {
+	return p.State == protocol.MirrorStateFailed.String()
+}
+
+// MirrorErrors returns the per-mirror errors of a describe response, as
+// "mirror M: NAME: message".
+func MirrorErrors(resp *protocol.DescribeMirrorsResponse) []string {
+	var out []string
+	for _, m := range resp.Mirrors {
+		if err := protocol.ResponseError(m.ErrorCode, m.ErrorMessage); err != nil {
+			out = append(out, fmt.Sprintf("mirror %s: %v", m.Name, err))
+		}
+	}
+	return out
+}
+
+// RenderDescribeTable writes the describe table. Mirrors that failed are
+// left out (MirrorErrors reports them); a mirror without topics gets one row
+// saying so. failedOnly keeps FAILED partitions and adds RETRY-ATTEMPT.
+func RenderDescribeTable(w io.Writer, resp *protocol.DescribeMirrorsResponse, failedOnly bool) error {
+	tw := newTable(w)
+	cols := DescribeColumns
+	if failedOnly {
+		cols = FailedColumns
+	}
+	tw.row(cols...)
+	for _, m := range resp.Mirrors {
+		if m.ErrorCode != 0 {
+			continue
+		}
+		if len(m.Topics) == 0 && !failedOnly {
+			tw.row(m.Name, "-", "-", "-", "-", "-", "-", "-", "no topics; add some with --add --mirror "+m.Name+" --topics ...")
+			continue
+		}
+		for _, t := range m.Topics {
+			for i := range t.Partitions {
+				p := &t.Partitions[i]
+				if failedOnly && !isFailed(p) {
+					continue
+				}
+				row := []string{m.Name, t.Name, strconv.Itoa(int(p.Partition)), p.State,
+					offset(p.SourceHighWatermark), offset(p.DestinationHighWatermark), offset(p.Lag), offset(p.LastMirroredOffset)}
+				if failedOnly {
+					row = append(row, retryAttempt(p.RetryAttempt))
+				}
+				row = append(row, oneLine(p.ErrorMessage))
+				tw.row(row...)
+			}
+		}
+	}
+	return tw.flush()
+}
+
+// JSON shapes of --describe --json. Offsets are null where unknown.
+type (
+	DescribeJSON struct {
+		Mirrors []MirrorJSON `json:"mirrors"`
+	}
+	MirrorJSON struct {
+		Name   string      `json:"name"`
+		Error  *ErrorJSON  `json:"error,omitempty"`
+		Topics []TopicJSON `json:"topics"`
+	}
+	ErrorJSON struct {
+		Code    int16  `json:"code"`
+		Name    string `json:"name"`
+		Message string `json:"message"`
+	}
+	TopicJSON struct {
+		Name       string          `json:"name"`
+		Partitions []PartitionJSON `json:"partitions"`
+	}
+	PartitionJSON struct {
+		Partition                int32  `json:"partition"`
+		State                    string `json:"state"`
+		SourceHighWatermark      *int64 `json:"source_high_watermark"`
+		DestinationHighWatermark *int64 `json:"destination_high_watermark"`
+		Lag                      *int64 `json:"lag"`
+		LastMirroredOffset       *int64 `json:"last_mirrored_offset"`
+		RetryAttempt             int16  `json:"retry_attempt"`
+		Message                  string `json:"message,omitempty"`
+	}
+)
+
+func known(o int64) *int64 {
+	if o < 0 {
+		return nil
+	}
+	return &o
+}
+
+func errorJSON(code int16, msg *string) *ErrorJSON {
+	e := protocol.ErrorForCode(code)
+	if e == nil {
+		return nil
+	}
+	if msg != nil && *msg != "" {
+		e.Message = *msg
+	}
+	return &ErrorJSON{Code: e.Code, Name: e.Name, Message: e.Message}
+}
+
+// DescribeToJSON converts a describe response (failedOnly: FAILED
+// partitions only; topics left without partitions are dropped).
+func DescribeToJSON(resp *protocol.DescribeMirrorsResponse, failedOnly bool) DescribeJSON {
+	out := DescribeJSON{Mirrors: []MirrorJSON{}}
+	for _, m := range resp.Mirrors {
+		mj := MirrorJSON{Name: m.Name, Error: errorJSON(m.ErrorCode, m.ErrorMessage), Topics: []TopicJSON{}}
+		for _, t := range m.Topics {
+			tj := TopicJSON{Name: t.Name, Partitions: []PartitionJSON{}}
+			for i := range t.Partitions {
+				p := &t.Partitions[i]
+				if failedOnly && !isFailed(p) {
+					continue
+				}
+				tj.Partitions = append(tj.Partitions, PartitionJSON{
+					Partition: p.Partition, State: p.State,
+					SourceHighWatermark: known(p.SourceHighWatermark), DestinationHighWatermark: known(p.DestinationHighWatermark),
+					Lag: known(p.Lag), LastMirroredOffset: known(p.LastMirroredOffset),
+					RetryAttempt: p.RetryAttempt, Message: oneLine(p.ErrorMessage),
+				})
+			}
+			if failedOnly && len(tj.Partitions) == 0 {
+				continue
+			}
+			mj.Topics = append(mj.Topics, tj)
+		}
+		out.Mirrors = append(out.Mirrors, mj)
+	}
+	return out
+}
+
+// RenderDescribeJSON writes DescribeToJSON, indented.
+func RenderDescribeJSON(w io.Writer, resp *protocol.DescribeMirrorsResponse, failedOnly bool) error {
+	return writeJSON(w, DescribeToJSON(resp, failedOnly))
+}
+
+// table is a tabwriter whose rows lose the padding an empty last cell
+// leaves behind.
+type table struct {
+	w   io.Writer
+	buf bytes.Buffer
+	tw  *tabwriter.Writer
+}
+
+func newTable(w io.Writer) *table {
+	t := &table{w: w}
+	t.tw = tabwriter.NewWriter(&t.buf, 0, 4, 2, ' ', 0)
+	return t
+}
+
+func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
+
+func (t *table) flush() error {
+	if err := t.tw.Flush(); err != nil {
+		return err
+	}
+	lines := strings.SplitAfter(t.buf.String(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " \n")
+		if strings.HasSuffix(l, "\n") {
+			lines[i] += "\n"
+		}
+	}
+	_, err := io.WriteString(t.w, strings.Join(lines, ""))
+	return err
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// ListColumns are the columns of --list.
+var ListColumns = []string{"MIRROR", "SOURCE-BOOTSTRAP", "SOURCE-CLUSTER-ID", "TOPICS"}
+
+// RenderListTable writes the --list table.
+func RenderListTable(w io.Writer, resp *protocol.ListMirrorsResponse) error {
+	tw := newTable(w)
+	tw.row(ListColumns...)
+	for _, m := range resp.Mirrors {
+		id := m.SourceClusterID
+		if id == "" {
+			id = "-"
+		}
+		tw.row(m.Name, m.SourceBootstrap, id, strconv.Itoa(int(m.TopicCount)))
+	}
+	return tw.flush()
+}
+
+// ListJSON is --list --json.
+type (
+	ListJSON struct {
+		Mirrors []ListMirrorJSON `json:"mirrors"`
+	}
+	ListMirrorJSON struct {
+		Name            string   `json:"name"`
+		SourceBootstrap string   `json:"source_bootstrap"`
+		SourceClusterID string   `json:"source_cluster_id"`
+		TopicCount      int32    `json:"topic_count"`
+		Topics          []string `json:"topics"`
+	}
+)
+
+// RenderListJSON writes --list --json.
+func RenderListJSON(w io.Writer, resp *protocol.ListMirrorsResponse) error {
+	out := ListJSON{Mirrors: []ListMirrorJSON{}}
+	for _, m := range resp.Mirrors {
+		topics := append([]string{}, m.TopicNames...)
+		out.Mirrors = append(out.Mirrors, ListMirrorJSON{Name: m.Name, SourceBootstrap: m.SourceBootstrap,
+			SourceClusterID: m.SourceClusterID, TopicCount: m.TopicCount, Topics: topics})
+	}
+	return writeJSON(w, out)
+}

@@ -1,0 +1,109 @@
+package mirrorcli
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kmirror/kmirror/protocol"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs (go test -update rewrites it):\n--- got:\n%s\n--- want:\n%s", name, got, want)
+	}
+}
+
+func sp(s string) *string { return &s }
+
+// describeFixture covers every rendering rule: known and unknown (-1)
+// offsets, LMO, a FAILED partition that is retried and one that gave up, a
+// multi-line message, a note, a mirror without topics and a mirror error.
+func describeFixture() *protocol.DescribeMirrorsResponse {
+	return &protocol.DescribeMirrorsResponse{Mirrors: []protocol.DescribeMirrorsResponseMirror{
+		{Name: "dr", Topics: []protocol.DescribeMirrorsResponseTopic{
+			{Name: "orders", Partitions: []protocol.DescribeMirrorsResponsePartition{
+				{Partition: 0, State: "MIRRORING", SourceHighWatermark: 1200, DestinationHighWatermark: 1187, Lag: 13, LastMirroredOffset: -1},
+				{Partition: 1, State: "FAILED", SourceHighWatermark: 900, DestinationHighWatermark: 850, Lag: 50, LastMirroredOffset: -1, RetryAttempt: 3,
+					ErrorMessage: sp("offset mismatch: produced at 851,\nexpected 850")},
+				{Partition: 2, State: "STOPPED", SourceHighWatermark: -1, DestinationHighWatermark: 400, Lag: -1, LastMirroredOffset: 400},
+			}},
+			{Name: "payments", Partitions: []protocol.DescribeMirrorsResponsePartition{
+				{Partition: 0, State: "FAILED", SourceHighWatermark: -1, DestinationHighWatermark: -1, Lag: -1, LastMirroredOffset: -1, RetryAttempt: -1,
+					ErrorMessage: sp("source topic was re-created (id changed)")},
+				{Partition: 1, State: "MIRRORING", SourceHighWatermark: 10, DestinationHighWatermark: 10, Lag: 0, LastMirroredOffset: -1,
+					ErrorMessage: sp("note: source retention overtook the copy; offsets 0..4 filled")},
+			}},
+		}},
+		{Name: "empty"},
+		{Name: "nosuch", ErrorCode: protocol.ErrUnknownMirror.Code, ErrorMessage: sp(`mirror "nosuch" does not exist; ` + "`kmirror mirrors --list` shows the mirrors")},
+	}}
+}
+
+func TestRenderDescribe(t *testing.T) {
+	var buf bytes.Buffer
+	if err := RenderDescribeTable(&buf, describeFixture(), false); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "describe.golden", buf.Bytes())
+
+	buf.Reset()
+	if err := RenderDescribeTable(&buf, describeFixture(), true); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "describe_failed.golden", buf.Bytes())
+
+	buf.Reset()
+	if err := RenderDescribeJSON(&buf, describeFixture(), false); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "describe.json.golden", buf.Bytes())
+	var back DescribeJSON
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+
+	buf.Reset()
+	if err := RenderDescribeJSON(&buf, describeFixture(), true); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "describe_failed.json.golden", buf.Bytes())
+
+	errs := MirrorErrors(describeFixture())
+	if len(errs) != 1 || errs[0] != "mirror nosuch: UNKNOWN_MIRROR: mirror \"nosuch\" does not exist; `kmirror mirrors --list` shows the mirrors" {
+		t.Fatalf("mirror errors %q", errs)
+	}
+}
+
+func TestRenderList(t *testing.T) {
+	resp := &protocol.ListMirrorsResponse{Mirrors: []protocol.ListMirrorsResponseMirror{
+		{Name: "dr", SourceBootstrap: "src-a:9092,src-b:9092", SourceClusterID: "Ab3-xYz", TopicCount: 2, TopicNames: []string{"orders", "payments"}},
+		{Name: "migration", SourceBootstrap: "old:9092", TopicCount: 0},
+	}}
+	var buf bytes.Buffer
+	if err := RenderListTable(&buf, resp); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "list.golden", buf.Bytes())
+	buf.Reset()
+	if err := RenderListJSON(&buf, resp); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "list.json.golden", buf.Bytes())
+}

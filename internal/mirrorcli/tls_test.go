@@ -1,0 +1,131 @@
+package mirrorcli
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+)
+
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue returns a PEM certificate and key signed by the CA.
+func (ca *testCA) issue(t *testing.T, cn string, dns []string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn}, DNSNames: dns,
+		ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
+}
+
+// TestDumpStateCommandConfigTLS checks the TLS keys of --command-config
+// against a mutual-TLS kfake whose certificate names another host: chain
+// verification always, host name verification unless
+// ssl.endpoint.identification.algorithm is empty, and a client keystore.
+func TestDumpStateCommandConfigTLS(t *testing.T) {
+	ca := newTestCA(t, "kmirror test CA")
+	srvCert, srvKey := ca.issue(t, "broker", []string{"kafka.example"}, x509.ExtKeyUsageServerAuth)
+	cliCert, cliKey := ca.issue(t, "ops", nil, x509.ExtKeyUsageClientAuth)
+	pair, err := tls.X509KeyPair(srvCert, srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	addr := strings.Join(c.ListenAddrs(), ",")
+
+	caFile := writeFile(t, "ca.pem", string(ca.pem))
+	otherCA := writeFile(t, "other.pem", string(newTestCA(t, "someone else").pem))
+	keystore := writeFile(t, "client.pem", string(cliCert)+string(cliKey))
+
+	// Seed a state record over TLS.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cliPair, _ := tls.X509KeyPair(cliCert, cliKey)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(statetopic.TopicName),
+		kgo.DialTLSConfig(&tls.Config{RootCAs: pool, ServerName: "kafka.example", Certificates: []tls.Certificate{cliPair}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, statetopic.TopicName); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, stateRecords(t)[:1]...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	base := "security.protocol=SSL\nssl.keystore.location=" + keystore + "\nssl.keystore.type=PEM\n"
+	for _, tc := range []struct {
+		name, conf string
+		ok         bool
+		why        string // in the error of a failing case
+	}{
+		{"chain ok, host name skipped", base + "ssl.truststore.location=" + caFile + "\nssl.endpoint.identification.algorithm=\n", true, ""},
+		{"host name checked", base + "ssl.truststore.location=" + caFile + "\n", false, "cannot validate certificate for 127.0.0.1"},
+		{"wrong CA even without host check", base + "ssl.ca.location=" + otherCA + "\nssl.endpoint.identification.algorithm=\n", false, "certificate signed by unknown authority"},
+		{"no client certificate", "security.protocol=SSL\nssl.ca.location=" + caFile + "\nssl.endpoint.identification.algorithm=\n", false, "certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runDumpState(t, "--bootstrap-server", addr, "--command-config", writeFile(t, "c.properties", tc.conf), "--timeout", "5s")
+			if tc.ok {
+				mustRun(t, 0, r)
+				mustContain(t, "TLS dump", r.stdout, `MirrorConfig mirror="dr"`)
+				return
+			}
+			mustRun(t, 1, r)
+			mustContain(t, "TLS failure", r.stderr, tc.why)
+		})
+	}
+}

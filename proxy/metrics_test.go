@@ -1,0 +1,51 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMetricsEndpoint(t *testing.T) {
+	c := startKfake(t, 3)
+	p := startProxy(t, c.ListenAddrs(), func(cfg *Config) { cfg.MetricsAddr = "127.0.0.1:0" })
+	var d dialRecorder
+	produceConsume(t, p.AdvertisedAddr(), &d, 100)
+
+	// A hostile connection must show up as an error of its API key.
+	conn := rawDial(t, p.Addr())
+	_, _ = conn.Write([]byte{0, 0, 0, 11, 0, 3, 0, 99, 0, 0, 0, 1, 0xff, 0xff, 0}) // Metadata v99
+	expectClosed(t, conn, "Metadata v99")
+
+	var body string
+	defer func() {
+		if t.Failed() {
+			t.Logf("metrics:\n%s", body)
+		}
+	}()
+	eventually(t, 10*time.Second, "metrics to include the connection errors", func() bool {
+		resp, err := http.Get("http://" + p.MetricsAddr() + "/metrics")
+		if err != nil {
+			t.Fatalf("scrape: %v", err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return strings.Contains(body, `kmirror_proxy_request_errors_total{api="Metadata",api_key="3"} 1`)
+	})
+	for _, want := range []string{
+		`kmirror_proxy_connections{listener="bootstrap"}`,
+		`kmirror_proxy_connections_accepted_total{listener="broker-0"}`,
+		`kmirror_proxy_requests_total{api="Produce",api_key="0"}`,
+		`kmirror_proxy_requests_total{api="Fetch",api_key="1"}`,
+		`kmirror_proxy_bytes_total{direction="in"}`,
+		`kmirror_proxy_bytes_total{direction="out"}`,
+		`kmirror_proxy_request_duration_seconds_bucket{api="Produce",api_key="0",le="0.001"}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
