@@ -327,6 +327,17 @@ func fillerRecordsFor(maxMessageBytes int) int32 {
 	return int32(max(1, min(maxFillerRecords, maxMessageBytes-256)))
 }
 
+// InitProducer takes the writer identity of a transactional id for a new
+// owner: its epoch fences every earlier owner of the same id (lazily, per
+// partition: the old epoch is refused once the new one has appended).
+func InitProducer(ctx context.Context, dst *kgo.Client, transactionalID string) (ProducerIdentity, error) {
+	pid, epoch, err := initProducerID(ctx, dst, transactionalID)
+	if err != nil {
+		return ProducerIdentity{}, fmt.Errorf("take writer identity %q: %w", transactionalID, err)
+	}
+	return ProducerIdentity{ID: pid, Epoch: epoch}, nil
+}
+
 // initProducerID takes the writer identity of a transactional id: kgo finds
 // the transaction coordinator (FindCoordinator, key type 1) and sends
 // InitProducerId there, which bumps the epoch of the id's producer and so

@@ -28,6 +28,14 @@ package fetcher
 // batches need none, and the broker still checks their epoch and sequence
 // (KIP-890 verification applies to transactional batches only).
 //
+// TODO(fetcher): several produces in flight per partition. Items already
+// carry their own sequence and destination offset, so a destination worker
+// can send the next request before the previous answer (one connection keeps
+// them ordered; up to 5 per producer for the broker's dedup window); what is
+// missing is resending every later item, in order, after a retriable error
+// on an earlier one. Measured today (TestThroughput, 2-core machine running
+// both brokers): 6-18 MB/s, bound by one acks=all round trip per batch.
+//
 // Fencing is lazy and per partition: the old owner's appends fail only after
 // the new owner has appended. A zombie append that lands between the new
 // owner's ListOffsets and its first append is detected by the new owner as an
@@ -78,6 +86,10 @@ type Task struct {
 	// TransactionalID identifies the partition's writer on the destination;
 	// every owner of the partition must use the same one (fencing).
 	TransactionalID string
+	// Producer, when set, is an identity the caller already took with
+	// InitProducer for TransactionalID (so it could record the epoch before
+	// copying); Start then does not bump the epoch again.
+	Producer *ProducerIdentity
 }
 
 // Progress is where a partition's copy stands.
@@ -234,7 +246,6 @@ type worker struct {
 type Copier struct {
 	cfg    Config
 	log    *slog.Logger
-	srcAdm *kadm.Client
 	dstAdm *kadm.Client
 
 	ctx    context.Context
@@ -289,7 +300,6 @@ func NewCopier(cfg Config) (*Copier, error) {
 	c := &Copier{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		srcAdm:     kadm.NewClient(cfg.Source),
 		dstAdm:     kadm.NewClient(cfg.Destination),
 		ctx:        ctx,
 		cancel:     cancel,
@@ -389,9 +399,16 @@ func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) erro
 		return fmt.Errorf("fetcher: %s/%d: Task.TransactionalID is required (it fences older owners)", task.Topic, task.Partition)
 	}
 
-	pid, epoch, err := initProducerID(ctx, c.cfg.Destination, task.TransactionalID)
-	if err != nil {
-		return fmt.Errorf("fetcher: %s/%d: take writer identity %q: %w", task.Topic, task.Partition, task.TransactionalID, err)
+	var pid int64
+	var epoch int16
+	if task.Producer != nil {
+		pid, epoch = task.Producer.ID, task.Producer.Epoch
+	} else {
+		id, err := InitProducer(ctx, c.cfg.Destination, task.TransactionalID)
+		if err != nil {
+			return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
+		}
+		pid, epoch = id.ID, id.Epoch
 	}
 	src, err := partitionMetadata(ctx, c.cfg.Source, task.Topic, task.Partition)
 	if err != nil {

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -782,4 +784,115 @@ func testCompactedSource(t *testing.T, e *env) {
 	}
 	t.Logf("reported: %v", ev.Err)
 	c.Stop("compacted", 0)
+}
+
+// TestThroughput (KMIRROR_THROUGHPUT=1) copies ~100 MB in 8 partitions
+// between two real single-broker clusters on this machine and logs the rate.
+func TestThroughput(t *testing.T) {
+	if os.Getenv("KMIRROR_THROUGHPUT") == "" {
+		t.Skip("set KMIRROR_THROUGHPUT=1")
+	}
+	e := newEnv(t, sharedPair(t))
+	const parts, perPart = 8, 25_000
+	e.createSource("tput", parts, nil)
+	cl := e.client(e.p.src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.Lz4Compression()),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerLinger(50*time.Millisecond), kgo.MaxBufferedRecords(100_000))
+	rng := rand.New(rand.NewPCG(3, 4))
+	for p := int32(0); p < parts; p++ {
+		for i := 0; i < perPart; i++ {
+			val := make([]byte, 500) // half random: compresses about 2:1
+			for j := 0; j < 256; j += 8 {
+				binary.LittleEndian.PutUint64(val[j:], rng.Uint64())
+			}
+			cl.Produce(e.ctx, &kgo.Record{Topic: "tput", Partition: p, Value: val}, nil)
+		}
+	}
+	if err := cl.Flush(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.ensureDestination("tput")
+	c := e.newCopier(Config{})
+	defer c.Close()
+	began := time.Now()
+	for p := int32(0); p < parts; p++ {
+		if err := c.Start(e.ctx, Task{Topic: "tput", Partition: p, TransactionalID: fmt.Sprintf("mirror-tput-%d", p)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var bytesCopied, records int64
+	for p := int32(0); p < parts; p++ {
+		e.waitCopied(c, "tput", p)
+	}
+	elapsed := time.Since(began)
+	for p := int32(0); p < parts; p++ {
+		pr, err := c.Stop("tput", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bytesCopied += pr.BytesCopied
+		records += pr.RecordsCopied
+	}
+	batches := len(e.rawBatches(e.src, "tput", 0, 0)) * parts
+	t.Logf("copied %d records, %.1f MB in ~%d batches (lz4, 500-byte half-random values) in %v: %.1f MB/s, %.0f records/s, %.0f batches/s",
+		records, float64(bytesCopied)/1e6, batches, elapsed, float64(bytesCopied)/1e6/elapsed.Seconds(), float64(records)/elapsed.Seconds(),
+		float64(batches)/elapsed.Seconds())
+}
+
+// TestRealDestinationLeaderFailover kills the destination leader (SIGKILL)
+// in the middle of a copy into a 3-broker destination (replication factor
+// 3): the copier finds the new leader, resends the batch in flight with the
+// same sequence, and the destination still matches the source offset for
+// offset.
+func TestRealDestinationLeaderFailover(t *testing.T) {
+	kafkatest.RequireReal(t)
+	p := &pair{src: kafkatest.Start(t), dst: kafkatest.Start(t, kafkatest.Brokers(3))}
+	snap := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, snap) })
+	e := newEnv(t, p)
+	e.createSource("failover", 2, nil)
+	for part := int32(0); part < 2; part++ {
+		e.produce("failover", part, 4000, 20, kgo.ZstdCompression(), "fo")
+	}
+	e.ensureDestination("failover")
+	c := e.newCopier(Config{FetchMaxBytes: 4 << 10, MaxBufferedBytes: 32 << 10})
+	defer c.Close()
+	var evs events
+	for part := int32(0); part < 2; part++ {
+		if err := c.Start(e.ctx, Task{Topic: "failover", Partition: part, TransactionalID: fmt.Sprintf("mirror-failover-%d", part)}, evs.on); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "copy under way", time.Minute, func() bool {
+		pr, _ := c.Progress("failover", 0)
+		return pr.DestinationLogEnd > 1000
+	})
+	m, err := partitionMetadata(e.ctx, e.dst, "failover", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := -1
+	for i, id := range p.dst.NodeIDs() {
+		if id == m.leader {
+			killed = i
+		}
+	}
+	before, _ := c.Progress("failover", 0)
+	p.dst.KillBroker(t, killed)
+	t.Logf("killed destination broker %d (leader of failover/0) at destination log end %d", m.leader, before.DestinationLogEnd)
+	began := time.Now()
+	for part := int32(0); part < 2; part++ {
+		e.waitCopied(c, "failover", part)
+		if part == 0 {
+			t.Logf("copy of failover/0 completed %v after the kill", time.Since(began))
+		}
+		if _, err := c.Stop("failover", part); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := evs.failures(); len(f) > 0 {
+		t.Fatalf("events: %+v", f)
+	}
+	for part := int32(0); part < 2; part++ {
+		e.verifyPartition("failover", part)
+	}
 }

@@ -1,23 +1,14 @@
 package proxy
 
-import "github.com/twmb/franz-go/pkg/kmsg"
-
-// Fetch (key 1) v16+ (KIP-951): like Produce, a response may name new leaders' endpoints in
-// the top-level tag 0 (kmsg Brokers); they are rewritten. Older versions pass untouched.
+// Fetch (key 1).
 //
-// TODO(proxy): decoding a Fetch response only to find the tag costs a structural walk per
-// response (records are aliased, not copied); a skip-scanner could avoid kmsg entirely.
-func (p *Proxy) rewriteFetch(r kmsg.Response) bool {
-	resp := r.(*kmsg.FetchResponse)
-	if len(resp.Brokers) == 0 {
-		return false
-	}
-	kept := resp.Brokers[:0]
-	for _, b := range resp.Brokers {
-		if p.endpoint(b.NodeID, &b.Host, &b.Port) {
-			kept = append(kept, b)
-		}
-	}
-	resp.Brokers = kept
-	return true
-}
+// Fetch v16+ (KIP-951) may append the new leaders' endpoints to a response, as a top-level
+// tagged field after all the records. Rewriting them would force the proxy to hold every Fetch
+// response whole before the client sees its first byte, and that store-and-forward costs about
+// half of the consume throughput. The proxy therefore advertises Fetch up to v15 only: those
+// responses carry no addresses and are relayed as they arrive. Clients lose nothing but the
+// KIP-951 shortcut: after a leader change they refresh Metadata (rewritten) instead of reading
+// the new leader from the Fetch response. v17 and v18 add nothing a client needs (the replica
+// directory id and high watermark fields are for brokers). Produce keeps v10+ and is rewritten
+// whole, because its responses are small and v12 is needed for transactions v2.
+const maxFetchVersion = 15

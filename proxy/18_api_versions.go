@@ -52,11 +52,11 @@ func intersectAPIs(upstream []kmsg.ApiVersionsResponseApiKey) []kmsg.ApiVersions
 		if isMirrorKey(k.ApiKey) {
 			continue // ours, whatever upstream claims
 		}
-		kmax := kmsgMaxVersion(k.ApiKey)
+		kmax := maxVersion(k.ApiKey)
 		if kmax < 0 {
 			continue
 		}
-		if rewrittenKeys[k.ApiKey] && k.MaxVersion > kmax {
+		if (decodedKey(k.ApiKey) || versionCaps[k.ApiKey] != 0) && k.MaxVersion > kmax {
 			k.MaxVersion = kmax
 		}
 		if k.MaxVersion < k.MinVersion {

@@ -207,8 +207,17 @@ func LoadFile(path string, cfg *Config) error {
 // ParseArgs builds a Config from defaults, then the --config file, then explicit flags (a
 // flag given on the command line always wins over the file).
 func ParseArgs(name string, args []string) (Config, error) {
+	return ParseArgsWith(name, args, nil)
+}
+
+// ParseArgsWith is ParseArgs with more flags: extra registers them on the
+// same flag set (the command's mirroring options), read after it returns.
+func ParseArgsWith(name string, args []string, extra func(fs *flag.FlagSet)) (Config, error) {
 	cfg := Defaults()
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	if extra != nil {
+		extra(fs)
+	}
 	var (
 		file     = fs.String("config", "", "YAML configuration file (flags override it)")
 		upstream = fs.String("upstream", "", "destination bootstrap brokers, HOST:PORT[,HOST:PORT]")

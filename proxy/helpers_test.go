@@ -200,8 +200,9 @@ func readResponse(c net.Conn, req kmsg.Request) (kmsg.Response, error) {
 }
 
 // leakDetector scans every frame the proxy sends to clients for a real broker endpoint as
-// Kafka encodes it: the host string immediately followed by the int32 port. That catches a
-// leak in any response of any client, whatever its API key or version.
+// Kafka encodes it (the host string immediately followed by the int32 port) and as text
+// ("host:port", as in config values). That catches a leak in any response of any client,
+// whatever its API key or version.
 type leakDetector struct {
 	mu       sync.Mutex
 	patterns map[string][]byte
@@ -224,9 +225,9 @@ func (d *leakDetector) add(addr string) {
 		panic(err)
 	}
 	n, _ := strconv.Atoi(port)
-	pat := binary.BigEndian.AppendUint32([]byte(host), uint32(n))
 	d.mu.Lock()
-	d.patterns[addr] = pat
+	d.patterns[addr] = binary.BigEndian.AppendUint32([]byte(host), uint32(n))
+	d.patterns[addr+" (text)"] = []byte(addr) // config values, error messages
 	d.mu.Unlock()
 }
 

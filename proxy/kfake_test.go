@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -175,4 +176,114 @@ func checkAddressRewrites(t *testing.T, p *Proxy, realAddrs []string) {
 			check("DescribeCluster", b.Host, b.Port)
 		}
 	}
+}
+
+// TestKfakeLargeFetchStreamed produces and consumes requests and responses far larger than
+// the relay pieces, so both cross the proxy cut-through, and checks every byte of every record.
+func TestKfakeLargeFetchStreamed(t *testing.T) {
+	c := startKfake(t, 1)
+	p := startProxy(t, c.ListenAddrs())
+	largeRoundTrip(t, p)
+	if p.streamed.Load() == 0 {
+		t.Fatal("no Produce request was forwarded cut-through")
+	}
+}
+
+// largeRoundTrip produces and consumes ~12 MiB of incompressible-by-codec records in large
+// batches through p and checks every byte; responses must have been relayed.
+func largeRoundTrip(t *testing.T, p *Proxy, opts ...kgo.Opt) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("large-%d", time.Now().UnixNano())
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.AdvertisedAddr()), kgo.DefaultProduceTopic(topic),
+		kgo.ProducerBatchMaxBytes(900 << 10), kgo.MaxBufferedRecords(1000), kgo.ProducerBatchCompression(kgo.NoCompression())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// Three partitions on one broker: a Produce request carries up to three ~900 KiB batches.
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	const n, size = 300, 40 << 10
+	value := func(i int) []byte { return bytes.Repeat([]byte{byte(i), byte(i >> 8)}, size/2) }
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: value(i)}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.AdvertisedAddr()), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(32 << 20), kgo.FetchMaxPartitionBytes(16 << 20)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	for got := 0; got < n; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d", got, n)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			i, _ := strconv.Atoi(string(r.Key))
+			if !bytes.Equal(r.Value, value(i)) {
+				t.Fatalf("record %d corrupted through the proxy", i)
+			}
+			got++
+		})
+	}
+	if p.relayed.Load() == 0 {
+		t.Fatal("no response was large enough to be relayed as it arrived")
+	}
+}
+
+// TestKfakeBrokerJoinsAndLeaderMoves adds a broker to a running cluster and moves a
+// partition's leadership to it while a producer runs through the proxy: the new broker gets
+// a listener, the producer follows the move (Produce answers NOT_LEADER with the new leader's
+// endpoint, KIP-951, rewritten), and no frame to any client carries a real address.
+func TestKfakeBrokerJoinsAndLeaderMoves(t *testing.T) {
+	c := startKfake(t, 2)
+	det := newLeakDetector(c.ListenAddrs())
+	p := startProxyWith(t, c.ListenAddrs()[:1], []Option{det.option()})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic := "moving"
+	var d dialRecorder
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.AdvertisedAddr()), kgo.Dialer(d.dial), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("before")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	node, port, err := c.AddNode(-1, 0)
+	if err != nil {
+		t.Fatalf("add node: %v", err)
+	}
+	det.add(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err := c.MoveTopicPartition(topic, 0, node); err != nil {
+		t.Fatalf("move partition to node %d: %v", node, err)
+	}
+	for i := range 50 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatalf("produce after the move: %v", err)
+		}
+	}
+	if _, ok := p.BrokerListenerPorts()[node]; !ok {
+		t.Fatalf("no listener for the broker %d that joined", node)
+	}
+	md := rawConn(t, p.Addr(), &kmsg.MetadataRequest{Version: 12}).(*kmsg.MetadataResponse)
+	if len(md.Brokers) != 3 {
+		t.Fatalf("metadata lists %d brokers after one joined, want 3", len(md.Brokers))
+	}
+	assertOnlyProxyDialed(t, p, &d)
+	det.check(t)
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -18,10 +20,11 @@ import (
 //
 // Backpressure: gnet always drains the socket into its inbound buffer, so "stop reading" here
 // means stop taking frames out of that buffer once every in-flight slot is taken; the slot's
-// release Wakes the connection. A client that keeps sending regardless (never reading its
-// responses) is closed when its unprocessed bytes exceed maxBufferedBytes, which keeps the
-// memory of one connection bounded. The TLS path (listener_tls.go) blocks the socket read
-// instead, which is true TCP backpressure.
+// release Wakes the connection. A client that keeps sending regardless is closed when its
+// unprocessed bytes exceed maxBufferedBytes, which keeps the memory of one connection
+// bounded. Responses bypass gnet (see responseConn): they are written with blocking writes,
+// so a client that does not read keeps its slots and is not read from either. The TLS path
+// (listener_tls.go) blocks the socket read itself, which is plain TCP backpressure.
 
 type gnetListener struct {
 	eng    gnet.Engine
@@ -114,13 +117,38 @@ func (h *gnetHandler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if h.p.draining.Load() {
 		return nil, gnet.Close
 	}
-	gc := &gnetClient{c: c, remote: c.RemoteAddr(), maxOwed: maxBufferedBytes(h.p.cfg)}
-	s := h.p.newSession(h.route, gc)
-	gc.overflow = func(owed int) {
-		s.closeWith(fmt.Errorf("client left %d bytes of responses unread", owed))
+	out, err := responseConn(c)
+	if err != nil {
+		h.p.log.Error("cannot set up the response path of a client connection; closing it", "client", c.RemoteAddr().String(), "err", err)
+		return nil, gnet.Close
 	}
+	s := h.p.newSession(h.route, &gnetClient{c: c, out: out, remote: c.RemoteAddr()})
 	c.SetContext(s)
 	return nil, gnet.None
+}
+
+// responseConn returns a net.Conn on a duplicate of the client socket for writing responses.
+//
+// Responses do not go through gnet: AsyncWrite wakes the event loop for every write and
+// copies whatever the socket does not take at once into an unbounded per-connection buffer.
+// The session's reader goroutine writes through Go's own poller instead, blocking while the
+// client is slow, so a response is never buffered twice and a client that stops reading
+// holds its in-flight slots, which stops the proxy reading its requests (backpressure).
+// gnet never writes to the socket (the proxy never calls its write methods), so there is a
+// single writer. The duplicate keeps the socket alive until the session closes it, so a
+// descriptor number gnet closes and the kernel reuses is never written to.
+func responseConn(c gnet.Conn) (net.Conn, error) {
+	fd, err := c.Dup()
+	if err != nil {
+		return nil, fmt.Errorf("dup client socket: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "client")
+	defer f.Close() // FileConn holds its own duplicate
+	nc, err := net.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("client socket as net.Conn: %w", err)
+	}
+	return nc, nil
 }
 
 func (h *gnetHandler) OnClose(c gnet.Conn, err error) gnet.Action {
@@ -141,8 +169,25 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 		return gnet.Close
 	}
 	maxFrame := int(h.p.cfg.MaxFrameBytes)
-	for !h.p.draining.Load() {
+	for {
+		if h.p.draining.Load() && s.streamLeft == 0 {
+			return gnet.None // draining: finish a request being streamed, take no new one
+		}
 		n := c.InboundBuffered()
+		if s.streamLeft > 0 {
+			// The rest of a Produce request whose head already went upstream.
+			n = min(n, s.streamLeft)
+			if n == 0 || !s.upstreamRoom() {
+				return gnet.None
+			}
+			chunk := getFrame(n)
+			if _, err := c.Read(chunk); err != nil {
+				putFrame(chunk)
+				return gnet.None
+			}
+			s.continueStream(chunk)
+			continue
+		}
 		if n < 4 {
 			return gnet.None
 		}
@@ -155,7 +200,26 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 			s.closeWith(fmt.Errorf("%w: size %d, limit %d", errFrameTooLarge, size, maxFrame))
 			return gnet.Close
 		}
+		var head requestHeader
+		var acks int16
 		if n < 4+size {
+			// A large Produce is forwarded as it arrives once its header and acks are in
+			// (cut-through): reading it whole first would serialise the client's transfer
+			// and the broker's. Anything else waits until complete.
+			// Not while topics are read-only: the guard must see every
+			// partition of a Produce before any of it is forwarded.
+			if 4+size < streamMinBytes || n < streamHeadBytes || h.p.guardActive() {
+				return gnet.None
+			}
+			peek, err := c.Peek(streamHeadBytes)
+			if err != nil {
+				return gnet.None
+			}
+			if head, acks, err = produceHead(peek); err != nil {
+				return gnet.None // not a Produce, or unparseable yet: handled whole
+			}
+		}
+		if !s.upstreamRoom() {
 			return gnet.None
 		}
 		if !s.tryAcquire() {
@@ -169,6 +233,16 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 			}
 			s.paused.Store(false)
 		}
+		if n < 4+size {
+			chunk := getFrame(n)
+			if _, err := c.Read(chunk); err != nil {
+				s.release()
+				putFrame(chunk)
+				return gnet.None
+			}
+			s.startStream(head, acks, chunk, 4+size)
+			continue
+		}
 		frame := getFrame(4 + size)
 		if _, err := c.Read(frame); err != nil {
 			s.release()
@@ -180,42 +254,44 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 			return gnet.Close
 		}
 	}
-	return gnet.None
 }
 
-// maxBufferedBytes is what a gnet connection may accumulate in either direction (requests
-// not yet taken, responses not yet read) before it is treated as hostile: two maximal frames,
-// and never less than 64 MiB.
+// maxBufferedBytes is what a gnet connection may accumulate in requests not yet taken before
+// it is treated as hostile: two maximal frames, and never less than 64 MiB.
 func maxBufferedBytes(cfg Config) int {
 	return max(2*int(cfg.MaxFrameBytes)+8, 64<<20)
 }
 
 type gnetClient struct {
-	c        gnet.Conn
-	remote   net.Addr
-	maxOwed  int
-	overflow func(owed int)
+	c      gnet.Conn
+	out    net.Conn // duplicate of the client socket, written only by the session's reader
+	remote net.Addr
 }
 
 func (g *gnetClient) writeFrame(frame []byte, done func()) {
-	err := g.c.AsyncWrite(frame, func(c gnet.Conn, _ error) error {
-		// gnet copies what the socket does not take into the connection's outbound buffer.
-		// A client that keeps sending but stops reading would grow it without bound; past
-		// maxOwed bytes it is closed (a client that reads never gets near: it has at most
-		// MaxInFlight responses outstanding).
-		if owed := c.OutboundBuffered(); owed > g.maxOwed {
-			g.overflow(owed)
-		}
-		done()
-		return nil
-	})
-	if err != nil {
-		done()
+	// A client that stops reading must not pin the session forever.
+	_ = g.out.SetWriteDeadline(time.Now().Add(time.Minute))
+	if _, err := g.out.Write(frame); err != nil {
+		g.close()
 	}
+	done()
 }
 
-func (g *gnetClient) resume()              { _ = g.c.Wake(nil) }
-func (g *gnetClient) close()               { _ = g.c.Close() }
+func (g *gnetClient) relay(head []byte, src io.Reader, n int64) error {
+	_ = g.out.SetWriteDeadline(time.Now().Add(time.Minute))
+	if _, err := g.out.Write(head); err != nil {
+		return err
+	}
+	// *net.TCPConn to *net.TCPConn through io.LimitedReader: the runtime splices.
+	_, err := io.CopyN(g.out, src, n)
+	return err
+}
+
+func (g *gnetClient) resume() { _ = g.c.Wake(nil) }
+func (g *gnetClient) close() {
+	_ = g.c.Close()
+	_ = g.out.Close()
+}
 func (g *gnetClient) remoteAddr() net.Addr { return g.remote }
 
 // gnetLogger routes gnet's own logging into slog.

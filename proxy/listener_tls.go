@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -139,6 +140,17 @@ func (t *tlsClient) writeFrame(frame []byte, done func()) {
 		_ = t.c.Close()
 	}
 	done()
+}
+
+func (t *tlsClient) relay(head []byte, src io.Reader, n int64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_ = t.c.SetWriteDeadline(time.Now().Add(time.Minute))
+	if _, err := t.c.Write(head); err != nil {
+		return err
+	}
+	_, err := io.CopyN(t.c, src, n)
+	return err
 }
 
 func (t *tlsClient) resume()              {}

@@ -15,7 +15,7 @@ func (p *Proxy) answerLocally(s *session, h requestHeader, frame []byte) (chan [
 	if isMirrorKey(h.key) {
 		return p.answerMirror(s, h, frame), nil
 	}
-	kmax := kmsgMaxVersion(h.key)
+	kmax := maxVersion(h.key)
 	switch {
 	case h.key == 18 && h.version > kmax:
 		ch := make(chan []byte, 1)
@@ -23,7 +23,7 @@ func (p *Proxy) answerLocally(s *session, h requestHeader, frame []byte) (chan [
 		return ch, nil
 	case kmax < 0:
 		return nil, fmt.Errorf("unknown API key %d (v%d): not advertised by this proxy", h.key, h.version)
-	case rewrittenKeys[h.key] && h.version > kmax:
+	case decodedKey(h.key) && h.version > kmax:
 		return nil, fmt.Errorf("%s v%d is newer than this proxy supports (max v%d) and was not advertised", kmsg.NameForKey(h.key), h.version, kmax)
 	}
 	return nil, nil

@@ -106,8 +106,9 @@ func (m *metrics) request(key int16, size int) {
 
 func (m *metrics) requestError(key int16) { m.errors.Add(bg, 1, m.key(key)) }
 
-func (m *metrics) response(key int16, size int, d time.Duration) {
-	m.bytes.Add(bg, int64(size), m.outAttr)
+func (m *metrics) bytesOut(n int) { m.bytes.Add(bg, int64(n), m.outAttr) }
+
+func (m *metrics) latencyOf(key int16, d time.Duration) {
 	m.latency.Record(bg, d.Seconds(), m.key(key))
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/enforcement"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,13 +22,16 @@ type Proxy struct {
 
 	// Handlers answers the mirror RPCs; later work registers into it.
 	Handlers *Handlers
+	guard    atomic.Pointer[enforcement.Guard] // read-only mirror topics (guard.go)
 
 	ctx    context.Context // cancelled by Close: stops every goroutine the proxy started
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	metrics  *metrics
-	sessions sync.Map // *session -> struct{}
+	sessions sync.Map     // *session -> struct{}
+	streamed atomic.Int64 // Produce requests forwarded cut-through (tests)
+	relayed  atomic.Int64 // responses relayed socket to socket (tests)
 	draining atomic.Bool
 
 	mu        sync.Mutex
@@ -125,8 +129,13 @@ func (p *Proxy) Start(ctx context.Context) error {
 
 // Run starts the proxy, serves until ctx is cancelled, then shuts down gracefully.
 func (p *Proxy) Run(ctx context.Context) error {
-	if err := p.Start(ctx); err != nil {
-		return err
+	p.mu.Lock()
+	started := p.started
+	p.mu.Unlock()
+	if !started {
+		if err := p.Start(ctx); err != nil {
+			return err
+		}
 	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)

@@ -129,6 +129,20 @@ func TestRealFranzGoAdmin(t *testing.T) {
 	if err != nil || len(bm.Brokers) != 3 {
 		t.Fatalf("broker metadata: %v %v", err, bm.Brokers)
 	}
+	// Broker configs spell out listener addresses: they must name the proxy.
+	bcfgs, err := adm.DescribeBrokerConfigs(ctx, bm.Brokers[0].NodeID)
+	if err != nil {
+		t.Fatalf("describe broker configs: %v", err)
+	}
+	port := p.BrokerListenerPorts()[bm.Brokers[0].NodeID]
+	wantListener := "://127.0.0.1:" + strconv.Itoa(port)
+	for _, rc := range bcfgs {
+		for _, c := range rc.Configs {
+			if (c.Key == "advertised.listeners" || c.Key == "listeners") && (c.Value == nil || !strings.Contains(*c.Value, wantListener)) {
+				t.Errorf("broker config %s = %v, want the proxy listener %s", c.Key, c.MaybeValue(), wantListener)
+			}
+		}
+	}
 	if _, err := adm.DeleteTopic(ctx, topic); err != nil {
 		t.Fatalf("delete: %v", err)
 	}

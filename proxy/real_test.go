@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -87,6 +88,28 @@ func TestRealFranzGoProduceConsume(t *testing.T) {
 func TestRealNoRealAddressLeaks(t *testing.T) {
 	p, _, c := realProxy(t)
 	checkAddressRewrites(t, p, c.Bootstrap())
+
+	// DescribeQuorum v2: the brokers list the controllers' endpoints; the proxy withholds them.
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	req.Version = 2
+	req.Topics = []kmsg.DescribeQuorumRequestTopic{{Topic: "__cluster_metadata", Partitions: []kmsg.DescribeQuorumRequestTopicPartition{{Partition: 0}}}}
+	direct := rawConn(t, c.Bootstrap()[0], req).(*kmsg.DescribeQuorumResponse)
+	listeners := 0
+	for _, n := range direct.Nodes {
+		listeners += len(n.Listeners)
+	}
+	if listeners == 0 {
+		t.Fatalf("direct DescribeQuorum lists no controller listeners (error %d): the check below proves nothing", direct.ErrorCode)
+	}
+	proxied := rawConn(t, p.Addr(), req).(*kmsg.DescribeQuorumResponse)
+	if len(proxied.Nodes) != len(direct.Nodes) {
+		t.Fatalf("DescribeQuorum through the proxy lists %d nodes, direct %d", len(proxied.Nodes), len(direct.Nodes))
+	}
+	for _, n := range proxied.Nodes {
+		if len(n.Listeners) != 0 {
+			t.Errorf("DescribeQuorum through the proxy shows node %d's listeners %+v", n.NodeID, n.Listeners)
+		}
+	}
 }
 
 // TestRealBrokerStopWhileProducing stops one of three brokers while a producer and a

@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/kmirror/kmirror/enforcement"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -13,14 +14,20 @@ import (
 // forwarded byte for byte at whatever version upstream supports.
 var rewrittenKeys = map[int16]bool{
 	0:  true, // Produce: KIP-951 node endpoints
-	1:  true, // Fetch: KIP-951 node endpoints
+	1:  true, // Fetch: capped at v15 so that no response carries node endpoints
 	3:  true, // Metadata: brokers
 	10: true, // FindCoordinator: coordinator host/port
 	18: true, // ApiVersions: intersection + mirror keys
+	32: true, // DescribeConfigs: broker listener configs
+	55: true, // DescribeQuorum: controller endpoints
 	60: true, // DescribeCluster: brokers
 	78: true, // ShareFetch: node endpoints
 	79: true, // ShareAcknowledge: node endpoints
 }
+
+// decodedKey reports whether the proxy may decode requests or responses of
+// key, so that it must cap the key's versions at what kmsg knows.
+func decodedKey(key int16) bool { return rewrittenKeys[key] || enforcement.AdminKeys[key] }
 
 // kmsgMaxVersion is the newest version of key the proxy can decode (-1: unknown key).
 func kmsgMaxVersion(key int16) int16 {
@@ -31,32 +38,65 @@ func kmsgMaxVersion(key int16) int16 {
 	return req.MaxVersion()
 }
 
-// rewriteResponse checks that frame answers p and rewrites it when its key needs it.
+// versionCaps lowers the advertised maximum of a key below what kmsg decodes, where a newer
+// version would force the proxy to hold whole responses (see 01_fetch.go).
+var versionCaps = map[int16]int16{1: maxFetchVersion}
+
+// maxVersion is the newest version of key the proxy advertises and accepts (-1: unknown).
+func maxVersion(key int16) int16 {
+	v := kmsgMaxVersion(key)
+	if c, ok := versionCaps[key]; ok && c < v {
+		v = c
+	}
+	return v
+}
+
+// needsRewrite reports whether the response to key@version may carry broker addresses or
+// API versions and must therefore be read whole and decoded.
+func needsRewrite(key, version int16) bool {
+	switch key {
+	case 0:
+		return version >= 10
+	case 1:
+		return false // capped below v16 (01_fetch.go)
+	}
+	return rewrittenKeys[key]
+}
+
+// rewriteResponse rewrites a whole response frame (with size prefix) answering pr; the
+// caller checked the correlation id.
 func (p *Proxy) rewriteResponse(pr *pending, frame []byte) ([]byte, error) {
 	if len(frame) < 8 {
 		return nil, fmt.Errorf("truncated %s response", kmsg.NameForKey(pr.key))
 	}
-	if corrID := int32(binary.BigEndian.Uint32(frame[4:])); corrID != pr.corrID {
-		return nil, fmt.Errorf("upstream answered correlation id %d while %d (%s) was next", corrID, pr.corrID, kmsg.NameForKey(pr.key))
-	}
 	var fn func(kmsg.Response) bool
 	switch pr.key {
 	case 0:
-		if pr.version < 10 {
+		switch {
+		case pr.merge != nil:
+			merge := mergeRefused(pr)
+			fn = func(r kmsg.Response) bool { p.rewriteProduce(r); return merge(r) }
+		case pr.version < 10:
 			return frame, nil
+		default:
+			fn = p.rewriteProduce
 		}
-		fn = p.rewriteProduce
-	case 1:
-		if pr.version < 16 {
-			return frame, nil
-		}
-		fn = p.rewriteFetch
 	case 3:
 		fn = p.rewriteMetadata
 	case 10:
 		fn = p.rewriteFindCoordinator
 	case 18:
 		return p.rewriteApiVersions(pr, frame)
+	case 32:
+		fn = func(r kmsg.Response) bool {
+			changed := p.rewriteDescribeConfigs(r)
+			if g := p.guard.Load(); g != nil && g.DecorateDescribeConfigs(r.(*kmsg.DescribeConfigsResponse)) {
+				changed = true
+			}
+			return changed
+		}
+	case 55:
+		fn = p.rewriteDescribeQuorum
 	case 60:
 		fn = p.rewriteDescribeCluster
 	case 78:

@@ -210,6 +210,9 @@ func TestApiVersions(t *testing.T) {
 		if _, ok := keys[3]; !ok {
 			t.Errorf("v%d: Metadata not advertised", v)
 		}
+		if f, ok := keys[1]; !ok || f.MaxVersion != maxFetchVersion {
+			t.Errorf("v%d: Fetch advertised as %+v, want max v%d (no KIP-951 endpoints)", v, f, maxFetchVersion)
+		}
 	}
 
 	// A version newer than the proxy knows: UNSUPPORTED_VERSION with a v0 body (KIP-511).

@@ -1,8 +1,8 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Concurrency map of one client connection (a session):
@@ -35,6 +37,8 @@ type clientSide interface {
 	// writeFrame sends one response frame; done runs once the frame has left the
 	// session's hands (written or buffered by the transport, or failed).
 	writeFrame(frame []byte, done func())
+	// relay writes head, then n bytes read from src, blocking until done.
+	relay(head []byte, src io.Reader, n int64) error
 	// resume restarts reading after the session stopped for lack of slots.
 	resume()
 	close()
@@ -59,12 +63,14 @@ type pending struct {
 	key, version int16
 	corrID       int32
 	start        time.Time
-	local        chan []byte // non-nil: answered by the proxy itself (a complete frame)
+	local        chan []byte           // non-nil: answered by the proxy itself (a complete frame)
+	merge        *kmsg.ProduceResponse // refusals to merge into a split Produce's response (guard.go)
 }
 
 // outbound is one frame to forward upstream.
 type outbound struct {
 	frame      []byte
+	off        int  // bytes of frame already written by the fast path
 	noResponse bool // acks=0 Produce: the broker sends nothing back
 }
 
@@ -81,6 +87,17 @@ type session struct {
 	fifo       chan *pending
 	toUpstream chan outbound
 	paused     atomic.Bool // client side stopped reading because every slot was taken
+	writerFull atomic.Bool // client side stopped reading because toUpstream was full
+
+	// Fast path (fastpath.go): the client side writes a request upstream itself when
+	// nothing is queued for the writer goroutine.
+	upRaw  atomic.Pointer[upstreamRaw]
+	upMu   sync.Mutex   // serialises writes to the upstream socket
+	queued atomic.Int64 // entries sent to toUpstream and not yet written
+
+	// Cut-through of a large Produce (gnet path only; owned by the event loop).
+	streamLeft  int  // bytes of the current request still to forward
+	streamAcks0 bool // the current request is acks=0: its slot is freed after the last byte
 
 	lastActive atomic.Int64 // unix nanos of the last request or response
 
@@ -100,7 +117,7 @@ func (p *Proxy) newSession(r route, client clientSide) *session {
 		cancel:     cancel,
 		slots:      make(chan struct{}, p.cfg.MaxInFlight),
 		fifo:       make(chan *pending, p.cfg.MaxInFlight),
-		toUpstream: make(chan outbound, p.cfg.MaxInFlight),
+		toUpstream: make(chan outbound, p.cfg.MaxInFlight+streamQueue),
 	}
 	s.touch()
 	p.sessions.Store(s, struct{}{})
@@ -164,21 +181,38 @@ func (s *session) dispatch(frame []byte) error {
 		s.fifo <- p
 		return nil
 	}
+	var acks int16 = -1
 	if h.key == 0 {
-		acks, err := produceAcks(frame[4+h.bodyOff:], h.version, h.flexible)
-		if err != nil {
+		if acks, err = produceAcks(frame[4+h.bodyOff:], h.version, h.flexible); err != nil {
 			s.release()
 			s.p.metrics.requestError(h.key)
 			return fmt.Errorf("malformed Produce request: %w", err)
 		}
-		if acks == 0 {
-			s.toUpstream <- outbound{frame: frame, noResponse: true}
+	}
+	local, frame, err := s.enforce(h, frame, p, acks)
+	if err != nil {
+		s.release()
+		s.p.metrics.requestError(h.key)
+		return err
+	}
+	if local != nil {
+		if len(local) == 0 { // acks=0 and everything refused: no response is owed
+			s.release()
 			return nil
 		}
+		ch := make(chan []byte, 1)
+		ch <- local
+		p.local = ch
+		s.fifo <- p
+		return nil
+	}
+	if acks == 0 {
+		s.forward(outbound{frame: frame, noResponse: true})
+		return nil
 	}
 	// The FIFO entry goes first so the reader expects the response before it can arrive.
 	s.fifo <- p
-	s.toUpstream <- outbound{frame: frame}
+	s.forward(outbound{frame: frame})
 	return nil
 }
 
@@ -199,6 +233,11 @@ func (s *session) runUpstreamWriter() {
 	}
 	s.upstream = conn
 	s.mu.Unlock()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		if rc, err := tc.SyscallConn(); err == nil {
+			s.upRaw.Store(&upstreamRaw{rc: rc})
+		}
+	}
 
 	s.p.wg.Add(1)
 	go s.runUpstreamReader(conn)
@@ -212,9 +251,10 @@ func (s *session) runUpstreamWriter() {
 			return
 		case ob = <-s.toUpstream:
 		}
-		batch, acks0 = batch[:0], 0
+		batch, frames, acks0 = batch[:0], frames[:0], 0
 		add := func(ob outbound) {
-			batch = append(batch, ob.frame)
+			batch = append(batch, ob.frame[ob.off:])
+			frames = append(frames, ob.frame)
 			if ob.noResponse {
 				acks0++
 			}
@@ -229,8 +269,11 @@ func (s *session) runUpstreamWriter() {
 				break drain
 			}
 		}
-		frames = append(frames[:0], batch...) // WriteTo consumes batch
-		if _, err := batch.WriteTo(conn); err != nil {
+		queued := len(frames)
+		s.upMu.Lock()
+		_, err := batch.WriteTo(conn) // consumes batch; frames keeps the buffers
+		s.upMu.Unlock()
+		if err != nil {
 			s.closeWith(fmt.Errorf("writing to upstream %s: %w", conn.RemoteAddr(), err))
 			return
 		}
@@ -238,8 +281,12 @@ func (s *session) runUpstreamWriter() {
 			putFrame(f)
 			frames[i] = nil
 		}
+		s.queued.Add(int64(-queued))
 		for range acks0 {
 			s.release()
+		}
+		if s.writerFull.CompareAndSwap(true, false) {
+			s.client.resume()
 		}
 	}
 }
@@ -247,7 +294,9 @@ func (s *session) runUpstreamWriter() {
 // runUpstreamReader delivers responses to the client in request order.
 func (s *session) runUpstreamReader(conn net.Conn) {
 	defer s.p.wg.Done()
-	br := bufio.NewReaderSize(conn, 64<<10)
+	// No bufio: bytes buffered in user space could not be spliced; a response costs two
+	// reads (header, body) instead.
+	br := conn
 	for {
 		var p *pending
 		select {
@@ -255,52 +304,114 @@ func (s *session) runUpstreamReader(conn net.Conn) {
 			return
 		case p = <-s.fifo:
 		}
-		var frame []byte
 		if p.local != nil {
+			var frame []byte
 			select {
 			case <-s.ctx.Done():
 				return
 			case frame = <-p.local:
 			}
-		} else {
-			var err error
-			frame, err = readFrame(br, s.p.cfg.MaxFrameBytes)
-			if err != nil {
-				if s.ctx.Err() != nil {
-					return // the client went away first: the request was abandoned, not failed
-				}
-				if errors.Is(err, io.EOF) {
-					err = fmt.Errorf("upstream %s closed the connection: %w", conn.RemoteAddr(), err)
-				}
-				s.p.metrics.requestError(p.key)
-				s.closeWith(err)
-				return
-			}
-			var rewritten []byte
-			rewritten, err = s.p.rewriteResponse(p, frame)
-			if err == nil && &rewritten[0] != &frame[0] {
-				putFrame(frame) // the rewrite copied everything it needs
-				frame = rewritten
-			}
-			if err != nil {
-				s.p.metrics.requestError(p.key)
-				s.closeWith(err)
-				return
-			}
+			s.deliver(p, frame, false, true)
+			continue
 		}
-		s.touch()
-		s.p.metrics.response(p.key, len(frame), time.Since(p.start))
-		if hook := s.p.testHookClientFrame; hook != nil {
-			hook(frame)
-		}
-		pooled := p.local == nil
-		s.client.writeFrame(frame, func() {
-			if pooled {
-				putFrame(frame)
+		if err := s.relayResponse(p, br, conn.RemoteAddr()); err != nil {
+			if s.ctx.Err() != nil {
+				return // the client went away first: the request was abandoned, not failed
 			}
-			s.release()
-		})
+			s.p.metrics.requestError(p.key)
+			s.closeWith(err)
+			return
+		}
 	}
+}
+
+// relayMinBytes: a response of this size or more that needs no rewrite is relayed socket to
+// socket as it arrives (splice(2) on plain TCP, so its bytes never enter the proxy's memory):
+// the client receives the start of a large Fetch response while the rest is still arriving,
+// instead of waiting for the proxy to hold all of it (store-and-forward halves consume
+// throughput). Smaller responses are read whole and written in one call, which is cheaper.
+const relayMinBytes = 64 << 10
+
+// relayResponse reads the response to p from upstream and hands it to the client: whole and
+// rewritten when its key carries addresses, else streamed through in chunks.
+func (s *session) relayResponse(p *pending, br net.Conn, upstream net.Addr) error {
+	var head [8]byte
+	if _, err := io.ReadFull(br, head[:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("upstream %s closed the connection with %s v%d in flight", upstream, kmsg.NameForKey(p.key), p.version)
+		}
+		return fmt.Errorf("reading %s response from %s: %w", kmsg.NameForKey(p.key), upstream, err)
+	}
+	size := int32(binary.BigEndian.Uint32(head[:]))
+	if size < 4 || size > s.p.cfg.MaxFrameBytes {
+		return fmt.Errorf("%w: upstream %s sent a %d-byte response, limit %d", errFrameTooLarge, upstream, size, s.p.cfg.MaxFrameBytes)
+	}
+	if corrID := int32(binary.BigEndian.Uint32(head[4:])); corrID != p.corrID {
+		return fmt.Errorf("upstream %s answered correlation id %d while %d (%s) was next", upstream, corrID, p.corrID, kmsg.NameForKey(p.key))
+	}
+	total := 4 + int(size)
+
+	if needsRewrite(p.key, p.version) || p.merge != nil {
+		frame := getFrame(total)
+		copy(frame, head[:])
+		if _, err := io.ReadFull(br, frame[8:]); err != nil {
+			putFrame(frame)
+			return fmt.Errorf("reading %s response body from %s: %w", kmsg.NameForKey(p.key), upstream, err)
+		}
+		rewritten, err := s.p.rewriteResponse(p, frame)
+		if err != nil {
+			putFrame(frame)
+			return err
+		}
+		if &rewritten[0] != &frame[0] {
+			putFrame(frame) // the rewrite copied everything it needs
+		}
+		s.deliver(p, rewritten, true, true)
+		return nil
+	}
+
+	if total < relayMinBytes {
+		frame := getFrame(total)
+		copy(frame, head[:])
+		if _, err := io.ReadFull(br, frame[8:]); err != nil {
+			putFrame(frame)
+			return fmt.Errorf("reading %s response body from %s: %w", kmsg.NameForKey(p.key), upstream, err)
+		}
+		s.deliver(p, frame, true, true)
+		return nil
+	}
+	s.touch()
+	s.p.relayed.Add(1)
+	if err := s.client.relay(head[:], br, int64(total-8)); err != nil {
+		// Part of the response may have left: the client's stream is unusable either way.
+		return fmt.Errorf("relaying a %d-byte %s response from %s: %w", total, kmsg.NameForKey(p.key), upstream, err)
+	}
+	s.touch()
+	s.p.metrics.bytesOut(total)
+	s.p.metrics.latencyOf(p.key, time.Since(p.start))
+	s.release()
+	return nil
+}
+
+// deliver hands bytes of p's response to the client; last marks the end of the response,
+// which frees p's in-flight slot.
+func (s *session) deliver(p *pending, b []byte, pooled, last bool) {
+	s.touch()
+	s.p.metrics.bytesOut(len(b))
+	if last {
+		s.p.metrics.latencyOf(p.key, time.Since(p.start))
+	}
+	if hook := s.p.testHookClientFrame; hook != nil {
+		hook(b)
+	}
+	s.client.writeFrame(b, func() {
+		if pooled {
+			putFrame(b)
+		}
+		if last {
+			s.release()
+		}
+	})
 }
 
 // closeWith closes the session once; err explains why (nil: normal close).

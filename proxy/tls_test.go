@@ -106,6 +106,7 @@ func TestTLSClientListener(t *testing.T) {
 	})
 	var d dialRecorder
 	produceConsume(t, p.AdvertisedAddr(), &d, 500, kgo.Dialer(d.tlsDial(&tls.Config{RootCAs: pki.pool})))
+	largeRoundTrip(t, p, kgo.Dialer(d.tlsDial(&tls.Config{RootCAs: pki.pool})))
 	assertOnlyProxyDialed(t, p, &d)
 
 	// A plaintext client gets no Kafka answer from a TLS listener.

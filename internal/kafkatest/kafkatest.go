@@ -228,3 +228,15 @@ func (c *Cluster) signal(t testing.TB, i int, sig syscall.Signal) {
 		t.Fatal(fmt.Errorf("kafkatest: signal broker %d: %w", i, err))
 	}
 }
+
+// NewClient returns a franz-go client for any seeds (a proxy, say), closed
+// when the test ends.
+func NewClient(t testing.TB, seeds []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
+	if err != nil {
+		t.Fatalf("kafkatest: client for %v: %v", seeds, err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}

@@ -158,3 +158,11 @@ func TestJavaMajor(t *testing.T) {
 		}
 	}
 }
+
+func TestRandomClusterIDNeverLooksLikeAnOption(t *testing.T) {
+	for i := 0; i < 10000; i++ {
+		if id := randomClusterID(); id[0] == '-' || len(id) != 22 {
+			t.Fatalf("cluster id %q", id)
+		}
+	}
+}

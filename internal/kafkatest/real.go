@@ -538,8 +538,14 @@ func freePorts(n int) ([]int, error) {
 
 // randomClusterID makes a Kafka cluster id: 16 random bytes, URL-safe base64
 // without padding, as `kafka-storage random-uuid` prints.
+// An id starting with '-' would read as an option to StorageTool's argument
+// parser, so such ids are drawn again.
 func randomClusterID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	for {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
+			return id
+		}
+	}
 }

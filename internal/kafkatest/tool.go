@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -41,18 +42,25 @@ func ToolCommand(ctx context.Context, class string, args ...string) (*exec.Cmd, 
 	return javaCommand(ctx, libs, log4j, class, args...), nil
 }
 
-// RunTool runs a Kafka tool class to completion and returns its combined
-// output; a non-zero exit is an error that carries the output.
-func RunTool(t testing.TB, ctx context.Context, class string, args ...string) (string, error) {
+// RunToolInput is RunTool with stdin.
+func RunToolInput(t testing.TB, ctx context.Context, stdin, class string, args ...string) (string, error) {
 	t.Helper()
 	RequireReal(t)
 	cmd, err := ToolCommand(ctx, class, args...)
 	if err != nil {
 		return "", err
 	}
+	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("kafkatest: %s %v: %w\n%s", class, args, err, out)
 	}
 	return string(out), nil
+}
+
+// RunTool runs a Kafka tool class to completion and returns its combined
+// output; a non-zero exit is an error that carries the output.
+func RunTool(t testing.TB, ctx context.Context, class string, args ...string) (string, error) {
+	t.Helper()
+	return RunToolInput(t, ctx, "", class, args...)
 }

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/instance"
+	"github.com/kmirror/kmirror/protocol"
+	"github.com/kmirror/kmirror/proxy"
+)
+
+// `kmirror demo` (make run) shows the whole product on embedded clusters:
+// a source and a destination (franz-go's kfake, in this process), kmirror in
+// front of the destination, a mirror over a demo topic fed by a small
+// producer, and a live status line. The same binary runs against real
+// clusters with `kmirror proxy`.
+func init() {
+	register(command{name: "demo", summary: "mirror a demo topic between embedded clusters, with a live status line", run: runDemo})
+}
+
+func runDemo(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("kmirror demo", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:19092", "where kmirror listens for clients")
+	rate := fs.Int("rate", 200, "records per second the demo producer writes")
+	partitions := fs.Int("partitions", 3, "partitions of the demo topic")
+	duration := fs.Duration("duration", 0, "stop after this long (0: until Ctrl-C)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+	out := os.Stdout
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(*partitions), "demo"))
+	if err != nil {
+		return fmt.Errorf("embedded source cluster: %w", err)
+	}
+	defer src.Close()
+	dst, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		return fmt.Errorf("embedded destination cluster: %w", err)
+	}
+	defer dst.Close()
+
+	in, err := instance.New(ctx, instance.Config{
+		Proxy:     proxy.Config{Upstream: dst.ListenAddrs(), Listen: *listen, MetricsAddr: "127.0.0.1:0"},
+		Mirroring: true, StatePartitions: 5, SessionTimeout: 6 * time.Second, Logger: quiet,
+	})
+	if err != nil {
+		return err
+	}
+	if err := in.Start(ctx); err != nil {
+		return fmt.Errorf("kmirror listen on %s: %w (choose another with --listen)", *listen, err)
+	}
+	runDone := make(chan error, 1)
+	go func() { runDone <- in.Run(ctx) }()
+	addr := in.Proxy.Addr()
+
+	producer, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.DefaultProduceTopic("demo"))
+	if err != nil {
+		return err
+	}
+	defer producer.Close()
+	go feed(ctx, producer, *rate)
+
+	adminCl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MaxVersions(protocol.KgoMaxVersions(nil)))
+	if err != nil {
+		return err
+	}
+	defer adminCl.Close()
+	if err := setUpMirror(ctx, adminCl, strings.Join(src.ListenAddrs(), ",")); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, `kmirror demo
+  source cluster (embedded):       %s   topic "demo", %d partitions, ~%d records/s
+  destination cluster (embedded):  %s
+  kmirror (in front of it):        %s   mirror "demo" copies topic "demo"
+  metrics:                         http://%s/metrics
+
+Try, in another terminal:
+  go run ./cmd/kmirror mirrors --bootstrap-server %s --describe
+  kcat -b %s -C -t demo -o beginning -e -q | wc -l        (read the mirror through kmirror)
+  kcat -b %s -P -t demo <<< "refused"                     (mirror topics are read-only)
+  go run ./cmd/kmirror mirrors --bootstrap-server %s --remove --mirror demo --topics demo   (fail over)
+Ctrl-C stops.
+
+`, strings.Join(src.ListenAddrs(), ","), *partitions, *rate, strings.Join(dst.ListenAddrs(), ","), addr, in.Proxy.MetricsAddr(), addr, addr, addr, addr)
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(out, "\nstopping")
+			err := <-runDone
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(ctx.Err(), context.Canceled) {
+				return nil
+			}
+			return err
+		case <-tick.C:
+			fmt.Fprintf(out, "\r%s", status(ctx, adminCl))
+		}
+	}
+}
+
+func feed(ctx context.Context, cl *kgo.Client, rate int) {
+	t := time.NewTicker(time.Second / time.Duration(max(1, rate)))
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cl.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("key-%d", i%100)), Value: []byte(fmt.Sprintf("demo record %d at %s", i, time.Now().Format(time.RFC3339Nano)))}, nil)
+	}
+}
+
+func setUpMirror(ctx context.Context, cl *kgo.Client, source string) error {
+	create := protocol.NewPtrCreateMirrorRequest()
+	create.MirrorName = "demo"
+	create.Configs = []protocol.CreateMirrorRequestConfig{
+		{Name: "bootstrap.servers", Value: kmsg.StringPtr(source)},
+		{Name: "metadata.refresh.interval.ms", Value: kmsg.StringPtr("5000")},
+	}
+	resp, err := cl.Request(ctx, create)
+	if err != nil {
+		return fmt.Errorf("create mirror: %w", err)
+	}
+	if err := protocol.ResponseError(resp.(*protocol.CreateMirrorResponse).ErrorCode, resp.(*protocol.CreateMirrorResponse).ErrorMessage); err != nil {
+		return fmt.Errorf("create mirror: %w", err)
+	}
+	add := protocol.NewPtrAddTopicsToMirrorRequest()
+	add.MirrorName = "demo"
+	add.Topics = []protocol.AddTopicsToMirrorRequestTopic{{Name: "demo", NumPartitions: -1}}
+	aresp, err := cl.Request(ctx, add)
+	if err != nil {
+		return fmt.Errorf("add topic: %w", err)
+	}
+	ar := aresp.(*protocol.AddTopicsToMirrorResponse)
+	if err := protocol.ResponseError(ar.ErrorCode, ar.ErrorMessage); err != nil {
+		return fmt.Errorf("add topic: %w", err)
+	}
+	for _, t := range ar.Topics {
+		if err := protocol.ResponseError(t.ErrorCode, t.ErrorMessage); err != nil {
+			return fmt.Errorf("add topic %s: %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+// status is one line: records on each side, lag, partitions by state.
+func status(ctx context.Context, cl *kgo.Client) string {
+	req := protocol.NewPtrDescribeMirrorsRequest()
+	req.MirrorNames = []string{"demo"}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := cl.Request(ctx, req)
+	if err != nil {
+		return fmt.Sprintf("status unavailable: %v", err)
+	}
+	var srcHW, dstHW, lag int64
+	states := map[string]int{}
+	for _, m := range resp.(*protocol.DescribeMirrorsResponse).Mirrors {
+		for _, t := range m.Topics {
+			for _, p := range t.Partitions {
+				srcHW += max(0, p.SourceHighWatermark)
+				dstHW += max(0, p.DestinationHighWatermark)
+				lag += max(0, p.Lag)
+				states[p.State]++
+			}
+		}
+	}
+	var st []string
+	for s, n := range states {
+		st = append(st, fmt.Sprintf("%d %s", n, s))
+	}
+	return fmt.Sprintf("%s  source %d records, destination %d, lag %d, partitions: %s   ",
+		time.Now().Format("15:04:05"), srcHW, dstHW, lag, strings.Join(st, ", "))
+}

@@ -1,0 +1,308 @@
+// Package e2e runs kmirror end to end on real Apache Kafka: two clusters,
+// kmirror in front of the destination, clients nobody here wrote.
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/instance"
+	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/mirrortest"
+	"github.com/kmirror/kmirror/protocol"
+	"github.com/kmirror/kmirror/proxy"
+)
+
+// kmirror runs an in-process instance in front of dst until the test ends.
+func kmirror(t *testing.T, dst *kafkatest.Cluster) *instance.Instance {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	in, err := instance.New(context.Background(), instance.Config{
+		Proxy:     proxy.Config{Upstream: dst.Bootstrap(), Listen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0"},
+		Mirroring: true, StatePartitions: 10, SessionTimeout: 6 * time.Second, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := in.Start(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Logf("kmirror stopped: %v", err)
+		}
+	})
+	return in
+}
+
+// admin is a franz-go client for the proxy that can send mirror RPCs.
+func admin(t *testing.T, addr string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MaxVersions(protocol.KgoMaxVersions(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func request[R kmsg.Response](t *testing.T, cl *kgo.Client, req kmsg.Request) R {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := cl.Request(ctx, req)
+	if err != nil {
+		t.Fatalf("%T: %v", req, err)
+	}
+	return resp.(R)
+}
+
+// produce writes n records per partition with the given codec, keys,
+// headers and timestamps 30 days in the past.
+func produce(t *testing.T, c *kafkatest.Cluster, topic string, partitions int32, n int, codec kgo.CompressionCodec) {
+	t.Helper()
+	cl := c.Client(t, kgo.ProducerBatchCompression(codec), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(256<<10), kgo.ProducerLinger(5*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	old := time.Now().Add(-30 * 24 * time.Hour).Truncate(time.Millisecond)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for p := int32(0); p < partitions; p++ {
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(fmt.Sprintf("k-%d-%d", p, i)),
+				Value:     []byte(strings.Repeat(fmt.Sprintf("value %d of %s/%d ", i, topic, p), 3)),
+				Headers:   []kgo.RecordHeader{{Key: "h", Value: []byte(fmt.Sprint(i))}},
+				Timestamp: old.Add(time.Duration(i) * time.Millisecond)}
+			cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				defer wg.Done()
+				if err != nil {
+					mu.Lock()
+					firstErr = errors.Join(firstErr, err)
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatalf("produce to %s: %v", topic, firstErr)
+	}
+}
+
+func createTopic(t *testing.T, c *kafkatest.Cluster, topic string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := kadm.NewClient(c.Client(t)).CreateTopic(ctx, partitions, 1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create %s: %v", topic, err)
+	}
+}
+
+// waitMirrored polls DescribeMirrors until every partition of the topics is
+// MIRRORING with lag 0 and the source high watermark as given.
+func waitMirrored(t *testing.T, cl *kgo.Client, mirror string, want map[string]int64) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	last := ""
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		req := protocol.NewPtrDescribeMirrorsRequest()
+		req.MirrorNames = []string{mirror}
+		resp := request[*protocol.DescribeMirrorsResponse](t, cl, req)
+		ok := len(resp.Mirrors) == 1 && resp.Mirrors[0].ErrorCode == 0
+		var b strings.Builder
+		totals := map[string]int64{}
+		if ok {
+			for _, tp := range resp.Mirrors[0].Topics {
+				for _, p := range tp.Partitions {
+					totals[tp.Name] += p.DestinationHighWatermark
+					if p.State != "MIRRORING" || p.Lag != 0 {
+						ok = false
+						fmt.Fprintf(&b, "%s/%d %s lag %d %s; ", tp.Name, p.Partition, p.State, p.Lag, deref(p.ErrorMessage))
+					}
+				}
+			}
+		}
+		for topic, n := range want {
+			if totals[topic] != n {
+				ok = false
+				fmt.Fprintf(&b, "%s has %d of %d; ", topic, totals[topic], n)
+			}
+		}
+		if ok {
+			return
+		}
+		last = b.String()
+		if time.Now().After(deadline) {
+			t.Fatalf("mirror %s not caught up: %s", mirror, last)
+		}
+		time.Sleep(wait)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func TestMirrorEndToEnd(t *testing.T) {
+	src := kafkatest.Start(t)
+	dst := kafkatest.Start(t)
+	km := kmirror(t, dst)
+	cl := admin(t, km.Proxy.Addr())
+
+	// 3 topics × 8 partitions, 200k records in all, three codecs.
+	const parts = 8
+	const perPartition = 200_000 / 3 / parts
+	codecs := map[string]kgo.CompressionCodec{"orders": kgo.NoCompression(), "payments": kgo.Lz4Compression(), "clicks-eu": kgo.ZstdCompression()}
+	want := map[string]int64{}
+	for topic, codec := range codecs {
+		createTopic(t, src, topic, parts)
+		produce(t, src, topic, parts, perPartition, codec)
+		want[topic] = perPartition * parts
+	}
+	// A topic whose log start is above 0 before it is mirrored.
+	createTopic(t, src, "trimmed", 2)
+	produce(t, src, "trimmed", 2, 1000, kgo.ZstdCompression())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	trim := kadm.Offsets{}
+	trim.Add(kadm.Offset{Topic: "trimmed", Partition: 0, At: 437})
+	trim.Add(kadm.Offset{Topic: "trimmed", Partition: 1, At: 999})
+	if _, err := kadm.NewClient(src.Client(t)).DeleteRecords(ctx, trim); err != nil {
+		t.Fatal(err)
+	}
+	want["trimmed"] = 2000
+
+	create := protocol.NewPtrCreateMirrorRequest()
+	create.MirrorName = "dr"
+	create.Configs = []protocol.CreateMirrorRequestConfig{{Name: "bootstrap.servers", Value: kmsg.StringPtr(src.BootstrapString())}}
+	if r := request[*protocol.CreateMirrorResponse](t, cl, create); r.ErrorCode != 0 {
+		t.Fatalf("create mirror: %s", deref(r.ErrorMessage))
+	}
+	add := protocol.NewPtrAddTopicsToMirrorRequest()
+	add.MirrorName = "dr"
+	for _, n := range []string{"orders", "payments", "trimmed"} {
+		add.Topics = append(add.Topics, protocol.AddTopicsToMirrorRequestTopic{Name: n, NumPartitions: -1})
+	}
+	add.IncludePatterns = []string{"clicks-.*"}
+	r := request[*protocol.AddTopicsToMirrorResponse](t, cl, add)
+	if r.ErrorCode != 0 || len(r.Topics) != 4 {
+		t.Fatalf("add topics: %s %+v", deref(r.ErrorMessage), r.Topics)
+	}
+	for _, tr := range r.Topics {
+		if tr.ErrorCode != 0 {
+			t.Fatalf("add %s: %s", tr.Name, deref(tr.ErrorMessage))
+		}
+	}
+	began := time.Now()
+	waitMirrored(t, cl, "dr", want)
+	t.Logf("mirrored %d records of 4 topics in %s", 200_000+2000, time.Since(began).Round(100*time.Millisecond))
+
+	srcCl, dstCl := src.Client(t), dst.Client(t)
+	got := mirrortest.VerifyIdentical(t, srcCl, dstCl, "orders", "payments", "clicks-eu", "trimmed")
+	if p := got["trimmed"][0]; p.LogStart != 437 {
+		t.Fatalf("trimmed/0 log start %d on both clusters, want 437", p.LogStart)
+	}
+
+	// Read-only: franz-go through kmirror fails fast (it reports the code, not
+	// the broker's message); nothing is written.
+	viaProxy := kafkatest.NewClient(t, []string{km.Proxy.Addr()}, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	refusedAt := time.Now()
+	err := viaProxy.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: 0, Value: []byte("must not land")}).FirstErr()
+	if !errors.Is(err, kerr.PolicyViolation) {
+		t.Fatalf("produce to a mirror topic through kmirror: %v", err)
+	}
+	if d := time.Since(refusedAt); d > 5*time.Second {
+		t.Fatalf("franz-go took %s to give up: the refusal must not be retried", d)
+	}
+	// The Java producer shows the message verbatim.
+	out, jerr := kafkatest.RunToolInput(t, ctx, "hello\n", "org.apache.kafka.tools.ConsoleProducer",
+		"--bootstrap-server", km.Proxy.Addr(), "--topic", "orders", "--producer-property", "retries=0")
+	if !strings.Contains(out, `read-only mirror topic of mirror "dr"`) || !strings.Contains(out, "kmirror mirrors --remove --mirror dr --topics orders") {
+		t.Fatalf("Java console producer to a mirror topic: err %v, output:\n%s", jerr, out)
+	}
+	mirrortest.VerifyIdentical(t, srcCl, dstCl, "orders")
+
+	// Failover of orders: STOPPED, LMO = destination end, writable, same next record.
+	remove := protocol.NewPtrRemoveTopicsFromMirrorRequest()
+	remove.MirrorName = "dr"
+	remove.Topics = []protocol.TopicName{{Name: "orders"}}
+	if rr := request[*protocol.RemoveTopicsFromMirrorResponse](t, cl, remove); rr.ErrorCode != 0 || rr.Topics[0].ErrorCode != 0 {
+		t.Fatalf("remove: %+v", rr)
+	}
+	stoppedAt := time.Now()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		lmo := protocol.NewPtrLastMirroredOffsetsRequest()
+		lmo.MirrorName = "dr"
+		lmo.Topics = []protocol.TopicPartitions{{Name: "orders"}}
+		lr := request[*protocol.LastMirroredOffsetsResponse](t, cl, lmo)
+		done := len(lr.Topics) == 1 && len(lr.Topics[0].Partitions) == parts
+		for _, p := range lr.Topics[0].Partitions {
+			done = done && p.LastMirroredOffset == perPartition
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orders not STOPPED with LMO %d: %+v", perPartition, lr.Topics)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("failover of orders took %s", time.Since(stoppedAt).Round(10*time.Millisecond))
+	if err := viaProxy.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: 3, Value: []byte("after failover")}).FirstErr(); err != nil {
+		t.Fatalf("produce after failover: %v", err)
+	}
+	// A consumer that had read orders/3 up to offset 100 on the source goes on at 101 on the destination.
+	next := func(c *kgo.Client, off int64) *kgo.Record {
+		rc := kafkatest.NewClient(t, c.OptValue(kgo.SeedBrokers).([]string),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"orders": {3: kgo.NewOffset().At(off)}}))
+		for {
+			fs := rc.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatal("timeout reading orders/3")
+			}
+			var first *kgo.Record
+			fs.EachRecord(func(r *kgo.Record) {
+				if first == nil {
+					first = r
+				}
+			})
+			if first != nil {
+				return first
+			}
+		}
+	}
+	if a, b := next(srcCl, 101), next(viaProxy, 101); a.Offset != b.Offset || string(a.Value) != string(b.Value) || string(a.Key) != string(b.Key) {
+		t.Fatalf("next record after offset 100: source %d %q, destination %d %q", a.Offset, a.Key, b.Offset, b.Key)
+	}
+	if last := next(viaProxy, perPartition); string(last.Value) != "after failover" || last.Offset != perPartition {
+		t.Fatalf("record after failover at offset %d: %q", last.Offset, last.Value)
+	}
+}

@@ -1,0 +1,218 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/sourceclient"
+	"github.com/kmirror/kmirror/fetcher"
+)
+
+// DataPath is the coordinator's DataPath on top of fetcher: one Copier per
+// mirror (its fetch sizes and source connection are the mirror's), shared by
+// every partition of that mirror this instance owns.
+type DataPath struct {
+	sources *sourceclient.Cache
+	dst     *kgo.Client
+	dstAdm  *kadm.Client
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	copiers map[string]*mirrorCopier
+}
+
+type mirrorCopier struct {
+	copier *fetcher.Copier
+	parts  map[coordinator.PartitionRef]bool // running partitions (Config cleared)
+}
+
+// NewDataPath copies into the destination reached through dst.
+func NewDataPath(sources *sourceclient.Cache, dst *kgo.Client, log *slog.Logger) *DataPath {
+	return &DataPath{sources: sources, dst: dst, dstAdm: kadm.NewClient(dst), log: log, copiers: map[string]*mirrorCopier{}}
+}
+
+// permanent marks the fetcher errors that retrying cannot fix.
+func permanent(err error) error {
+	for _, p := range []error{fetcher.ErrDiverged, fetcher.ErrSourceTopicChanged, fetcher.ErrOffsetMismatch,
+		fetcher.ErrUnsupportedBatch, fetcher.ErrLogAppendTimeBatch, fetcher.ErrBatchTooLarge, fetcher.ErrCorruptBatch} {
+		if errors.Is(err, p) {
+			return coordinator.Permanent(err)
+		}
+	}
+	return err
+}
+
+func key(p coordinator.PartitionRef) coordinator.PartitionRef {
+	p.Config = nil
+	return p
+}
+
+// Prepare checks the source is still the cluster the mirror was created
+// for, makes the destination topic ready and fences in this instance as the
+// partition's writer. Alignment with the source log start happens in Start,
+// under the same writer.
+func (d *DataPath) Prepare(ctx context.Context, p coordinator.PartitionRef) (coordinator.Writer, []string, error) {
+	src, err := d.sources.Client(p.Mirror, p.Config.Configs)
+	if err != nil {
+		return coordinator.Writer{}, nil, coordinator.Permanent(err)
+	}
+	if want := p.Config.SourceClusterID; want != "" {
+		got, err := sourceclient.ClusterID(ctx, src)
+		if err != nil {
+			return coordinator.Writer{}, nil, fmt.Errorf("reaching the source cluster: %w", err)
+		}
+		if got != want {
+			return coordinator.Writer{}, nil, coordinator.Permanent(fmt.Errorf(
+				"the source at %s is cluster %s, but the mirror was created for cluster %s; fix bootstrap.servers (delete and re-create the mirror)",
+				p.Config.Configs["bootstrap.servers"], got, want))
+		}
+	}
+	excluded := mirrorconfig.Parse(p.Config.Configs).TopicPropertyExcluded
+	if _, err := fetcher.EnsureDestinationTopic(ctx, kadm.NewClient(src), d.dstAdm, p.Topic, func(name string) bool {
+		return excluded[name] || fetcher.DefaultExcludedConfig(name)
+	}); err != nil {
+		return coordinator.Writer{}, nil, permanent(fmt.Errorf("preparing destination topic %s: %w", p.Topic, err))
+	}
+	id, err := fetcher.InitProducer(ctx, d.dst, p.TransactionalID())
+	if err != nil {
+		return coordinator.Writer{}, nil, err
+	}
+	return coordinator.Writer{ProducerID: id.ID, Epoch: id.Epoch}, nil, nil
+}
+
+func (d *DataPath) copierFor(p coordinator.PartitionRef) (*mirrorCopier, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if mc := d.copiers[p.Mirror]; mc != nil {
+		return mc, nil
+	}
+	src, err := d.sources.Client(p.Mirror, p.Config.Configs)
+	if err != nil {
+		return nil, coordinator.Permanent(err)
+	}
+	cfg := mirrorconfig.Parse(p.Config.Configs)
+	c, err := fetcher.NewCopier(fetcher.Config{Source: src, Destination: d.dst, FetchMaxBytes: cfg.FetchMaxBytes,
+		FetchResponseMaxBytes: cfg.FetchResponseMaxBytes, FetchMaxWait: cfg.FetchMaxWait, Logger: d.log.With("mirror", p.Mirror)})
+	if err != nil {
+		return nil, err
+	}
+	mc := &mirrorCopier{copier: c, parts: map[coordinator.PartitionRef]bool{}}
+	d.copiers[p.Mirror] = mc
+	return mc, nil
+}
+
+// Start copies the partition with the writer Prepare fenced in.
+func (d *DataPath) Start(ctx context.Context, p coordinator.PartitionRef, w coordinator.Writer, events func(coordinator.Event)) error {
+	mc, err := d.copierFor(p)
+	if err != nil {
+		return err
+	}
+	task := fetcher.Task{Topic: p.Topic, Partition: p.Partition, SourceTopicID: p.SourceTopicID, TransactionalID: p.TransactionalID()}
+	if w.ProducerID != 0 || w.Epoch != 0 {
+		task.Producer = &fetcher.ProducerIdentity{ID: w.ProducerID, Epoch: w.Epoch}
+	}
+	if err := mc.copier.Start(ctx, task, func(ev fetcher.Event) { events(translate(ev)) }); err != nil {
+		return permanent(err)
+	}
+	d.mu.Lock()
+	mc.parts[key(p)] = true
+	d.mu.Unlock()
+	return nil
+}
+
+func translate(ev fetcher.Event) coordinator.Event {
+	switch ev.Kind {
+	case fetcher.EventFenced:
+		return coordinator.Event{Kind: coordinator.EvFenced, Err: ev.Err}
+	case fetcher.EventGapFilled:
+		return coordinator.Event{Kind: coordinator.EvRetentionGap, Note: fmt.Sprintf(
+			"source offsets %d..%d were gone (source retention) before they were copied; the destination holds filler there, below its log start",
+			ev.From, ev.To-1)}
+	case fetcher.EventNonRetriable:
+		return coordinator.Event{Kind: coordinator.EvCopyFailed, Err: ev.Err}
+	default:
+		return coordinator.Event{Kind: coordinator.EvCopyFailed, Err: ev.Err, Retriable: true}
+	}
+}
+
+// Stop stops the partition's copy, if it runs here, and returns the
+// destination log end read after it stopped: the last mirrored offset.
+func (d *DataPath) Stop(ctx context.Context, p coordinator.PartitionRef) (int64, error) {
+	d.stopCopy(p)
+	ends, err := d.dstAdm.ListEndOffsets(ctx, p.Topic)
+	if err != nil {
+		return 0, fmt.Errorf("reading the destination log end of %s/%d: %w", p.Topic, p.Partition, err)
+	}
+	o, ok := ends.Lookup(p.Topic, p.Partition)
+	if !ok {
+		return 0, nil // the destination topic was never created: nothing mirrored
+	}
+	if o.Err != nil {
+		return 0, fmt.Errorf("reading the destination log end of %s/%d: %w", p.Topic, p.Partition, o.Err)
+	}
+	return o.Offset, nil
+}
+
+func (d *DataPath) stopCopy(p coordinator.PartitionRef) {
+	d.mu.Lock()
+	mc := d.copiers[p.Mirror]
+	running := mc != nil && mc.parts[key(p)]
+	if running {
+		delete(mc.parts, key(p))
+	}
+	d.mu.Unlock()
+	if !running {
+		return
+	}
+	if _, err := mc.copier.Stop(p.Topic, p.Partition); err != nil {
+		d.log.Debug("copy ended with an error", "mirror", p.Mirror, "topic", p.Topic, "partition", p.Partition, "err", err)
+	}
+	d.mu.Lock()
+	idle := len(mc.parts) == 0 && d.copiers[p.Mirror] == mc
+	if idle {
+		delete(d.copiers, p.Mirror)
+	}
+	d.mu.Unlock()
+	if idle {
+		mc.copier.Close()
+	}
+}
+
+// Progress reports a partition this instance copies.
+func (d *DataPath) Progress(p coordinator.PartitionRef) (coordinator.Progress, bool) {
+	d.mu.Lock()
+	mc := d.copiers[p.Mirror]
+	d.mu.Unlock()
+	if mc == nil {
+		return coordinator.Progress{}, false
+	}
+	pr, ok := mc.copier.Progress(p.Topic, p.Partition)
+	if !ok {
+		return coordinator.Progress{}, false
+	}
+	return coordinator.Progress{SourceLogStart: pr.SourceLogStart, SourceHighWatermark: pr.SourceHighWatermark,
+		DestinationLogEnd: pr.DestinationLogEnd, RecordsCopied: pr.RecordsCopied, BytesCopied: pr.BytesCopied,
+		LastCopiedTimestamp: pr.LastCopiedTimestamp, UpdatedAt: pr.UpdatedAt}, true
+}
+
+// Forget stops a partition this instance no longer owns.
+func (d *DataPath) Forget(p coordinator.PartitionRef) { d.stopCopy(p) }
+
+// Close stops every copy.
+func (d *DataPath) Close() {
+	d.mu.Lock()
+	copiers := d.copiers
+	d.copiers = map[string]*mirrorCopier{}
+	d.mu.Unlock()
+	for _, mc := range copiers {
+		mc.copier.Close()
+	}
+}

@@ -1,0 +1,172 @@
+// Package instance assembles one kmirror instance: the proxy in front of the
+// destination brokers, the control plane (coordinator, __mirror_state), the
+// mirror RPC handlers, read-only enforcement, the periodic refresh and the
+// copy pipeline. `kmirror proxy`, `kmirror demo` and the end-to-end tests all
+// run this same assembly.
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/apis"
+	"github.com/kmirror/kmirror/apis/apicore"
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/sourceclient"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/enforcement"
+	"github.com/kmirror/kmirror/proxy"
+)
+
+// Config configures an instance.
+type Config struct {
+	Proxy proxy.Config
+	// Mirroring turns the control plane and pipeline on (default on in the
+	// command; a proxy-only instance answers mirror RPCs with a clear error).
+	Mirroring              bool
+	StateTopic             string
+	StatePartitions        int32
+	StateReplicationFactor int16
+	GroupID                string
+	SessionTimeout         time.Duration
+	// ReadOnlyErrorCode is what refused writes carry: 44 POLICY_VIOLATION
+	// (default) or 134 READ_ONLY_TOPIC.
+	ReadOnlyErrorCode int16
+	Logger            *slog.Logger
+}
+
+// Instance is a running kmirror.
+type Instance struct {
+	cfg     Config
+	log     *slog.Logger
+	Proxy   *proxy.Proxy
+	Coord   *coordinator.Coordinator
+	Guard   *enforcement.Guard
+	Backend *apicore.Backend
+	sources *sourceclient.Cache
+	dstCl   *kgo.Client
+	data    *DataPath
+}
+
+// New builds an instance; Run starts it.
+func New(ctx context.Context, cfg Config) (*Instance, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	p, err := proxy.New(cfg.Proxy, proxy.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	in := &Instance{cfg: cfg, log: log, Proxy: p}
+	if !cfg.Mirroring {
+		return in, nil
+	}
+	dstOpts, err := p.UpstreamClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	in.dstCl, err = kgo.NewClient(dstOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("destination client: %w", err)
+	}
+	in.Guard, err = enforcement.New(enforcement.Options{ErrorCode: cfg.ReadOnlyErrorCode, ResolveTopicID: in.topicName})
+	if err != nil {
+		in.dstCl.Close()
+		return nil, err
+	}
+	in.sources = sourceclient.NewCache()
+	in.data = NewDataPath(in.sources, in.dstCl, log)
+	in.Coord, err = coordinator.New(ctx, coordinator.Config{
+		Client: dstOpts, StateTopic: cfg.StateTopic, StatePartitions: cfg.StatePartitions,
+		StateReplicationFactor: cfg.StateReplicationFactor, GroupID: cfg.GroupID,
+		SessionTimeout: cfg.SessionTimeout, DataPath: in.data, Logger: log,
+	})
+	if err != nil {
+		in.dstCl.Close()
+		return nil, err
+	}
+	in.Backend = &apicore.Backend{Coord: in.Coord, Sources: in.sources, Destination: kadm.NewClient(in.dstCl), Log: log}
+	apis.Register(p.Handlers, in.Backend)
+	p.SetGuard(in.Guard)
+	if err := in.Coord.RegisterMetrics(p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// topicName resolves a destination topic id for the guard.
+func (in *Instance) topicName(ctx context.Context, id [16]byte) (string, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.TopicID = id
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, in.dstCl)
+	if err != nil {
+		return "", err
+	}
+	for _, rt := range resp.Topics {
+		if rt.TopicID == id && rt.Topic != nil {
+			return *rt.Topic, nil
+		}
+	}
+	return "", fmt.Errorf("no topic has id %x", id)
+}
+
+// Start makes the proxy listen; Run then serves until ctx ends.
+func (in *Instance) Start(ctx context.Context) error { return in.Proxy.Start(ctx) }
+
+// Run serves until ctx ends, then stops everything it started.
+func (in *Instance) Run(ctx context.Context) error {
+	if !in.cfg.Mirroring {
+		return in.Proxy.Run(ctx)
+	}
+	var wg sync.WaitGroup
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var coordErr error
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		coordErr = in.Coord.Run(mctx)
+	}()
+	go func() {
+		defer wg.Done()
+		apis.RunRefresh(mctx, in.Backend)
+	}()
+	go func() {
+		defer wg.Done()
+		in.followReadOnlySet(mctx)
+	}()
+	err := in.Proxy.Run(ctx)
+	cancel()
+	wg.Wait()
+	in.data.Close()
+	in.sources.Close()
+	in.dstCl.Close()
+	return errors.Join(err, coordErr)
+}
+
+// followReadOnlySet rebuilds the guard's read-only set whenever the mirror
+// state changes.
+func (in *Instance) followReadOnlySet(ctx context.Context) {
+	for {
+		changed := in.Coord.Store().Changed()
+		var set *enforcement.ReadOnlySet
+		in.Coord.Store().Read(func(v *statetopic.View) { set = enforcement.FromView(v) })
+		in.Guard.Update(set)
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}

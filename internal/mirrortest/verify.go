@@ -1,0 +1,137 @@
+// Package mirrortest checks what a mirror promises, by reading both clusters:
+// every record of the source at the same offset on the destination, with the
+// same key, value, headers and timestamp.
+package mirrortest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Partition counts what was compared on one partition.
+type Partition struct {
+	LogStart, HighWatermark int64
+	Records                 int
+}
+
+// VerifyIdentical reads every partition of topics on both clusters, from the
+// source log start to its high watermark, and fails the test at the first
+// difference. Destination log start and high watermark must equal the source's.
+func VerifyIdentical(t testing.TB, src, dst *kgo.Client, topics ...string) map[string]map[int32]Partition {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sadm, dadm := kadm.NewClient(src), kadm.NewClient(dst)
+	sStart, err := sadm.ListStartOffsets(ctx, topics...)
+	must(t, err, "source start offsets")
+	sEnd, err := sadm.ListEndOffsets(ctx, topics...)
+	must(t, err, "source end offsets")
+	dStart, err := dadm.ListStartOffsets(ctx, topics...)
+	must(t, err, "destination start offsets")
+	dEnd, err := dadm.ListEndOffsets(ctx, topics...)
+	must(t, err, "destination end offsets")
+	out := map[string]map[int32]Partition{}
+	sEnd.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			t.Fatalf("source %s/%d end offset: %v", o.Topic, o.Partition, o.Err)
+		}
+		ss, _ := sStart.Lookup(o.Topic, o.Partition)
+		ds, _ := dStart.Lookup(o.Topic, o.Partition)
+		de, ok := dEnd.Lookup(o.Topic, o.Partition)
+		if !ok || de.Err != nil {
+			t.Fatalf("%s/%d missing on the destination: %v", o.Topic, o.Partition, de.Err)
+		}
+		if de.Offset != o.Offset {
+			t.Fatalf("%s/%d: destination high watermark %d, source %d", o.Topic, o.Partition, de.Offset, o.Offset)
+		}
+		if ds.Offset != ss.Offset {
+			t.Fatalf("%s/%d: destination log start %d, source %d", o.Topic, o.Partition, ds.Offset, ss.Offset)
+		}
+		if out[o.Topic] == nil {
+			out[o.Topic] = map[int32]Partition{}
+		}
+		out[o.Topic][o.Partition] = Partition{LogStart: ss.Offset, HighWatermark: o.Offset}
+	})
+	for topic, parts := range out {
+		for p, info := range parts {
+			if info.HighWatermark == info.LogStart {
+				continue
+			}
+			a := readAll(ctx, t, src, topic, p, info.LogStart, info.HighWatermark)
+			b := readAll(ctx, t, dst, topic, p, info.LogStart, info.HighWatermark)
+			if len(a) != len(b) {
+				t.Fatalf("%s/%d: source has %d records in [%d,%d), destination %d", topic, p, len(a), info.LogStart, info.HighWatermark, len(b))
+			}
+			for i := range a {
+				if err := sameRecord(a[i], b[i]); err != nil {
+					t.Fatalf("%s/%d: %v", topic, p, err)
+				}
+			}
+			info.Records = len(a)
+			parts[p] = info
+		}
+	}
+	return out
+}
+
+func sameRecord(a, b *kgo.Record) error {
+	switch {
+	case a.Offset != b.Offset:
+		return fmt.Errorf("source record at offset %d is at offset %d on the destination", a.Offset, b.Offset)
+	case !bytes.Equal(a.Key, b.Key) || (a.Key == nil) != (b.Key == nil):
+		return fmt.Errorf("offset %d: key %q vs %q", a.Offset, a.Key, b.Key)
+	case !bytes.Equal(a.Value, b.Value) || (a.Value == nil) != (b.Value == nil):
+		return fmt.Errorf("offset %d: values differ (%d vs %d bytes)", a.Offset, len(a.Value), len(b.Value))
+	case !a.Timestamp.Equal(b.Timestamp):
+		return fmt.Errorf("offset %d: timestamp %s vs %s", a.Offset, a.Timestamp, b.Timestamp)
+	case len(a.Headers) != len(b.Headers):
+		return fmt.Errorf("offset %d: %d headers vs %d", a.Offset, len(a.Headers), len(b.Headers))
+	}
+	for i := range a.Headers {
+		if a.Headers[i].Key != b.Headers[i].Key || !bytes.Equal(a.Headers[i].Value, b.Headers[i].Value) {
+			return fmt.Errorf("offset %d: header %d differs", a.Offset, i)
+		}
+	}
+	return nil
+}
+
+// readAll reads [from, to) of one partition (read_uncommitted).
+func readAll(ctx context.Context, t testing.TB, seeds *kgo.Client, topic string, p int32, from, to int64) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds.OptValue(kgo.SeedBrokers).([]string)...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
+	must(t, err, "reader client")
+	defer cl.Close()
+	var out []*kgo.Record
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%s/%d: read %d records of [%d,%d) before timeout", topic, p, len(out), from, to)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("read %s/%d: %v", topic, p, err) })
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset < to {
+				out = append(out, r)
+			}
+			done = done || r.Offset >= to-1
+		})
+		if done {
+			return out
+		}
+	}
+}
+
+func must(t testing.TB, err error, what string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}

@@ -1,0 +1,107 @@
+package proxy
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/kmirror/kmirror/enforcement"
+)
+
+// Read-only mirror topics (enforcement/). The guard sees Produce and the admin
+// mutations before they are forwarded: refused parts are answered here,
+// allowed parts go upstream, and a Produce that mixes both is forwarded
+// without the refused partitions and its response merged with their refusals.
+// While no topic is read-only the guard costs one atomic load per request.
+
+// SetGuard installs read-only enforcement; nil removes it.
+func (p *Proxy) SetGuard(g *enforcement.Guard) { p.guard.Store(g) }
+
+func (p *Proxy) guardActive() bool {
+	g := p.guard.Load()
+	return g != nil && g.Active()
+}
+
+// guardTimeout bounds a guard decision that has to resolve a topic id
+// upstream (Produce v13+ naming a topic the guard has not seen).
+const guardTimeout = 5 * time.Second
+
+// enforce applies the guard to a request; it returns a locally answered
+// response frame, or the frame to forward (possibly rewritten), and sets
+// pr.merge when the response must be merged with refusals.
+func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16) (local []byte, forward []byte, err error) {
+	g := s.p.guard.Load()
+	if g == nil || !g.Active() {
+		return nil, frame, nil
+	}
+	body := frame[4+h.bodyOff:]
+	ctx, cancel := context.WithTimeout(s.ctx, guardTimeout)
+	defer cancel()
+	hv := responseHeaderVersion(h.key, h.version)
+	switch {
+	case h.key == 0:
+		d, err := g.FilterProduce(ctx, h.version, body)
+		if err != nil {
+			return nil, nil, fmt.Errorf("checking Produce against mirror topics: %w", err)
+		}
+		if d.Refused == nil {
+			return nil, frame, nil
+		}
+		if d.Forward == nil {
+			if acks == 0 {
+				return []byte{}, nil, nil // nothing to forward, nothing to answer
+			}
+			return appendResponseFrame(nil, h.corrID, hv, d.Refused.AppendTo(nil)), nil, nil
+		}
+		out := make([]byte, 0, 4+h.bodyOff+len(d.Forward))
+		out = append(out, frame[:4+h.bodyOff]...)
+		out = append(out, d.Forward...)
+		binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+		pr.merge = d.Refused
+		return nil, out, nil
+	case enforcement.AdminKeys[h.key]:
+		resp, err := g.CheckAdmin(ctx, h.key, h.version, body)
+		if err != nil {
+			return nil, nil, fmt.Errorf("checking %s against mirror topics: %w", kmsg.NameForKey(h.key), err)
+		}
+		if resp != nil {
+			return appendResponseFrame(nil, h.corrID, hv, resp.AppendTo(nil)), nil, nil
+		}
+	}
+	return nil, frame, nil
+}
+
+// mergeRefused adds a split Produce's refusals to the broker's response.
+func mergeRefused(pr *pending) func(kmsg.Response) bool {
+	return func(r kmsg.Response) bool {
+		enforcement.MergeProduce(r.(*kmsg.ProduceResponse), pr.merge)
+		return true
+	}
+}
+
+// UpstreamClientOptions are franz-go options that reach the destination
+// brokers directly with the proxy's upstream TLS and SASL settings (for
+// kmirror's own clients: the control plane and the copy pipeline).
+func (p *Proxy) UpstreamClientOptions() ([]kgo.Opt, error) {
+	tlsCfg, err := p.upstreamTLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	opts := []kgo.Opt{kgo.SeedBrokers(p.cfg.Upstream...), kgo.DialTimeout(p.cfg.DialTimeout)}
+	if tlsCfg != nil {
+		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+	}
+	if m := p.upstreamSASL(); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts, nil
+}
+
+// MeterProvider is where the proxy's metrics live; other parts of an
+// instance register theirs here to share the /metrics endpoint.
+func (p *Proxy) MeterProvider() metric.MeterProvider { return p.metrics.provider }
