@@ -109,11 +109,14 @@ func produce(t *testing.T, c *kafkatest.Cluster, topic string, partitions int32,
 	}
 }
 
+// createTopic creates a source topic that keeps its records: the tests write
+// timestamps 30 days old, which default retention (7 days) would delete on
+// each cluster at its own moment, making the log starts differ.
 func createTopic(t *testing.T, c *kafkatest.Cluster, topic string, partitions int32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resp, err := kadm.NewClient(c.Client(t)).CreateTopic(ctx, partitions, 1, nil, topic)
+	resp, err := kadm.NewClient(c.Client(t)).CreateTopic(ctx, partitions, 1, map[string]*string{"retention.ms": kadm.StringPtr("-1")}, topic)
 	if err == nil {
 		err = resp.Err
 	}

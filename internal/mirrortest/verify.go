@@ -63,8 +63,8 @@ func VerifyIdentical(t testing.TB, src, dst *kgo.Client, topics ...string) map[s
 			if info.HighWatermark == info.LogStart {
 				continue
 			}
-			a := readAll(ctx, t, src, topic, p, info.LogStart, info.HighWatermark)
-			b := readAll(ctx, t, dst, topic, p, info.LogStart, info.HighWatermark)
+			a := readAll(ctx, t, "source", src, topic, p, info.LogStart, info.HighWatermark)
+			b := readAll(ctx, t, "destination", dst, topic, p, info.LogStart, info.HighWatermark)
 			if len(a) != len(b) {
 				t.Fatalf("%s/%d: source has %d records in [%d,%d), destination %d", topic, p, len(a), info.LogStart, info.HighWatermark, len(b))
 			}
@@ -102,7 +102,7 @@ func sameRecord(a, b *kgo.Record) error {
 }
 
 // readAll reads [from, to) of one partition (read_uncommitted).
-func readAll(ctx context.Context, t testing.TB, seeds *kgo.Client, topic string, p int32, from, to int64) []*kgo.Record {
+func readAll(ctx context.Context, t testing.TB, side string, seeds *kgo.Client, topic string, p int32, from, to int64) []*kgo.Record {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds.OptValue(kgo.SeedBrokers).([]string)...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
@@ -110,12 +110,16 @@ func readAll(ctx context.Context, t testing.TB, seeds *kgo.Client, topic string,
 	must(t, err, "reader client")
 	defer cl.Close()
 	var out []*kgo.Record
+	polls, lastHW, lastStart := 0, int64(-1), int64(-1)
 	for {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("%s/%d: read %d records of [%d,%d) before timeout", topic, p, len(out), from, to)
+			t.Fatalf("%s %s/%d: read %d records of [%d,%d) before timeout (%d polls, last high watermark %d, log start %d)",
+				side, topic, p, len(out), from, to, polls, lastHW, lastStart)
 		}
-		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("read %s/%d: %v", topic, p, err) })
+		polls++
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) { lastHW, lastStart = fp.HighWatermark, fp.LogStartOffset })
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("read %s %s/%d: %v", side, topic, p, err) })
 		done := false
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Offset < to {

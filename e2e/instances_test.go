@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/mirrortest"
+	"github.com/kmirror/kmirror/protocol"
+)
+
+// process is a kmirror binary running `kmirror proxy` in front of dst.
+type process struct {
+	t           *testing.T
+	bin, name   string
+	addr, mAddr string
+	args        []string
+	cmd         *exec.Cmd
+	exited      chan struct{}
+}
+
+func buildKmirror(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kmirror")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/kmirror").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func startProcess(t *testing.T, bin, name string, dst *kafkatest.Cluster) *process {
+	t.Helper()
+	p := &process{t: t, bin: bin, name: name, addr: freeAddr(t), mAddr: freeAddr(t)}
+	p.args = []string{"proxy", "--upstream", dst.BootstrapString(), "--listen", p.addr, "--broker-ports", "0",
+		"--metrics-addr", p.mAddr, "--state-partitions", "10", "--session-timeout", "6s", "--log-level", "warn"}
+	p.start()
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+func (p *process) start() {
+	p.t.Helper()
+	p.cmd = exec.Command(p.bin, p.args...)
+	logf, err := os.Create(filepath.Join(p.t.TempDir(), p.name+".log"))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.exited = make(chan struct{})
+	go func() {
+		_ = p.cmd.Wait()
+		logf.Close()
+		close(p.exited)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if c, err := net.Dial("tcp", p.addr); err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-p.exited:
+			b, _ := os.ReadFile(logf.Name())
+			p.t.Fatalf("kmirror %s exited at start:\n%s", p.name, b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("kmirror %s does not listen on %s", p.name, p.addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (p *process) signal(sig syscall.Signal) {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+func (p *process) kill() {
+	p.signal(syscall.SIGKILL)
+	if p.exited != nil {
+		<-p.exited
+	}
+}
+
+func (p *process) stop() {
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		p.t.Fatalf("kmirror %s did not stop on SIGTERM within 30s", p.name)
+	}
+}
+
+var lagSeries = regexp.MustCompile(`(?m)^kmirror_mirror_lag_records\{[^}]*partition="(\d+)"[^}]*topic="([^"]+)"`)
+
+// copying lists the partitions an instance copies, from its metrics.
+func (p *process) copying() map[string]bool {
+	resp, err := http.Get("http://" + p.mAddr + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(bufio.NewReader(resp.Body))
+	out := map[string]bool{}
+	for _, m := range lagSeries.FindAllStringSubmatch(string(b), -1) {
+		out[m[2]+"/"+m[1]] = true
+	}
+	return out
+}
+
+func destinationTotal(t *testing.T, cl *kgo.Client, mirror string) (dst, src int64) {
+	req := protocol.NewPtrDescribeMirrorsRequest()
+	req.MirrorNames = []string{mirror}
+	resp := request[*protocol.DescribeMirrorsResponse](t, cl, req)
+	for _, m := range resp.Mirrors {
+		for _, tp := range m.Topics {
+			for _, p := range tp.Partitions {
+				dst += max(0, p.DestinationHighWatermark)
+				src += max(0, p.SourceHighWatermark)
+			}
+		}
+	}
+	return dst, src
+}
+
+// Two kmirror processes split the mirror partitions; SIGKILL one in the
+// middle of a copy and the other finishes it; restart it and stop the other
+// gracefully: the copy stays exact throughout.
+func TestInstancesSplitSurviveKillAndRestart(t *testing.T) {
+	src := kafkatest.Start(t)
+	dst := kafkatest.Start(t)
+	bin := buildKmirror(t)
+	const parts = 8
+	const perPartition = 40_000
+	createTopic(t, src, "events", parts)
+	produce(t, src, "events", parts, perPartition, kgo.Lz4Compression())
+
+	a := startProcess(t, bin, "a", dst)
+	b := startProcess(t, bin, "b", dst)
+	cl := admin(t, b.addr)
+	create := protocol.NewPtrCreateMirrorRequest()
+	create.MirrorName = "dr"
+	create.Configs = []protocol.CreateMirrorRequestConfig{
+		{Name: "bootstrap.servers", Value: kmsg.StringPtr(src.BootstrapString())},
+		// Small fetches make the copy take long enough to kill an instance in its middle.
+		{Name: "fetch.max.bytes", Value: kmsg.StringPtr("16384")},
+	}
+	if r := request[*protocol.CreateMirrorResponse](t, cl, create); r.ErrorCode != 0 {
+		t.Fatalf("create: %s", deref(r.ErrorMessage))
+	}
+	add := protocol.NewPtrAddTopicsToMirrorRequest()
+	add.MirrorName = "dr"
+	add.Topics = []protocol.AddTopicsToMirrorRequestTopic{{Name: "events", NumPartitions: -1}}
+	if r := request[*protocol.AddTopicsToMirrorResponse](t, cl, add); r.ErrorCode != 0 || r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("add: %+v", r)
+	}
+
+	// Both instances copy, disjoint shares, before the copy is done.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ca, cb := a.copying(), b.copying()
+		overlap := false
+		for k := range ca {
+			overlap = overlap || cb[k]
+		}
+		done, total := destinationTotal(t, cl, "dr")
+		if overlap {
+			t.Fatalf("a partition is copied by both instances: a %v, b %v", ca, cb)
+		}
+		if len(ca) > 0 && len(cb) > 0 && len(ca)+len(cb) == parts && done > 0 {
+			if done >= total {
+				t.Fatalf("the copy finished before an instance could be killed in its middle (%d of %d)", done, total)
+			}
+			t.Logf("split: a copies %d partitions, b %d; %d of %d records copied: killing a", len(ca), len(cb), done, total)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partitions never split between the instances: a %v, b %v", ca, cb)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.kill()
+	waitMirrored(t, cl, "dr", map[string]int64{"events": parts * perPartition})
+	if got := len(b.copying()); got != parts {
+		t.Fatalf("after a died, b copies %d partitions, want %d", got, parts)
+	}
+	mirrortest.VerifyIdentical(t, src.Client(t), dst.Client(t), "events")
+
+	// a comes back; more records arrive; b leaves gracefully; a finishes alone.
+	a.start()
+	produce(t, src, "events", parts, 1000, kgo.ZstdCompression())
+	b.stop()
+	cl = admin(t, a.addr)
+	waitMirrored(t, cl, "dr", map[string]int64{"events": parts * (perPartition + 1000)})
+	mirrortest.VerifyIdentical(t, src.Client(t), dst.Client(t), "events")
+	if got := len(a.copying()); got != parts {
+		t.Fatalf("after b left, a copies %d partitions, want %d", got, parts)
+	}
+	t.Logf("exact after SIGKILL, restart and graceful hand-over: %d records", parts*(perPartition+1000))
+}
