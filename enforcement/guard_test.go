@@ -14,7 +14,7 @@ import (
 var ordersID = statetopic.UUID{7}
 
 // view: mirror dr mirrors "orders" (2 partitions: 0 STOPPED, 1 MIRRORING).
-func testGuard(t *testing.T) *Guard {
+func testGuard(t testing.TB) *Guard {
 	t.Helper()
 	v := statetopic.NewView()
 	put := func(k statetopic.Key, val any) {
@@ -204,7 +204,7 @@ func TestStoppedTopicIsWritable(t *testing.T) {
 func FuzzFilterProduce(f *testing.F) {
 	f.Add(int16(9), produceBody(9, map[string][]int32{"orders": {0, 1}, "x": {2}}))
 	f.Add(int16(13), produceBody(13, map[string][]int32{"orders": {1}}))
-	g := testGuard(&testing.T{})
+	g := testGuard(f)
 	f.Fuzz(func(t *testing.T, version int16, body []byte) {
 		if version < 0 || version > kmsg.NewPtrProduceRequest().MaxVersion() {
 			return

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -784,58 +783,6 @@ func testCompactedSource(t *testing.T, e *env) {
 	}
 	t.Logf("reported: %v", ev.Err)
 	c.Stop("compacted", 0)
-}
-
-// TestThroughput (KMIRROR_THROUGHPUT=1) copies ~100 MB in 8 partitions
-// between two real single-broker clusters on this machine and logs the rate.
-func TestThroughput(t *testing.T) {
-	if os.Getenv("KMIRROR_THROUGHPUT") == "" {
-		t.Skip("set KMIRROR_THROUGHPUT=1")
-	}
-	e := newEnv(t, sharedPair(t))
-	const parts, perPart = 8, 25_000
-	e.createSource("tput", parts, nil)
-	cl := e.client(e.p.src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.Lz4Compression()),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerLinger(50*time.Millisecond), kgo.MaxBufferedRecords(100_000))
-	rng := rand.New(rand.NewPCG(3, 4))
-	for p := int32(0); p < parts; p++ {
-		for i := 0; i < perPart; i++ {
-			val := make([]byte, 500) // half random: compresses about 2:1
-			for j := 0; j < 256; j += 8 {
-				binary.LittleEndian.PutUint64(val[j:], rng.Uint64())
-			}
-			cl.Produce(e.ctx, &kgo.Record{Topic: "tput", Partition: p, Value: val}, nil)
-		}
-	}
-	if err := cl.Flush(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.ensureDestination("tput")
-	c := e.newCopier(Config{})
-	defer c.Close()
-	began := time.Now()
-	for p := int32(0); p < parts; p++ {
-		if err := c.Start(e.ctx, Task{Topic: "tput", Partition: p, TransactionalID: fmt.Sprintf("mirror-tput-%d", p)}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var bytesCopied, records int64
-	for p := int32(0); p < parts; p++ {
-		e.waitCopied(c, "tput", p)
-	}
-	elapsed := time.Since(began)
-	for p := int32(0); p < parts; p++ {
-		pr, err := c.Stop("tput", p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bytesCopied += pr.BytesCopied
-		records += pr.RecordsCopied
-	}
-	batches := len(e.rawBatches(e.src, "tput", 0, 0)) * parts
-	t.Logf("copied %d records, %.1f MB in ~%d batches (lz4, 500-byte half-random values) in %v: %.1f MB/s, %.0f records/s, %.0f batches/s",
-		records, float64(bytesCopied)/1e6, batches, elapsed, float64(bytesCopied)/1e6/elapsed.Seconds(), float64(records)/elapsed.Seconds(),
-		float64(batches)/elapsed.Seconds())
 }
 
 // TestRealDestinationLeaderFailover kills the destination leader (SIGKILL)

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/internal/kafkaauth"
 	"net"
 	"os"
 	"strings"
@@ -14,8 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // dialUpstream connects to the broker behind route r (TLS when configured). SASL is not
@@ -89,15 +88,12 @@ func (p *Proxy) upstreamTLSConfig() (*tls.Config, error) {
 // upstreamSASL returns the proxy's own SASL mechanism for discovery (nil: none).
 func (p *Proxy) upstreamSASL() sasl.Mechanism {
 	s := p.cfg.UpstreamSASL
-	switch strings.ToUpper(s.Mechanism) {
-	case "PLAIN":
-		return plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()
-	case "SCRAM-SHA-256":
-		return scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism()
-	case "SCRAM-SHA-512":
-		return scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()
+	if s.Mechanism == "" {
+		return nil
 	}
-	return nil
+	// Config.Validate refused unknown mechanisms already.
+	m, _ := kafkaauth.SASL(strings.ToUpper(s.Mechanism), s.Username, s.Password)
+	return m
 }
 
 // discover asks upstream for its brokers and makes sure each has a listener.

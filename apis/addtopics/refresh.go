@@ -7,6 +7,7 @@ import (
 	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 )
 
@@ -22,6 +23,18 @@ func Refresh(ctx context.Context, b *apicore.Backend, mirror string) ([]string, 
 	src, err := b.SourceClient(m)
 	if err != nil {
 		return nil, err
+	}
+	if want := m.Config.SourceClusterID; want != "" {
+		// bootstrap.servers may come to point at another cluster (DNS, a
+		// rebuilt cluster): never mirror from a cluster the mirror was not made for.
+		got, err := sourceclient.ClusterID(ctx, src)
+		if err != nil {
+			return nil, fmt.Errorf("reaching the source of mirror %s: %w", mirror, err)
+		}
+		if got != want {
+			return nil, fmt.Errorf("the source of mirror %s at %s is now cluster %s, not %s; its partitions fail when they next prepare: fix bootstrap.servers or delete and re-create the mirror",
+				mirror, m.Config.Configs["bootstrap.servers"], got, want)
+		}
 	}
 	sourceTopics, err := apicore.ListTopics(ctx, src)
 	if err != nil {

@@ -170,3 +170,45 @@ func TopicResult(name string, err error) protocol.TopicResult {
 	code, msg := protocol.ErrorCodeAndMessage(err)
 	return protocol.TopicResult{Name: name, ErrorCode: code, ErrorMessage: msg}
 }
+
+// RequestedPartition is one partition a request names, with its state (nil
+// where none is recorded) or the error that answers it.
+type RequestedPartition struct {
+	Partition int32
+	State     *statetopic.PartitionState
+	Err       error
+}
+
+// Requested expands the topics and partitions a LastMirroredOffsets or
+// ReadMirrorState request names: no topics means every topic of the mirror,
+// no partitions every partition of the topic.
+func Requested(m *statetopic.Mirror, topics []protocol.TopicPartitions, each func(topic string, parts []RequestedPartition)) {
+	if len(topics) == 0 {
+		for _, n := range m.TopicNames() {
+			topics = append(topics, protocol.TopicPartitions{Name: n})
+		}
+	}
+	for _, tp := range topics {
+		states := TopicStates(m, tp.Name)
+		parts := tp.Partitions
+		if len(parts) == 0 {
+			for p := range states {
+				parts = append(parts, int32(p))
+			}
+		}
+		out := make([]RequestedPartition, 0, len(parts))
+		for _, p := range parts {
+			rp := RequestedPartition{Partition: p}
+			switch {
+			case states == nil:
+				rp.Err = protocol.ErrTopicNotInMirror.WithMessage("topic %q is not in mirror %q", tp.Name, m.Name)
+			case p < 0 || int(p) >= len(states):
+				rp.Err = protocol.ErrUnknownTopicOrPartition.WithMessage("topic %q has %d partitions", tp.Name, len(states))
+			default:
+				rp.State = states[p]
+			}
+			out = append(out, rp)
+		}
+		each(tp.Name, out)
+	}
+}

@@ -20,34 +20,17 @@ func Handle(ctx context.Context, b *apicore.Backend, req *protocol.LastMirroredO
 		resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
 		return resp
 	}
-	topics := req.Topics
-	if len(topics) == 0 {
-		for _, n := range m.TopicNames() {
-			topics = append(topics, protocol.TopicPartitions{Name: n})
-		}
-	}
-	for _, tp := range topics {
-		out := protocol.LastMirroredOffsetsResponseTopic{Name: tp.Name}
-		states := apicore.TopicStates(m, tp.Name)
-		parts := tp.Partitions
-		if len(parts) == 0 {
-			for p := range states {
-				parts = append(parts, int32(p))
+	apicore.Requested(m, req.Topics, func(topic string, parts []apicore.RequestedPartition) {
+		out := protocol.LastMirroredOffsetsResponseTopic{Name: topic}
+		for _, rp := range parts {
+			p := protocol.LastMirroredOffsetsResponsePartition{Partition: rp.Partition, LastMirroredOffset: -1}
+			p.ErrorCode, _ = protocol.ErrorCodeAndMessage(rp.Err)
+			if rp.State != nil && rp.State.State == protocol.MirrorStateStopped {
+				p.LastMirroredOffset = rp.State.LastMirroredOffset
 			}
-		}
-		for _, p := range parts {
-			rp := protocol.LastMirroredOffsetsResponsePartition{Partition: p, LastMirroredOffset: -1}
-			switch {
-			case states == nil:
-				rp.ErrorCode = protocol.ErrTopicNotInMirror.Code
-			case p < 0 || int(p) >= len(states):
-				rp.ErrorCode = protocol.ErrUnknownTopicOrPartition.Code
-			case states[p] != nil && states[p].State == protocol.MirrorStateStopped:
-				rp.LastMirroredOffset = states[p].LastMirroredOffset
-			}
-			out.Partitions = append(out.Partitions, rp)
+			out.Partitions = append(out.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, out)
-	}
+	})
 	return resp
 }

@@ -18,40 +18,22 @@ func Handle(ctx context.Context, b *apicore.Backend, req *protocol.ReadMirrorSta
 		resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
 		return resp
 	}
-	topics := req.Topics
-	if len(topics) == 0 {
-		for _, n := range m.TopicNames() {
-			topics = append(topics, protocol.TopicPartitions{Name: n})
-		}
-	}
-	for _, tp := range topics {
-		out := protocol.ReadMirrorStateResponseTopic{Name: tp.Name}
-		states := apicore.TopicStates(m, tp.Name)
-		parts := tp.Partitions
-		if len(parts) == 0 {
-			for p := range states {
-				parts = append(parts, int32(p))
-			}
-		}
-		for _, p := range parts {
-			rp := protocol.ReadMirrorStateResponsePartition{Partition: p, State: protocol.MirrorStateUnknown,
+	apicore.Requested(m, req.Topics, func(topic string, parts []apicore.RequestedPartition) {
+		out := protocol.ReadMirrorStateResponseTopic{Name: topic}
+		for _, rp := range parts {
+			p := protocol.ReadMirrorStateResponsePartition{Partition: rp.Partition, State: protocol.MirrorStateUnknown,
 				PreviousState: protocol.MirrorStateUnknown, LastMirroredOffset: -1}
-			switch {
-			case states == nil:
-				rp.ErrorCode, rp.ErrorMessage = protocol.ErrorCodeAndMessage(protocol.ErrTopicNotInMirror.WithMessage("topic %q is not in mirror %q", tp.Name, m.Name))
-			case p < 0 || int(p) >= len(states):
-				rp.ErrorCode, rp.ErrorMessage = protocol.ErrorCodeAndMessage(protocol.ErrUnknownTopicOrPartition.WithMessage("topic %q has %d partitions", tp.Name, len(states)))
-			case states[p] != nil:
-				s := states[p]
-				rp.State, rp.PreviousState, rp.RetryAttempt, rp.LastMirroredOffset = s.State, s.PreviousState, s.RetryAttempt, s.LastMirroredOffset
+			p.ErrorCode, p.ErrorMessage = protocol.ErrorCodeAndMessage(rp.Err)
+			if s := rp.State; s != nil {
+				p.State, p.PreviousState, p.RetryAttempt, p.LastMirroredOffset = s.State, s.PreviousState, s.RetryAttempt, s.LastMirroredOffset
 				if s.ErrorMessage != "" {
 					msg := s.ErrorMessage
-					rp.ErrorMessage = &msg
+					p.ErrorMessage = &msg
 				}
 			}
-			out.Partitions = append(out.Partitions, rp)
+			out.Partitions = append(out.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, out)
-	}
+	})
 	return resp
 }

@@ -16,10 +16,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/internal/kafkaauth"
 )
 
 // Options turns mirror configs into client options.
@@ -41,16 +40,11 @@ func Options(c mirrorconfig.Config) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	if strings.HasPrefix(c.SecurityProtocol, "SASL") {
-		switch c.SASLMechanism {
-		case "PLAIN":
-			opts = append(opts, kgo.SASL(plain.Auth{User: c.SASLUser, Pass: c.SASLPass}.AsMechanism()))
-		case "SCRAM-SHA-256":
-			opts = append(opts, kgo.SASL(scram.Auth{User: c.SASLUser, Pass: c.SASLPass}.AsSha256Mechanism()))
-		case "SCRAM-SHA-512":
-			opts = append(opts, kgo.SASL(scram.Auth{User: c.SASLUser, Pass: c.SASLPass}.AsSha512Mechanism()))
-		default:
-			return nil, fmt.Errorf("sasl.mechanism %q is not supported", c.SASLMechanism)
+		m, err := kafkaauth.SASL(c.SASLMechanism, c.SASLUser, c.SASLPass)
+		if err != nil {
+			return nil, fmt.Errorf("sasl.mechanism: %w", err)
 		}
+		opts = append(opts, kgo.SASL(m))
 	}
 	return opts, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/internal/kafkaauth"
 	"os"
 	"regexp"
 	"sort"
@@ -13,8 +14,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // commandConfigKeys are the --command-config keys kmirror understands, with
@@ -258,14 +257,11 @@ func (sc *securityConfig) options() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	if strings.HasPrefix(sc.protocol, "SASL_") {
-		switch sc.mechanism {
-		case "PLAIN":
-			opts = append(opts, kgo.SASL(plain.Auth{User: sc.user, Pass: sc.pass}.AsMechanism()))
-		case "SCRAM-SHA-256":
-			opts = append(opts, kgo.SASL(scram.Auth{User: sc.user, Pass: sc.pass}.AsSha256Mechanism()))
-		case "SCRAM-SHA-512":
-			opts = append(opts, kgo.SASL(scram.Auth{User: sc.user, Pass: sc.pass}.AsSha512Mechanism()))
+		m, err := kafkaauth.SASL(sc.mechanism, sc.user, sc.pass)
+		if err != nil {
+			return nil, fmt.Errorf("sasl.mechanism: %w", err)
 		}
+		opts = append(opts, kgo.SASL(m))
 	}
 	return opts, nil
 }

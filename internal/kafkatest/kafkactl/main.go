@@ -26,6 +26,9 @@ const usage = `usage: scripts/kafka.sh COMMAND
   jars                       resolve the Kafka jars into the cache and print where they are
 Clusters live in $KMIRROR_KAFKA_STATE (default $TMPDIR/kmirror-kafka-clusters).`
 
+// errUsage asks main to print the usage and exit 2.
+var errUsage = errors.New("usage")
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:])
@@ -34,6 +37,9 @@ func main() {
 	switch {
 	case errors.As(err, &exit):
 		os.Exit(exit.ExitCode())
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, usage)
+		os.Exit(2)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "kafka.sh:", err)
 		os.Exit(1)
@@ -53,7 +59,7 @@ func stateDir(name string) (string, error) {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New(usage)
+		return errUsage
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
@@ -61,7 +67,7 @@ func run(ctx context.Context, args []string) error {
 		fs := flag.NewFlagSet("start", flag.ContinueOnError)
 		brokers := fs.Int("brokers", 1, "number of brokers")
 		if len(args) == 0 {
-			return errors.New(usage)
+			return errUsage
 		}
 		name := args[0]
 		if err := fs.Parse(args[1:]); err != nil {
@@ -83,7 +89,7 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	case "stop":
 		if len(args) != 1 {
-			return errors.New(usage)
+			return errUsage
 		}
 		dir, err := stateDir(args[0])
 		if err != nil {
@@ -95,7 +101,7 @@ func run(ctx context.Context, args []string) error {
 		return os.RemoveAll(dir)
 	case "bootstrap":
 		if len(args) != 1 {
-			return errors.New(usage)
+			return errUsage
 		}
 		dir, err := stateDir(args[0])
 		if err != nil {
@@ -109,7 +115,7 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	case "tools":
 		if len(args) == 0 {
-			return errors.New(usage)
+			return errUsage
 		}
 		c, err := kafkatest.ToolCommand(ctx, args[0], args[1:]...)
 		if err != nil {
@@ -125,6 +131,7 @@ func run(ctx context.Context, args []string) error {
 		fmt.Println(libs)
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+		fmt.Fprintf(os.Stderr, "unknown command %q\n", cmd)
+		return errUsage
 	}
 }
