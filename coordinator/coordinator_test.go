@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"github.com/kmirror/kmirror/internal/polltest"
 	"log/slog"
 	"os"
 	"sync"
@@ -69,22 +70,10 @@ func (f *fakeDataPath) runningSet() map[int32]bool {
 	return out
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually is polltest.Eventually.
 func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	wait := 20 * time.Millisecond
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s: %s", d, what, detail)
-		}
-		time.Sleep(wait)
-		wait = min(wait*2, 500*time.Millisecond)
-	}
+	polltest.Eventually(t, d, what, cond)
 }
 
 type instance struct {

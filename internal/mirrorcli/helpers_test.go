@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/kmirror/kmirror/internal/polltest"
 	"io"
 	"log/slog"
 	"os"
@@ -49,22 +50,10 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// eventually polls cond with backoff until it holds or d passes.
+// eventually is polltest.Eventually.
 func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	wait := 20 * time.Millisecond
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s: %s", d, what, detail)
-		}
-		time.Sleep(wait)
-		wait = min(wait*2, 500*time.Millisecond)
-	}
+	polltest.Eventually(t, d, what, cond)
 }
 
 // fakeDataPath stands in for the copy pipeline: preparing a topic whose name

@@ -77,9 +77,6 @@ func checkStateDump(t *testing.T, r result, copies int) {
 // codec to a real Apache Kafka broker, then dumps the partition's log
 // segment file and the topic itself.
 func TestDumpStateRealKafkaSegment(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real Kafka broker")
-	}
 	c := kafkatest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
