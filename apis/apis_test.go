@@ -2,6 +2,7 @@ package apis_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/coordinatortest"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -295,22 +297,15 @@ func TestRefreshAddsNewMatchingTopicsAndGrowsPartitions(t *testing.T) {
 
 func waitTopicVisible(t *testing.T, e *env, topic string) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	polltest.Eventually(t, 30*time.Second, "source topic "+topic+" listed", func() (bool, string) {
 		topics, err := apicore.ListTopics(e.ctx, e.src.Client(t))
-		if err == nil && topics.Has(topic) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("source topic %s never listed (%v)", topic, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && topics.Has(topic), fmt.Sprintf("listing: %v", err)
+	})
 }
 
 func waitStates(t *testing.T, e *env, mirror, topic string, partitions int, want protocol.MirrorState) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+	polltest.Eventually(t, time.Minute, fmt.Sprintf("%s/%s reaches %s", mirror, topic, want), func() (bool, string) {
 		rs := readmirrorstate.Handle(e.ctx, e.b, &protocol.ReadMirrorStateRequest{MirrorName: mirror, Topics: []protocol.TopicPartitions{{Name: topic}}})
 		ok := rs.ErrorCode == 0 && len(rs.Topics) == 1 && len(rs.Topics[0].Partitions) == partitions
 		if ok {
@@ -318,12 +313,6 @@ func waitStates(t *testing.T, e *env, mirror, topic string, partitions int, want
 				ok = ok && p.State == want
 			}
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/%s never reached %s: %+v", mirror, topic, want, rs.Topics)
-		}
-		time.Sleep(wait)
-	}
+		return ok, fmt.Sprintf("%+v", rs.Topics)
+	})
 }

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"github.com/kmirror/kmirror/internal/polltest"
 	"log/slog"
 	"os"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
 )
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/mirrortest"
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -78,23 +80,20 @@ func (p *process) start() {
 		logf.Close()
 		close(p.exited)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if c, err := net.Dial("tcp", p.addr); err == nil {
-			c.Close()
-			return
-		}
+	polltest.Eventually(p.t, 30*time.Second, "kmirror "+p.name+" listens on "+p.addr, func() (bool, string) {
 		select {
 		case <-p.exited:
 			b, _ := os.ReadFile(logf.Name())
 			p.t.Fatalf("kmirror %s exited at start:\n%s", p.name, b)
 		default:
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("kmirror %s does not listen on %s", p.name, p.addr)
+		c, err := net.Dial("tcp", p.addr)
+		if err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		c.Close()
+		return true, ""
+	})
 }
 
 func (p *process) signal(sig syscall.Signal) {
@@ -184,29 +183,22 @@ func TestInstancesSplitSurviveKillAndRestart(t *testing.T) {
 	}
 
 	// Both instances copy, disjoint shares, before the copy is done.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		ca, cb := a.copying(), b.copying()
-		overlap := false
+	var ca, cb map[string]bool
+	var done, total int64
+	polltest.Eventually(t, 2*time.Minute, "partitions split between the instances", func() (bool, string) {
+		ca, cb = a.copying(), b.copying()
 		for k := range ca {
-			overlap = overlap || cb[k]
-		}
-		done, total := destinationTotal(t, cl, "dr")
-		if overlap {
-			t.Fatalf("a partition is copied by both instances: a %v, b %v", ca, cb)
-		}
-		if len(ca) > 0 && len(cb) > 0 && len(ca)+len(cb) == parts && done > 0 {
-			if done >= total {
-				t.Fatalf("the copy finished before an instance could be killed in its middle (%d of %d)", done, total)
+			if cb[k] {
+				t.Fatalf("a partition is copied by both instances: a %v, b %v", ca, cb)
 			}
-			t.Logf("split: a copies %d partitions, b %d; %d of %d records copied: killing a", len(ca), len(cb), done, total)
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("partitions never split between the instances: a %v, b %v", ca, cb)
-		}
-		time.Sleep(50 * time.Millisecond)
+		done, total = destinationTotal(t, cl, "dr")
+		return len(ca) > 0 && len(cb) > 0 && len(ca)+len(cb) == parts && done > 0, fmt.Sprintf("a %v, b %v", ca, cb)
+	})
+	if done >= total {
+		t.Fatalf("the copy finished before an instance could be killed in its middle (%d of %d)", done, total)
 	}
+	t.Logf("split: a copies %d partitions, b %d; %d of %d records copied: killing a", len(ca), len(cb), done, total)
 	a.kill()
 	waitMirrored(t, cl, "dr", map[string]int64{"events": parts * perPartition})
 	if got := len(b.copying()); got != parts {

@@ -21,6 +21,7 @@ import (
 	"github.com/kmirror/kmirror/internal/instance"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/mirrortest"
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
 	"github.com/kmirror/kmirror/proxy"
 )
@@ -129,9 +130,7 @@ func createTopic(t *testing.T, c *kafkatest.Cluster, topic string, partitions in
 // MIRRORING with lag 0 and the source high watermark as given.
 func waitMirrored(t *testing.T, cl *kgo.Client, mirror string, want map[string]int64) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	last := ""
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+	polltest.Eventually(t, 3*time.Minute, "mirror "+mirror+" caught up", func() (bool, string) {
 		req := protocol.NewPtrDescribeMirrorsRequest()
 		req.MirrorNames = []string{mirror}
 		resp := request[*protocol.DescribeMirrorsResponse](t, cl, req)
@@ -155,15 +154,8 @@ func waitMirrored(t *testing.T, cl *kgo.Client, mirror string, want map[string]i
 				fmt.Fprintf(&b, "%s has %d of %d; ", topic, totals[topic], n)
 			}
 		}
-		if ok {
-			return
-		}
-		last = b.String()
-		if time.Now().After(deadline) {
-			t.Fatalf("mirror %s not caught up: %s", mirror, last)
-		}
-		time.Sleep(wait)
-	}
+		return ok, b.String()
+	})
 }
 
 func deref(s *string) string {
@@ -260,24 +252,20 @@ func TestMirrorEndToEnd(t *testing.T) {
 		t.Fatalf("remove: %+v", rr)
 	}
 	stoppedAt := time.Now()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	polltest.Eventually(t, time.Minute, fmt.Sprintf("orders STOPPED with LMO %d", perPartition), func() (bool, string) {
 		lmo := protocol.NewPtrLastMirroredOffsetsRequest()
 		lmo.MirrorName = "dr"
 		lmo.Topics = []protocol.TopicPartitions{{Name: "orders"}}
 		lr := request[*protocol.LastMirroredOffsetsResponse](t, cl, lmo)
-		done := len(lr.Topics) == 1 && len(lr.Topics[0].Partitions) == parts
+		if len(lr.Topics) != 1 {
+			return false, fmt.Sprintf("%+v", lr.Topics)
+		}
+		done := len(lr.Topics[0].Partitions) == parts
 		for _, p := range lr.Topics[0].Partitions {
 			done = done && p.LastMirroredOffset == perPartition
 		}
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orders not STOPPED with LMO %d: %+v", perPartition, lr.Topics)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return done, fmt.Sprintf("%+v", lr.Topics)
+	})
 	t.Logf("failover of orders took %s", time.Since(stoppedAt).Round(10*time.Millisecond))
 	if err := viaProxy.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: 3, Value: []byte("after failover")}).FirstErr(); err != nil {
 		t.Fatalf("produce after failover: %v", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/enforcement"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kmirror/kmirror/enforcement"
 )
 
 // Proxy is a running kmirror proxy: one bootstrap listener plus one listener per upstream

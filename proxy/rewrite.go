@@ -3,9 +3,10 @@ package proxy
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/kmirror/kmirror/enforcement"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/enforcement"
 )
 
 // rewrittenKeys are the API keys whose responses the proxy decodes and re-encodes, because

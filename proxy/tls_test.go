@@ -2,14 +2,8 @@ package proxy
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/kmirror/kmirror/internal/tlstest"
 )
 
 // testPKI is a throwaway CA with one server and one client certificate, written as PEM files.
@@ -35,48 +31,26 @@ type testPKI struct {
 func newTestPKI(t *testing.T) *testPKI {
 	t.Helper()
 	dir := t.TempDir()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kmirror test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	p := &testPKI{dir: dir, pool: x509.NewCertPool()}
-	p.pool.AddCert(ca)
-	write := func(name, typ string, der []byte) string {
+	ca := tlstest.NewCA(t, "kmirror test CA")
+	p := &testPKI{dir: dir, pool: ca.Pool()}
+	write := func(name string, b []byte) string {
 		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return path
 	}
-	p.caFile = write("ca.pem", "CERTIFICATE", caDER)
-	leaf := func(serial int64, usage x509.ExtKeyUsage, name string) (string, string, tls.Certificate) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	p.caFile = write("ca.pem", ca.PEM)
+	leaf := func(usage x509.ExtKeyUsage, name string) (string, string, tls.Certificate) {
+		certPEM, keyPEM := ca.Issue(t, name, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, usage)
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			t.Fatal(err)
 		}
-		kder, _ := x509.MarshalECPrivateKey(key)
-		cf, kf := write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "EC PRIVATE KEY", kder)
-		cert, err := tls.LoadX509KeyPair(cf, kf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cf, kf, cert
+		return write(name+".pem", certPEM), write(name+"-key.pem", keyPEM), cert
 	}
-	p.serverCert, p.serverKey, p.server = leaf(2, x509.ExtKeyUsageServerAuth, "server")
-	p.clientCert, p.clientKey, p.client = leaf(3, x509.ExtKeyUsageClientAuth, "client")
+	p.serverCert, p.serverKey, p.server = leaf(x509.ExtKeyUsageServerAuth, "server")
+	p.clientCert, p.clientKey, p.client = leaf(x509.ExtKeyUsageClientAuth, "client")
 	return p
 }
 

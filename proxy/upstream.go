@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/internal/kafkaauth"
 	"net"
 	"os"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/kmirror/kmirror/internal/kafkaauth"
 )
 
 // dialUpstream connects to the broker behind route r (TLS when configured). SASL is not

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/kmirror/kmirror/internal/polltest"
 	"io"
 	"log/slog"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/proxy"
 )
 

@@ -6,7 +6,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/internal/kafkaauth"
 	"os"
 	"regexp"
 	"sort"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/kafkaauth"
 )
 
 // commandConfigKeys are the --command-config keys kmirror understands, with

@@ -2,14 +2,8 @@ package mirrorcli
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -19,74 +13,30 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/internal/tlstest"
 )
-
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a PEM certificate and key signed by the CA.
-func (ca *testCA) issue(t *testing.T, cn string, dns []string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn}, DNSNames: dns,
-		ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
-}
 
 // TestDumpStateCommandConfigTLS checks the TLS keys of --command-config
 // against a mutual-TLS kfake whose certificate names another host: chain
 // verification always, host name verification unless
 // ssl.endpoint.identification.algorithm is empty, and a client keystore.
 func TestDumpStateCommandConfigTLS(t *testing.T) {
-	ca := newTestCA(t, "kmirror test CA")
-	srvCert, srvKey := ca.issue(t, "broker", []string{"kafka.example"}, x509.ExtKeyUsageServerAuth)
-	cliCert, cliKey := ca.issue(t, "ops", nil, x509.ExtKeyUsageClientAuth)
+	ca := tlstest.NewCA(t, "kmirror test CA")
+	srvCert, srvKey := ca.Issue(t, "broker", []string{"kafka.example"}, nil, x509.ExtKeyUsageServerAuth)
+	cliCert, cliKey := ca.Issue(t, "ops", nil, nil, x509.ExtKeyUsageClientAuth)
 	pair, err := tls.X509KeyPair(srvCert, srvKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	addr := strings.Join(c.ListenAddrs(), ",")
 
-	caFile := writeFile(t, "ca.pem", string(ca.pem))
-	otherCA := writeFile(t, "other.pem", string(newTestCA(t, "someone else").pem))
+	caFile := writeFile(t, "ca.pem", string(ca.PEM))
+	otherCA := writeFile(t, "other.pem", string(tlstest.NewCA(t, "someone else").PEM))
 	keystore := writeFile(t, "client.pem", string(cliCert)+string(cliKey))
 
 	// Seed a state record over TLS.
@@ -94,7 +44,7 @@ func TestDumpStateCommandConfigTLS(t *testing.T) {
 	defer cancel()
 	cliPair, _ := tls.X509KeyPair(cliCert, cliKey)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(statetopic.TopicName),
-		kgo.DialTLSConfig(&tls.Config{RootCAs: pool, ServerName: "kafka.example", Certificates: []tls.Certificate{cliPair}}))
+		kgo.DialTLSConfig(&tls.Config{RootCAs: ca.Pool(), ServerName: "kafka.example", Certificates: []tls.Certificate{cliPair}}))
 	if err != nil {
 		t.Fatal(err)
 	}
