@@ -71,6 +71,12 @@ func RunRefresh(ctx context.Context, b *apicore.Backend) {
 //   - acls: only when acls.include is set (metasync).
 func refreshMirror(ctx context.Context, b *apicore.Backend, name string) {
 	now := b.NowTime()
+	var cfg mirrorconfig.Config
+	b.Coord.Store().Read(func(v *statetopic.View) {
+		if m := v.Mirror(name); m != nil {
+			cfg = mirrorconfig.Parse(m.Config.Configs) // a mirror's configs never change
+		}
+	})
 	jobs := map[string]*statetopic.SyncJob{}
 	var recs []coordinator.Record
 	run := func(job string, fn func(ctx context.Context) (string, error)) bool {
@@ -98,7 +104,7 @@ func refreshMirror(ctx context.Context, b *apicore.Backend, name string) {
 	}) {
 		if ctx.Err() == nil {
 			for _, job := range []string{statetopic.JobGroups, statetopic.JobTopicConfigs, statetopic.JobACLs} {
-				if job != statetopic.JobACLs || syncsACLs(b, name) {
+				if job != statetopic.JobACLs || len(cfg.ACLsInclude) > 0 {
 					jobs[job] = &statetopic.SyncJob{AttemptedAt: now, Error: "not run: the topics job failed, so the source was not checked"}
 				}
 			}
@@ -115,7 +121,6 @@ func refreshMirror(ctx context.Context, b *apicore.Backend, name string) {
 		return // cannot happen after the topics job reached the source
 	}
 	srcAdm := kadm.NewClient(src) // shares the cached client: never closed here
-	cfg := mirrorconfig.Parse(m.Config.Configs)
 
 	run(statetopic.JobGroups, func(ctx context.Context) (string, error) {
 		res, err := groupsync.Job{Mirror: m, Source: srcAdm, Destination: b.Destination, Groups: cfg.GroupsInclude}.Run(ctx)
@@ -143,16 +148,6 @@ func refreshMirror(ctx context.Context, b *apicore.Backend, name string) {
 		})
 	}
 	record(ctx, b, name, jobs, recs)
-}
-
-func syncsACLs(b *apicore.Backend, name string) bool {
-	var rules string
-	b.Coord.Store().Read(func(v *statetopic.View) {
-		if m := v.Mirror(name); m != nil {
-			rules = m.Config.Configs["acls.include"]
-		}
-	})
-	return len(mirrorconfig.Parse(map[string]string{"acls.include": rules}).ACLsInclude) > 0
 }
 
 // record writes the run's group records, then the MirrorSync record that

@@ -84,7 +84,9 @@ func (j Job) Run(ctx context.Context) (Result, error) {
 	srcOffsets := j.Source.FetchManyOffsets(ctx, names...)
 	var tracked []string
 	for _, g := range names {
-		if r := srcOffsets[g]; r.Err != nil || committedOn(r.Fetched, topics) {
+		// A group whose offsets could not be read is reported only if it was
+		// tracked before: a hiccup on an unrelated group is no news.
+		if r := srcOffsets[g]; (r.Err == nil && committedOn(r.Fetched, topics)) || (r.Err != nil && j.Mirror.Groups[g] != nil) {
 			tracked = append(tracked, g)
 		}
 	}
