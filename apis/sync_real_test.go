@@ -25,6 +25,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/instance"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/mirrorcli"
 	"github.com/kmirror/kmirror/internal/mirrortest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
@@ -320,6 +321,25 @@ func (e *syncEnv) groupOffsets(t *testing.T) {
 	}
 	if group(m, "gs-skip-me") != nil {
 		t.Fatalf("describe lists the excluded group: %+v", m.Groups)
+	}
+	// What `kmirror mirrors --describe [--json]` prints of it.
+	var table strings.Builder
+	if err := mirrorcli.RenderDescribeTable(&table, &protocol.DescribeMirrorsResponse{Mirrors: []protocol.DescribeMirrorsResponseMirror{m}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^gs\s+gs-billing\s+SYNCED\s+\d+s ago\s+2$`).MatchString(table.String()) ||
+		!regexp.MustCompile(`(?m)^gs\s+groups\s+OK\s+\d+s ago`).MatchString(table.String()) {
+		t.Fatalf("--describe does not show gs-billing's sync:\n%s", table.String())
+	}
+	js := mirrorcli.DescribeToJSON(&protocol.DescribeMirrorsResponse{Mirrors: []protocol.DescribeMirrorsResponseMirror{m}}, false)
+	var jsonAge *int64
+	for _, g := range js.Mirrors[0].Groups {
+		if g.Group == "gs-billing" {
+			jsonAge = g.LastSyncAgeMs
+		}
+	}
+	if jsonAge == nil {
+		t.Fatalf("--json has no last_sync_age_ms for gs-billing: %+v", js.Mirrors[0].Groups)
 	}
 	resp, err := http.Get("http://" + e.in.Proxy.MetricsAddr() + "/metrics")
 	if err != nil {
