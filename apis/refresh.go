@@ -42,7 +42,7 @@ func RunRefresh(ctx context.Context, b *apicore.Backend) {
 		var mirrors []due
 		b.Coord.Store().Read(func(v *statetopic.View) {
 			for _, n := range v.MirrorNames() {
-				mirrors = append(mirrors, due{n, mirrorconfig.Parse(v.Mirror(n).Config.Configs).RefreshInterval})
+				mirrors = append(mirrors, due{n, mirrorconfig.RefreshInterval(v.Mirror(n).Config.Configs)})
 			}
 		})
 		now := time.Now()

@@ -236,6 +236,18 @@ func Parse(configs map[string]string) Config {
 	return c
 }
 
+// RefreshInterval is metadata.refresh.interval.ms alone, for the refresh
+// loop's frequent looks (Parse compiles every pattern).
+func RefreshInterval(configs map[string]string) time.Duration {
+	const k = "metadata.refresh.interval.ms"
+	v, ok := configs[k]
+	if !ok || specs[k].check(v) != nil {
+		v = specs[k].def
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	return time.Duration(n) * time.Millisecond
+}
+
 // Matcher matches names against include and exclude regexes (whole-name
 // matches; exclude wins).
 type Matcher struct {

@@ -46,6 +46,9 @@ func TestParseDefaultsAndMatcher(t *testing.T) {
 			t.Errorf("Match(%q) = %v, want %v (exclude __.* wins, whole-name match)", name, got, want)
 		}
 	}
+	if got := RefreshInterval(map[string]string{"metadata.refresh.interval.ms": "1500"}); got != 1500*time.Millisecond || RefreshInterval(nil) != c.RefreshInterval {
+		t.Fatalf("refresh interval %s, default %s", got, RefreshInterval(nil))
+	}
 	if len(c.ACLsInclude) != 0 {
 		t.Fatalf("ACLs are synced by default: %v", c.ACLsInclude)
 	}
