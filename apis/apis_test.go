@@ -120,6 +120,10 @@ func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
 	expectCode(t, "invalid name", code, msg, protocol.ErrInvalidRequest, `invalid mirror name "bad name!"`)
 	code, msg = e.create("dr", map[string]string{"bootstrap.servers": e.src.BootstrapString(), "fetch.max.byte": "1"})
 	expectCode(t, "unknown config", code, msg, protocol.ErrInvalidConfig, `unknown mirror config "fetch.max.byte"`)
+	code, msg = e.create("dr", map[string]string{"bootstrap.servers": e.src.BootstrapString(), "acls.include": "TOPIC;orders(;READ"})
+	expectCode(t, "bad acls.include", code, msg, protocol.ErrInvalidConfig, `mirror config acls.include="TOPIC;orders(;READ": rule "TOPIC;orders(;READ": resource name: invalid regex`)
+	code, msg = e.create("dr", map[string]string{"bootstrap.servers": e.src.BootstrapString(), "acls.include": "CLUSTER;*;ALTER"})
+	expectCode(t, "cluster ACLs", code, msg, protocol.ErrInvalidConfig, "CLUSTER ACLs are never synced")
 	code, msg = e.create("dr", map[string]string{"bootstrap.servers": e.src.BootstrapString(), "source.cluster.id": "nope"})
 	expectCode(t, "wrong cluster id", code, msg, protocol.ErrInvalidConfig, "source.cluster.id is nope")
 	if code, msg = e.create("dr", srcCfg); code != 0 {

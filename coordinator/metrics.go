@@ -85,6 +85,71 @@ func (c *Coordinator) RegisterMetrics(meter metric.Meter) error {
 	if err != nil {
 		return fmt.Errorf("coordinator metrics: %w", err)
 	}
+	return registerSyncMetrics(meter, c.store)
+}
+
+// registerSyncMetrics publishes what the mirrors' sync jobs last achieved,
+// from the recorded state: every instance reports the same values, and
+// they keep growing when no instance runs the jobs, which is what an alert
+// on them should catch.
+func registerSyncMetrics(meter metric.Meter, store *Store) error {
+	groupAge, err := meter.Float64ObservableGauge("kmirror.mirror.group.sync.age", metric.WithUnit("s"),
+		metric.WithDescription("Seconds since each consumer group's offsets were last known in sync on the destination (groups never synced are not reported)."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	groups, err := meter.Int64ObservableGauge("kmirror.mirror.groups",
+		metric.WithDescription("Consumer groups whose offsets the mirror syncs, by sync state (SYNCED, ACTIVE on the destination, IDLE, FAILED)."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	jobAge, err := meter.Float64ObservableGauge("kmirror.mirror.sync.age", metric.WithUnit("s"),
+		metric.WithDescription("Seconds since each sync job (topics, groups, topic-configs, acls) last completed without error."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	jobFailing, err := meter.Int64ObservableGauge("kmirror.mirror.sync.failing",
+		metric.WithDescription("1 when a sync job's last run failed (describe shows why), else 0."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		now := time.Now()
+		store.Read(func(v *statetopic.View) {
+			for _, name := range v.MirrorNames() {
+				m := v.Mirror(name)
+				counts := map[statetopic.GroupSyncState]int64{}
+				for g, s := range m.Groups {
+					counts[s.State]++
+					if t := m.GroupLastSynced(g); !t.IsZero() {
+						o.ObserveFloat64(groupAge, max(0, now.Sub(t).Seconds()),
+							metric.WithAttributes(attribute.String("mirror", name), attribute.String("group", g)))
+					}
+				}
+				for st, n := range counts {
+					o.ObserveInt64(groups, n, metric.WithAttributes(attribute.String("mirror", name), attribute.String("state", string(st))))
+				}
+				if m.Sync == nil {
+					continue
+				}
+				for job, j := range m.Sync.Jobs {
+					attrs := metric.WithAttributes(attribute.String("mirror", name), attribute.String("job", job))
+					if !j.LastSuccessAt.IsZero() {
+						o.ObserveFloat64(jobAge, max(0, now.Sub(j.LastSuccessAt).Seconds()), attrs)
+					}
+					failing := int64(0)
+					if j.Error != "" {
+						failing = 1
+					}
+					o.ObserveInt64(jobFailing, failing, attrs)
+				}
+			}
+		})
+		return nil
+	}, groupAge, groups, jobAge, jobFailing)
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
 	return nil
 }
 

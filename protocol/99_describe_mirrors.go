@@ -10,6 +10,13 @@ import (
 // watermarks, the lag between them and the last mirrored offset. This is
 // what `kmirror mirrors --describe` prints. A name that does not exist gets
 // UNKNOWN_MIRROR on its own entry; the others are still described.
+//
+// Each mirror also carries, as tagged fields so that clients decoding the
+// original v0 still decode it, what its sync jobs achieved: Groups (tag 0),
+// the consumer groups whose offsets it copies, and Syncs (tag 1), the jobs
+// (topics, groups, topic-configs, acls). Ages are milliseconds before the
+// answering instance's clock, -1 for never, so the client's clock does not
+// matter.
 
 // DescribeMirrorsRequest describes mirrors.
 type DescribeMirrorsRequest struct {
@@ -34,7 +41,30 @@ type DescribeMirrorsResponseMirror struct {
 	ErrorCode    int16
 	ErrorMessage *string
 	Topics       []DescribeMirrorsResponseTopic
+	Groups       []DescribeMirrorsResponseGroup // tag 0
+	Syncs        []DescribeMirrorsResponseSync  // tag 1
 	UnknownTags  kmsg.Tags
+}
+
+// DescribeMirrorsResponseGroup is one consumer group whose offsets the
+// mirror copies.
+type DescribeMirrorsResponseGroup struct {
+	Name          string
+	State         string // SYNCED, ACTIVE, IDLE or FAILED
+	LastSyncAgeMs int64  // since the group was last known in sync; -1 never
+	Partitions    int32  // partitions kept in sync
+	Message       *string
+	UnknownTags   kmsg.Tags
+}
+
+// DescribeMirrorsResponseSync is one sync job of the mirror.
+type DescribeMirrorsResponseSync struct {
+	Job              string  // topics, groups, topic-configs, acls
+	LastSuccessAgeMs int64   // since the job last completed without error; -1 never
+	LastRunAgeMs     int64   // since it last ran; -1 never
+	ErrorMessage     *string // why the last run failed
+	Message          *string // what the last run did
+	UnknownTags      kmsg.Tags
 }
 
 // DescribeMirrorsResponseTopic is one topic of a mirror.
@@ -128,7 +158,10 @@ func (v *DescribeMirrorsResponseMirror) appendTo(dst []byte) []byte {
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = appendNullableString(dst, v.ErrorMessage)
 	dst = appendArray(dst, v.Topics)
-	return appendTags(dst, &v.UnknownTags)
+	return appendTags(dst, &v.UnknownTags,
+		taggedField{0, len(v.Groups) > 0, func(dst []byte) []byte { return appendArray(dst, v.Groups) }},
+		taggedField{1, len(v.Syncs) > 0, func(dst []byte) []byte { return appendArray(dst, v.Syncs) }},
+	)
 }
 
 func (v *DescribeMirrorsResponseMirror) readFrom(d *decoder) {
@@ -136,6 +169,52 @@ func (v *DescribeMirrorsResponseMirror) readFrom(d *decoder) {
 	v.ErrorCode = d.int16()
 	v.ErrorMessage = d.nullableString()
 	v.Topics = readArray[DescribeMirrorsResponseTopic](d)
+	d.tags(&v.UnknownTags, func(tag uint32, fd *decoder) bool {
+		switch tag {
+		case 0:
+			v.Groups = readArray[DescribeMirrorsResponseGroup](fd)
+		case 1:
+			v.Syncs = readArray[DescribeMirrorsResponseSync](fd)
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+func (v *DescribeMirrorsResponseGroup) appendTo(dst []byte) []byte {
+	dst = appendString(dst, v.Name)
+	dst = appendString(dst, v.State)
+	dst = kbin.AppendInt64(dst, v.LastSyncAgeMs)
+	dst = kbin.AppendInt32(dst, v.Partitions)
+	dst = appendNullableString(dst, v.Message)
+	return appendTags(dst, &v.UnknownTags)
+}
+
+func (v *DescribeMirrorsResponseGroup) readFrom(d *decoder) {
+	v.Name = d.string()
+	v.State = d.string()
+	v.LastSyncAgeMs = d.int64()
+	v.Partitions = d.int32()
+	v.Message = d.nullableString()
+	d.tags(&v.UnknownTags, nil)
+}
+
+func (v *DescribeMirrorsResponseSync) appendTo(dst []byte) []byte {
+	dst = appendString(dst, v.Job)
+	dst = kbin.AppendInt64(dst, v.LastSuccessAgeMs)
+	dst = kbin.AppendInt64(dst, v.LastRunAgeMs)
+	dst = appendNullableString(dst, v.ErrorMessage)
+	dst = appendNullableString(dst, v.Message)
+	return appendTags(dst, &v.UnknownTags)
+}
+
+func (v *DescribeMirrorsResponseSync) readFrom(d *decoder) {
+	v.Job = d.string()
+	v.LastSuccessAgeMs = d.int64()
+	v.LastRunAgeMs = d.int64()
+	v.ErrorMessage = d.nullableString()
+	v.Message = d.nullableString()
 	d.tags(&v.UnknownTags, nil)
 }
 

@@ -102,7 +102,16 @@ func roundTripCases() []roundTripCase {
 				{Partition: 0, State: "MIRRORING", SourceHighWatermark: 100, DestinationHighWatermark: 90, Lag: 10, LastMirroredOffset: -1},
 				{Partition: 1, State: "FAILED", SourceHighWatermark: -1, DestinationHighWatermark: 7, Lag: -1, LastMirroredOffset: 6,
 					RetryAttempt: 3, ErrorMessage: strp("offset mismatch: expected 7, broker assigned 8"), UnknownTags: tagsOf(1, "p")},
-			}, UnknownTags: tagsOf(2, "t")}}, UnknownTags: tagsOf(3, "m")},
+			}, UnknownTags: tagsOf(2, "t")}},
+				Groups: []DescribeMirrorsResponseGroup{
+					{Name: "billing", State: "SYNCED", LastSyncAgeMs: 1200, Partitions: 6},
+					{Name: "web", State: "ACTIVE", LastSyncAgeMs: -1, Message: strp("has members on the destination"), UnknownTags: tagsOf(4, "g")},
+				},
+				Syncs: []DescribeMirrorsResponseSync{
+					{Job: "groups", LastSuccessAgeMs: 1200, LastRunAgeMs: 1200, Message: strp("2 groups tracked")},
+					{Job: "acls", LastSuccessAgeMs: -1, LastRunAgeMs: 5, ErrorMessage: strp("the destination has no authorizer"), UnknownTags: tagsOf(5, "s")},
+				},
+				UnknownTags: tagsOf(3, "m")},
 			{Name: "nope", ErrorCode: 137, ErrorMessage: strp("mirror \"nope\" does not exist")},
 		}}},
 

@@ -2,7 +2,11 @@ package addtopics
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator"
@@ -58,6 +62,9 @@ func Refresh(ctx context.Context, b *apicore.Backend, mirror string) ([]string, 
 			continue // deletion and re-creation are reported by the partitions' data path
 		}
 		if n := int32(len(st.Partitions)); n > t.Partitions {
+			if err := growDestination(ctx, b.Destination, name, n); err != nil {
+				return nil, fmt.Errorf("growing destination topic %s of mirror %s to the source's %d partitions: %w", name, mirror, n, err)
+			}
 			grown := *t
 			grown.Partitions, grown.UpdatedAt = n, a.now
 			a.recs = append(a.recs, coordinator.Record{Key: statetopic.MirrorTopicKey(m.Name, name), Value: &grown})
@@ -96,4 +103,30 @@ func Refresh(ctx context.Context, b *apicore.Backend, mirror string) ([]string, 
 		b.Log.Info("new source topic matches the mirror's patterns; mirroring it", "mirror", m.Name, "topic", n)
 	}
 	return added, nil
+}
+
+// growDestination grows an existing destination topic to n partitions
+// before the new partitions get owners: each owner's Prepare grows it too,
+// and all but the first would fail on INVALID_PARTITIONS. A destination
+// topic not created yet is left to Prepare.
+func growDestination(ctx context.Context, dst *kadm.Client, topic string, n int32) error {
+	ds, err := dst.ListTopics(kadm.WithAuthorizedOps(ctx), topic) // fresh metadata, not kgo's cache
+	if err != nil {
+		return err
+	}
+	d, ok := ds[topic]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) || int32(len(d.Partitions)) >= n {
+		return nil
+	}
+	if d.Err != nil {
+		return d.Err
+	}
+	resps, err := dst.UpdatePartitions(ctx, int(n), topic)
+	if err == nil {
+		err = resps.Error()
+	}
+	if errors.Is(err, kerr.InvalidPartitions) {
+		return nil // grown meanwhile (a partition owner's Prepare won)
+	}
+	return err
 }

@@ -82,7 +82,8 @@ func CopyMirror(m *statetopic.Mirror) *statetopic.Mirror {
 	if m == nil {
 		return nil
 	}
-	out := &statetopic.Mirror{Name: m.Name, Topics: map[string]*statetopic.MirrorTopic{}, Partitions: map[statetopic.PartitionID]*statetopic.PartitionState{}}
+	out := &statetopic.Mirror{Name: m.Name, Topics: map[string]*statetopic.MirrorTopic{}, Partitions: map[statetopic.PartitionID]*statetopic.PartitionState{},
+		Groups: make(map[string]*statetopic.GroupSync, len(m.Groups))}
 	if m.Config != nil {
 		c := *m.Config
 		c.Configs = make(map[string]string, len(m.Config.Configs))
@@ -101,6 +102,17 @@ func CopyMirror(m *statetopic.Mirror) *statetopic.Mirror {
 		c := *p
 		c.Notes = append([]string(nil), p.Notes...)
 		out.Partitions[id] = &c
+	}
+	for g, s := range m.Groups {
+		c := *s
+		out.Groups[g] = &c
+	}
+	if m.Sync != nil {
+		out.Sync = &statetopic.MirrorSync{Jobs: make(map[string]*statetopic.SyncJob, len(m.Sync.Jobs))}
+		for name, j := range m.Sync.Jobs {
+			c := *j
+			out.Sync.Jobs[name] = &c
+		}
 	}
 	return out
 }

@@ -49,10 +49,25 @@ func deleteMirror(ctx context.Context, b *apicore.Backend, name string) error {
 	for _, id := range ids {
 		recs = append(recs, coordinator.Record{Key: statetopic.PartitionStateKey(name, id.SourceTopicID, id.Partition)})
 	}
+	recs = append(recs, SyncTombstones(m)...)
 	if err := b.Coord.Write(ctx, recs...); err != nil {
 		return protocol.ErrCoordinatorNotAvailable.WithMessage("deleting mirror %q: %v; retry (a retried delete finishes the job)", name, err)
 	}
 	b.Sources.Drop(name)
 	b.Log.Info("mirror deleted", "mirror", name)
 	return nil
+}
+
+// SyncTombstones deletes the records of a mirror's sync jobs.
+func SyncTombstones(m *statetopic.Mirror) []coordinator.Record {
+	groups := make([]string, 0, len(m.Groups))
+	for g := range m.Groups {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	recs := make([]coordinator.Record, 0, len(groups)+1)
+	for _, g := range groups {
+		recs = append(recs, coordinator.Record{Key: statetopic.GroupSyncKey(m.Name, g)})
+	}
+	return append(recs, coordinator.Record{Key: statetopic.MirrorSyncKey(m.Name)})
 }

@@ -1,11 +1,14 @@
 // Package describemirrors answers DescribeMirrors (API key 99): per mirror
 // partition, the recorded state and the live high watermarks of both
-// clusters, so the lag shown is what a failover right now would lose.
+// clusters, so the lag shown is what a failover right now would lose; per
+// mirror, what its sync jobs and consumer group offset sync last achieved.
 package describemirrors
 
 import (
 	"context"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
@@ -63,7 +66,47 @@ func describe(ctx context.Context, b *apicore.Backend, name string) protocol.Des
 		}
 		out.Topics = append(out.Topics, dt)
 	}
+	out.Groups, out.Syncs = syncs(m, b.NowTime())
 	return out
+}
+
+// syncs reports the mirror's sync jobs and groups, ages measured on this
+// instance's clock.
+func syncs(m *statetopic.Mirror, now time.Time) ([]protocol.DescribeMirrorsResponseGroup, []protocol.DescribeMirrorsResponseSync) {
+	age := func(t time.Time) int64 {
+		if t.IsZero() {
+			return -1
+		}
+		return max(0, now.Sub(t).Milliseconds())
+	}
+	var groups []protocol.DescribeMirrorsResponseGroup
+	names := make([]string, 0, len(m.Groups))
+	for g := range m.Groups {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	for _, g := range names {
+		s := m.Groups[g]
+		groups = append(groups, protocol.DescribeMirrorsResponseGroup{Name: g, State: string(s.State),
+			LastSyncAgeMs: age(m.GroupLastSynced(g)), Partitions: s.Partitions, Message: nonEmpty(s.Message)})
+	}
+	var jobs []protocol.DescribeMirrorsResponseSync
+	for _, name := range []string{statetopic.JobTopics, statetopic.JobGroups, statetopic.JobTopicConfigs, statetopic.JobACLs} {
+		j := m.Sync.Job(name)
+		if j == nil {
+			continue
+		}
+		jobs = append(jobs, protocol.DescribeMirrorsResponseSync{Job: name, LastSuccessAgeMs: age(j.LastSuccessAt),
+			LastRunAgeMs: age(j.AttemptedAt), ErrorMessage: nonEmpty(j.Error), Message: nonEmpty(j.Message)})
+	}
+	return groups, jobs
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // message is the failure, else the notes of events that changed what the

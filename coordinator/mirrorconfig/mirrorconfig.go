@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kmirror/kmirror/coordinator/aclfilter"
 )
 
 // Key kinds, for validation.
@@ -23,6 +25,7 @@ const (
 	kRegexList
 	kList
 	kEnum
+	kACLRules
 )
 
 type spec struct {
@@ -51,6 +54,9 @@ var specs = map[string]spec{
 	"topics.exclude":                        {kind: kRegexList, def: "__.*", doc: "regexes of source topics never mirrored; wins over include"},
 	"groups.include":                        {kind: kRegexList, def: ".*", doc: "consumer groups whose offsets are synced"},
 	"groups.exclude":                        {kind: kRegexList, doc: "consumer groups never synced; wins over include"},
+	"acls.include": {kind: kACLRules, doc: "source ACLs created on the destination when missing (never deleted there): comma-separated " +
+		"rules resourceType;resourceName;operation;permissionType;principal, `*` for any, trailing fields optional, names and principals " +
+		"are regexes; TOPIC, GROUP and TRANSACTIONAL_ID only; empty (the default) syncs no ACLs"},
 	"topic.properties.exclude": {kind: kList, doc: "topic configs never copied to the destination",
 		def: "follower.replication.throttled.replicas,leader.replication.throttled.replicas,message.timestamp.type," +
 			"message.timestamp.difference.max.ms,message.timestamp.before.max.ms,message.timestamp.after.max.ms," +
@@ -58,7 +64,7 @@ var specs = map[string]spec{
 	"fetch.max.bytes":                 {kind: kInt, def: "1048576", min: 1024, doc: "bytes fetched per partition per request"},
 	"fetch.response.max.bytes":        {kind: kInt, def: "10485760", min: 1024, doc: "bytes per fetch response"},
 	"fetch.wait.max.ms":               {kind: kInt, def: "500", min: 0, doc: "longest wait of a fetch for new data"},
-	"metadata.refresh.interval.ms":    {kind: kInt, def: "30000", min: 100, doc: "how often source topics, configs and patterns are refreshed"},
+	"metadata.refresh.interval.ms":    {kind: kInt, def: "30000", min: 100, doc: "how often source topics, patterns, topic configs, consumer group offsets and ACLs are synced"},
 	"replication.throttled.rate":      {kind: kInt, def: "0", min: 0, doc: "bytes/s copied for this mirror; 0 = unlimited"},
 	"failed.retry.initial.backoff.ms": {kind: kInt, def: "1000", min: 1, doc: "first wait before retrying a FAILED partition"},
 	"failed.retry.max.backoff.ms":     {kind: kInt, def: "300000", min: 1, doc: "longest wait between retries"},
@@ -137,6 +143,10 @@ func (s spec) check(v string) error {
 			}
 		}
 		return fmt.Errorf("must be one of %q", s.enum)
+	case kACLRules:
+		if _, err := aclfilter.Parse(v); err != nil {
+			return err
+		}
 	case kRegexList:
 		for _, p := range List(v) {
 			if _, err := regexp.Compile("^(?:" + p + ")$"); err != nil {
@@ -170,6 +180,7 @@ type Config struct {
 	VerifyHostname        bool
 	TopicsInclude         *Matcher
 	GroupsInclude         *Matcher
+	ACLsInclude           aclfilter.Rules
 	TopicPropertyExcluded map[string]bool
 	FetchMaxBytes         int32
 	FetchResponseMaxBytes int32
@@ -218,10 +229,23 @@ func Parse(configs map[string]string) Config {
 		RetryMaxBackoff:       ms("failed.retry.max.backoff.ms"),
 		RetryMaxAttempts:      int16(min(num("failed.retry.max.attempts"), 32767)),
 	}
+	c.ACLsInclude, _ = aclfilter.Parse(get("acls.include"))
 	for _, p := range List(get("topic.properties.exclude")) {
 		c.TopicPropertyExcluded[p] = true
 	}
 	return c
+}
+
+// RefreshInterval is metadata.refresh.interval.ms alone, for the refresh
+// loop's frequent looks (Parse compiles every pattern).
+func RefreshInterval(configs map[string]string) time.Duration {
+	const k = "metadata.refresh.interval.ms"
+	v, ok := configs[k]
+	if !ok || specs[k].check(v) != nil {
+		v = specs[k].def
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	return time.Duration(n) * time.Millisecond
 }
 
 // Matcher matches names against include and exclude regexes (whole-name

@@ -22,6 +22,8 @@ func TestValidate(t *testing.T) {
 		"bad regex":         {map[string]string{"bootstrap.servers": "s:1", "topics.include": "a("}, "invalid regex"},
 		"bad enum":          {map[string]string{"bootstrap.servers": "s:1", "security.protocol": "TLS"}, "must be one of"},
 		"sasl needs user":   {map[string]string{"bootstrap.servers": "s:1", "security.protocol": "SASL_SSL"}, "needs sasl.username"},
+		"bad acl rule":      {map[string]string{"bootstrap.servers": "s:1", "acls.include": "TOPIC;orders.*,CLUSTER"}, `mirror config acls.include="TOPIC;orders.*,CLUSTER": rule "CLUSTER": CLUSTER ACLs are never synced`},
+		"bad acl regex":     {map[string]string{"bootstrap.servers": "s:1", "acls.include": "GROUP;g(;READ"}, `acls.include="GROUP;g(;READ": rule "GROUP;g(;READ": resource name: invalid regex`},
 		"secret not echoed": {map[string]string{"bootstrap.servers": "s:1", "sasl.password": "hunter2", "failed.retry.max.attempts": "-1"}, "failed.retry.max.attempts"},
 	} {
 		err := Validate(tc.cfg)
@@ -43,6 +45,12 @@ func TestParseDefaultsAndMatcher(t *testing.T) {
 		if got := c.TopicsInclude.Match(name); got != want {
 			t.Errorf("Match(%q) = %v, want %v (exclude __.* wins, whole-name match)", name, got, want)
 		}
+	}
+	if got := RefreshInterval(map[string]string{"metadata.refresh.interval.ms": "1500"}); got != 1500*time.Millisecond || RefreshInterval(nil) != c.RefreshInterval {
+		t.Fatalf("refresh interval %s, default %s", got, RefreshInterval(nil))
+	}
+	if len(c.ACLsInclude) != 0 {
+		t.Fatalf("ACLs are synced by default: %v", c.ACLsInclude)
 	}
 	if !c.TopicPropertyExcluded["min.insync.replicas"] || c.TopicPropertyExcluded["retention.ms"] {
 		t.Fatalf("topic property exclusions %v", c.TopicPropertyExcluded)

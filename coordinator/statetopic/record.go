@@ -31,6 +31,8 @@ const (
 	TypeMirrorConfig   RecordType = 1
 	TypeMirrorTopic    RecordType = 2
 	TypePartitionState RecordType = 3
+	TypeGroupSync      RecordType = 4 // see sync.go
+	TypeMirrorSync     RecordType = 5 // see sync.go
 )
 
 func (t RecordType) String() string {
@@ -41,6 +43,10 @@ func (t RecordType) String() string {
 		return "MirrorTopic"
 	case TypePartitionState:
 		return "MirrorPartitionState"
+	case TypeGroupSync:
+		return "MirrorGroupSync"
+	case TypeMirrorSync:
+		return "MirrorSync"
 	}
 	return fmt.Sprintf("RecordType(%d)", int8(t))
 }
@@ -61,6 +67,7 @@ type Key struct {
 	Type          RecordType
 	Mirror        string
 	Topic         string // TypeMirrorTopic
+	Group         string // TypeGroupSync
 	SourceTopicID UUID   // TypePartitionState
 	Partition     int32  // TypePartitionState
 }
@@ -86,6 +93,8 @@ func (k Key) AppendTo(b []byte) []byte {
 	switch k.Type {
 	case TypeMirrorTopic:
 		b = appendString(b, k.Topic)
+	case TypeGroupSync:
+		b = appendString(b, k.Group)
 	case TypePartitionState:
 		b = append(b, k.SourceTopicID[:]...)
 		b = binary.BigEndian.AppendUint32(b, uint32(k.Partition))
@@ -106,9 +115,11 @@ func DecodeKey(b []byte) (Key, error) {
 	k.Type = RecordType(r.int8())
 	k.Mirror = r.string()
 	switch k.Type {
-	case TypeMirrorConfig:
+	case TypeMirrorConfig, TypeMirrorSync:
 	case TypeMirrorTopic:
 		k.Topic = r.string()
+	case TypeGroupSync:
+		k.Group = r.string()
 	case TypePartitionState:
 		copy(k.SourceTopicID[:], r.bytes(16))
 		k.Partition = r.int32()
@@ -195,7 +206,7 @@ type PartitionState struct {
 // EncodeValue encodes one of MirrorConfig, MirrorTopic or PartitionState.
 func EncodeValue(v any) ([]byte, error) {
 	switch v.(type) {
-	case *MirrorConfig, *MirrorTopic, *PartitionState:
+	case *MirrorConfig, *MirrorTopic, *PartitionState, *GroupSync, *MirrorSync:
 	default:
 		return nil, fmt.Errorf("statetopic: cannot encode %T as a state value", v)
 	}
@@ -225,6 +236,10 @@ func DecodeValue(t RecordType, b []byte) (any, error) {
 		v = new(MirrorTopic)
 	case TypePartitionState:
 		v = new(PartitionState)
+	case TypeGroupSync:
+		v = new(GroupSync)
+	case TypeMirrorSync:
+		v = new(MirrorSync)
 	default:
 		return nil, fmt.Errorf("%w: unknown record type %d", ErrMalformed, int8(t))
 	}

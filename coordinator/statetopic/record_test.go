@@ -18,6 +18,8 @@ func testKeys() []Key {
 		MirrorTopicKey("dr", "orders"),
 		PartitionStateKey("dr", testTopicID, 7),
 		MirrorConfigKey(""),
+		GroupSyncKey("dr", "billing"),
+		MirrorSyncKey("dr"),
 	}
 }
 
@@ -67,6 +69,9 @@ func TestValueRoundTrip(t *testing.T) {
 		TypeMirrorTopic: &MirrorTopic{SourceTopicID: testTopicID, Desired: DesirePause, Partitions: 8, UpdatedAt: now},
 		TypePartitionState: &PartitionState{Topic: "orders", State: protocol.MirrorStateFailed, PreviousState: protocol.MirrorStateMirroring,
 			RetryAttempt: 3, ErrorMessage: "boom", LastMirroredOffset: 42, WriterEpoch: 5, UpdatedAt: now, Notes: []string{"n"}},
+		TypeGroupSync: &GroupSync{State: GroupActive, SyncedAt: now, Partitions: 3, Message: "has members"},
+		TypeMirrorSync: &MirrorSync{Jobs: map[string]*SyncJob{JobGroups: {LastSuccessAt: now, AttemptedAt: now, Message: "2 groups"},
+			JobACLs: {AttemptedAt: now, Error: "no authorizer"}}},
 	} {
 		b, err := EncodeValue(v)
 		if err != nil {
@@ -93,8 +98,10 @@ func TestValueRoundTrip(t *testing.T) {
 
 func TestStatePartitionSpreadsPartitionsAndKeepsMirrorTogether(t *testing.T) {
 	const n = 50
-	if a, b := MirrorConfigKey("dr").StatePartition(n), MirrorTopicKey("dr", "x").StatePartition(n); a != b {
-		t.Fatalf("mirror config on %d, mirror topic on %d: mirror-level records must share a partition", a, b)
+	for _, k := range []Key{MirrorTopicKey("dr", "x"), GroupSyncKey("dr", "g"), MirrorSyncKey("dr")} {
+		if a, b := MirrorConfigKey("dr").StatePartition(n), k.StatePartition(n); a != b {
+			t.Fatalf("mirror config on %d, %s on %d: mirror-level records must share a partition (the owner writes them in order)", a, k.Type, b)
+		}
 	}
 	seen := map[int32]bool{}
 	for p := int32(0); p < 200; p++ {

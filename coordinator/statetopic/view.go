@@ -20,6 +20,8 @@ type Mirror struct {
 	Config     *MirrorConfig // nil until its config record is seen
 	Topics     map[string]*MirrorTopic
 	Partitions map[PartitionID]*PartitionState
+	Groups     map[string]*GroupSync // by consumer group id
+	Sync       *MirrorSync           // nil until the first refresh
 }
 
 // PartitionID names a mirror partition within a mirror.
@@ -52,7 +54,7 @@ func (v *View) ApplyDecoded(k Key, val any) {
 		if val == nil {
 			return
 		}
-		m = &Mirror{Name: k.Mirror, Topics: map[string]*MirrorTopic{}, Partitions: map[PartitionID]*PartitionState{}}
+		m = &Mirror{Name: k.Mirror, Topics: map[string]*MirrorTopic{}, Partitions: map[PartitionID]*PartitionState{}, Groups: map[string]*GroupSync{}}
 		v.mirrors[k.Mirror] = m
 	}
 	switch k.Type {
@@ -74,8 +76,16 @@ func (v *View) ApplyDecoded(k Key, val any) {
 		} else {
 			delete(m.Partitions, id)
 		}
+	case TypeGroupSync:
+		if g, ok := val.(*GroupSync); ok {
+			m.Groups[k.Group] = g
+		} else {
+			delete(m.Groups, k.Group)
+		}
+	case TypeMirrorSync:
+		m.Sync, _ = val.(*MirrorSync)
 	}
-	if m.Config == nil && len(m.Topics) == 0 && len(m.Partitions) == 0 {
+	if m.Config == nil && len(m.Topics) == 0 && len(m.Partitions) == 0 && len(m.Groups) == 0 && m.Sync == nil {
 		delete(v.mirrors, k.Mirror)
 	}
 }

@@ -3,6 +3,7 @@ package statetopic
 import (
 	"math/rand"
 	"testing"
+	"time"
 
 	"github.com/kmirror/kmirror/protocol"
 )
@@ -112,5 +113,46 @@ func TestViewIgnoresZombieWriter(t *testing.T) {
 	}
 	if got := v.Mirror("dr").Partitions[PartitionID{testTopicID, 0}].State; got != protocol.MirrorStateStopping {
 		t.Fatalf("state %s: a newer writer's record was ignored", got)
+	}
+}
+
+// A group still SYNCED is not rewritten by a groups run: its last sync is
+// the last successful run's time. Any other state keeps its own date.
+func TestGroupLastSynced(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	v := NewView()
+	apply := func(k Key, val any) {
+		t.Helper()
+		r := mustRec(t, k, val)
+		if err := v.Apply(r.key, r.value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(MirrorConfigKey("dr"), &MirrorConfig{Configs: map[string]string{"bootstrap.servers": "s:1"}})
+	apply(GroupSyncKey("dr", "synced"), &GroupSync{State: GroupSynced, SyncedAt: t0, Partitions: 2})
+	apply(GroupSyncKey("dr", "active"), &GroupSync{State: GroupActive, SyncedAt: t0})
+	apply(GroupSyncKey("dr", "never"), &GroupSync{State: GroupFailed})
+	m := v.Mirror("dr")
+	if got := m.GroupLastSynced("synced"); !got.Equal(t0) {
+		t.Fatalf("before any run record: %v", got)
+	}
+	later := t0.Add(time.Minute)
+	apply(MirrorSyncKey("dr"), &MirrorSync{Jobs: map[string]*SyncJob{JobGroups: {LastSuccessAt: later, AttemptedAt: later}}})
+	m = v.Mirror("dr")
+	for g, want := range map[string]time.Time{"synced": later, "active": t0, "never": {}, "unknown": {}} {
+		if got := m.GroupLastSynced(g); !got.Equal(want) {
+			t.Errorf("%s: last synced %v, want %v", g, got, want)
+		}
+	}
+	// Deleting the mirror tombstones everything; nothing may linger.
+	for _, k := range []Key{MirrorConfigKey("dr"), GroupSyncKey("dr", "synced"), GroupSyncKey("dr", "active"), GroupSyncKey("dr", "never")} {
+		apply(k, nil)
+	}
+	if v.RawMirror("dr") == nil {
+		t.Fatal("the mirror vanished before its sync record was tombstoned")
+	}
+	apply(MirrorSyncKey("dr"), nil)
+	if v.RawMirror("dr") != nil {
+		t.Fatal("a deleted mirror's records linger in the view")
 	}
 }

@@ -297,6 +297,7 @@ type DumpedRecord struct {
 type DumpedKey struct {
 	Mirror        string `json:"mirror"`
 	Topic         string `json:"topic,omitempty"`
+	Group         string `json:"group,omitempty"`
 	SourceTopicID string `json:"source_topic_id,omitempty"`
 	Partition     *int32 `json:"partition,omitempty"`
 }
@@ -340,6 +341,8 @@ func DecodeStateRecord(partition int32, r LogRecord) DumpedRecord {
 	switch k.Type {
 	case statetopic.TypeMirrorTopic:
 		dk.Topic = k.Topic
+	case statetopic.TypeGroupSync:
+		dk.Group = k.Group
 	case statetopic.TypePartitionState:
 		dk.SourceTopicID = k.SourceTopicID.String()
 		p := k.Partition
@@ -389,6 +392,9 @@ func (r DumpedRecord) FormatText() string {
 		fmt.Fprintf(&b, " mirror=%q", r.Key.Mirror)
 		if r.Key.Topic != "" {
 			fmt.Fprintf(&b, " topic=%q", r.Key.Topic)
+		}
+		if r.Key.Group != "" {
+			fmt.Fprintf(&b, " group=%q", r.Key.Group)
 		}
 		if r.Key.SourceTopicID != "" {
 			fmt.Fprintf(&b, " source-topic-id=%s", r.Key.SourceTopicID)

@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -94,7 +96,83 @@ func RenderDescribeTable(w io.Writer, resp *protocol.DescribeMirrorsResponse, fa
 			}
 		}
 	}
-	return tw.flush()
+	if err := tw.flush(); err != nil {
+		return err
+	}
+	return renderSyncTables(w, resp, failedOnly)
+}
+
+// SyncColumns are the columns of the sync jobs table of `--describe`,
+// GroupColumns those of its consumer groups table.
+var (
+	SyncColumns  = []string{"MIRROR", "SYNC", "STATE", "LAST-SUCCESS", "LAST-RUN", "MESSAGE"}
+	GroupColumns = []string{"MIRROR", "GROUP", "STATE", "LAST-SYNC", "PARTITIONS", "MESSAGE"}
+)
+
+// syncState is a sync job's state: FAILED when its last run failed.
+func syncState(s *protocol.DescribeMirrorsResponseSync) string {
+	if s.ErrorMessage != nil {
+		return "FAILED"
+	}
+	return "OK"
+}
+
+// age prints how long ago something happened (milliseconds; -1 = never).
+func age(ms int64) string {
+	if ms < 0 {
+		return "never"
+	}
+	return (time.Duration(ms) * time.Millisecond).Round(time.Second).String() + " ago"
+}
+
+// renderSyncTables writes, after the partitions, what the mirrors' sync
+// jobs and consumer group offset sync last did (failedOnly: what failed).
+// Nothing is written when no mirror has run a sync yet.
+func renderSyncTables(w io.Writer, resp *protocol.DescribeMirrorsResponse, failedOnly bool) error {
+	syncs, groups := newTable(w), newTable(w)
+	syncs.row(SyncColumns...)
+	groups.row(GroupColumns...)
+	var nSyncs, nGroups int
+	for _, m := range resp.Mirrors {
+		if m.ErrorCode != 0 {
+			continue
+		}
+		for i := range m.Syncs {
+			s := &m.Syncs[i]
+			if failedOnly && s.ErrorMessage == nil {
+				continue
+			}
+			msg := oneLine(s.Message)
+			if s.ErrorMessage != nil {
+				msg = oneLine(s.ErrorMessage)
+			}
+			syncs.row(m.Name, s.Job, syncState(s), age(s.LastSuccessAgeMs), age(s.LastRunAgeMs), msg)
+			nSyncs++
+		}
+		for i := range m.Groups {
+			g := &m.Groups[i]
+			if failedOnly && g.State != string(statetopic.GroupFailed) {
+				continue
+			}
+			groups.row(m.Name, g.Name, g.State, age(g.LastSyncAgeMs), strconv.Itoa(int(g.Partitions)), oneLine(g.Message))
+			nGroups++
+		}
+	}
+	for _, t := range []struct {
+		tw *table
+		n  int
+	}{{syncs, nSyncs}, {groups, nGroups}} {
+		if t.n == 0 {
+			continue
+		}
+		if _, err := io.WriteString(w, "\n"); err != nil {
+			return err
+		}
+		if err := t.tw.flush(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // JSON shapes of --describe --json. Offsets are null where unknown.
@@ -106,6 +184,25 @@ type (
 		Name   string      `json:"name"`
 		Error  *ErrorJSON  `json:"error,omitempty"`
 		Topics []TopicJSON `json:"topics"`
+		Syncs  []SyncJSON  `json:"syncs"`
+		Groups []GroupJSON `json:"groups"`
+	}
+	// SyncJSON is one sync job; ages are milliseconds, null for never.
+	SyncJSON struct {
+		Job              string `json:"job"`
+		State            string `json:"state"`
+		LastSuccessAgeMs *int64 `json:"last_success_age_ms"`
+		LastRunAgeMs     *int64 `json:"last_run_age_ms"`
+		Error            string `json:"error,omitempty"`
+		Message          string `json:"message,omitempty"`
+	}
+	// GroupJSON is one consumer group whose offsets the mirror syncs.
+	GroupJSON struct {
+		Group         string `json:"group"`
+		State         string `json:"state"`
+		LastSyncAgeMs *int64 `json:"last_sync_age_ms"`
+		Partitions    int32  `json:"partitions"`
+		Message       string `json:"message,omitempty"`
 	}
 	ErrorJSON struct {
 		Code    int16  `json:"code"`
@@ -151,7 +248,23 @@ func errorJSON(code int16, msg *string) *ErrorJSON {
 func DescribeToJSON(resp *protocol.DescribeMirrorsResponse, failedOnly bool) DescribeJSON {
 	out := DescribeJSON{Mirrors: []MirrorJSON{}}
 	for _, m := range resp.Mirrors {
-		mj := MirrorJSON{Name: m.Name, Error: errorJSON(m.ErrorCode, m.ErrorMessage), Topics: []TopicJSON{}}
+		mj := MirrorJSON{Name: m.Name, Error: errorJSON(m.ErrorCode, m.ErrorMessage), Topics: []TopicJSON{}, Syncs: []SyncJSON{}, Groups: []GroupJSON{}}
+		for i := range m.Syncs {
+			s := &m.Syncs[i]
+			if failedOnly && s.ErrorMessage == nil {
+				continue
+			}
+			mj.Syncs = append(mj.Syncs, SyncJSON{Job: s.Job, State: syncState(s), LastSuccessAgeMs: known(s.LastSuccessAgeMs),
+				LastRunAgeMs: known(s.LastRunAgeMs), Error: oneLine(s.ErrorMessage), Message: oneLine(s.Message)})
+		}
+		for i := range m.Groups {
+			g := &m.Groups[i]
+			if failedOnly && g.State != string(statetopic.GroupFailed) {
+				continue
+			}
+			mj.Groups = append(mj.Groups, GroupJSON{Group: g.Name, State: g.State, LastSyncAgeMs: known(g.LastSyncAgeMs),
+				Partitions: g.Partitions, Message: oneLine(g.Message)})
+		}
 		for _, t := range m.Topics {
 			tj := TopicJSON{Name: t.Name, Partitions: []PartitionJSON{}}
 			for i := range t.Partitions {

@@ -34,7 +34,8 @@ func sp(s string) *string { return &s }
 
 // describeFixture covers every rendering rule: known and unknown (-1)
 // offsets, LMO, a FAILED partition that is retried and one that gave up, a
-// multi-line message, a note, a mirror without topics and a mirror error.
+// multi-line message, a note, a mirror without topics and a mirror error,
+// sync jobs (one failed) and groups (synced, active, never synced).
 func describeFixture() *protocol.DescribeMirrorsResponse {
 	return &protocol.DescribeMirrorsResponse{Mirrors: []protocol.DescribeMirrorsResponseMirror{
 		{Name: "dr", Topics: []protocol.DescribeMirrorsResponseTopic{
@@ -50,7 +51,17 @@ func describeFixture() *protocol.DescribeMirrorsResponse {
 				{Partition: 1, State: "MIRRORING", SourceHighWatermark: 10, DestinationHighWatermark: 10, Lag: 0, LastMirroredOffset: -1,
 					ErrorMessage: sp("note: source retention overtook the copy; offsets 0..4 filled")},
 			}},
-		}},
+		},
+			Syncs: []protocol.DescribeMirrorsResponseSync{
+				{Job: "topics", LastSuccessAgeMs: 2400, LastRunAgeMs: 2400},
+				{Job: "groups", LastSuccessAgeMs: 2400, LastRunAgeMs: 2400, Message: sp("3 groups tracked, 4 partition offsets committed")},
+				{Job: "acls", LastSuccessAgeMs: -1, LastRunAgeMs: 2400, ErrorMessage: sp("the destination has no authorizer\n(authorizer.class.name)")},
+			},
+			Groups: []protocol.DescribeMirrorsResponseGroup{
+				{Name: "billing", State: "SYNCED", LastSyncAgeMs: 2400, Partitions: 6},
+				{Name: "web", State: "ACTIVE", LastSyncAgeMs: 3723000, Partitions: 3, Message: sp("has members on the destination (state Stable)")},
+				{Name: "new", State: "FAILED", LastSyncAgeMs: -1, Message: sp("committing its offsets on the destination: GROUP_AUTHORIZATION_FAILED")},
+			}},
 		{Name: "empty"},
 		{Name: "nosuch", ErrorCode: protocol.ErrUnknownMirror.Code, ErrorMessage: sp(`mirror "nosuch" does not exist; ` + "`kmirror mirrors --list` shows the mirrors")},
 	}}
