@@ -346,7 +346,16 @@ func loadAvg() string {
 // table renders the results as the markdown table of bench/README.md.
 func table(results []result, before, after string) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\nmachine load before: %s\nmachine load after:  %s\n\n", before, after)
+	fmt.Fprintf(&sb, "\nmachine load before: %s\nmachine load after:  %s\n", before, after)
+	sizes := map[string]bool{}
+	sb.WriteString("source log bytes:")
+	for _, r := range results {
+		if !sizes[r.topic] {
+			sizes[r.topic] = true
+			fmt.Fprintf(&sb, " %s %.1f MB;", r.topic, float64(r.bytes)/1e6)
+		}
+	}
+	sb.WriteString("\n\n")
 	sb.WriteString("| codec | partitions | path | MB/s | records/s | start s | lag p50 ms | lag p99 ms | CPU s/GB | peak RSS MiB | 2nd half MB/s | 2nd half CPU s/GB | load |\n")
 	sb.WriteString("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var summary strings.Builder
