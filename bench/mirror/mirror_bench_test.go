@@ -176,8 +176,10 @@ func report(b *testing.B, r result) {
 	b.ReportMetric(float64(r.p50.Microseconds())/1000, "lag-p50-ms")
 	b.ReportMetric(float64(r.p99.Microseconds())/1000, "lag-p99-ms")
 	b.ReportMetric(r.cpuPerGB(), "cpu-s/GB")
-	b.ReportMetric(r.mbps2(), "MB/s-2nd-half")
-	b.ReportMetric(r.cpuPerGB2(), "cpu-s/GB-2nd-half")
+	if r.records2 > 0 {
+		b.ReportMetric(r.mbps2(), "MB/s-2nd-half")
+		b.ReportMetric(r.cpuPerGB2(), "cpu-s/GB-2nd-half")
+	}
 	b.ReportMetric(float64(r.rss)/(1<<20), "peak-RSS-MiB")
 }
 
@@ -370,9 +372,14 @@ func table(results []result, before, after string) string {
 						fmt.Fprintf(&sb, "| %s | %d | %s | did not finish: %s |||||||||| %s |\n", c.name, parts, path, r.failure, r.load)
 						continue
 					}
-					fmt.Fprintf(&sb, "| %s | %d | %s | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %.0f | %.1f | %.1f | %s |\n", c.name, parts, path,
+					// A copy done between two polls after its midpoint has no 2nd half.
+					half := "– | –"
+					if r.records2 > 0 {
+						half = fmt.Sprintf("%.1f | %.1f", r.mbps2(), r.cpuPerGB2())
+					}
+					fmt.Fprintf(&sb, "| %s | %d | %s | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %.0f | %s | %s |\n", c.name, parts, path,
 						r.mbps(), thousands(r.recordsPerSec()), r.start.Seconds(), ms(r.p50), ms(r.p99), r.cpuPerGB(), float64(r.rss)/(1<<20),
-						r.mbps2(), r.cpuPerGB2(), r.load)
+						half, r.load)
 				}
 			}
 			summary.WriteString(ratios(results, c.name, parts))

@@ -39,7 +39,7 @@ func runRaw(ctx context.Context, b *testing.B, e *env, s spec) result {
 	if _, err := child.stdin.Write([]byte("go\n")); err != nil {
 		b.Fatalf("start raw producer: %v", err)
 	}
-	w, err := watchCopy(ctx, e.dst.Client(b), topic, s.partitions, pid, nil)
+	w, err := watchCopy(ctx, e.dst.Client(b), topic, s.partitions, pid, child.exited)
 	if err != nil {
 		b.Fatalf("raw produce: %v", err)
 	}
@@ -50,9 +50,8 @@ func runRaw(ctx context.Context, b *testing.B, e *env, s spec) result {
 	if r.rss, err = peakRSS(pid); err != nil {
 		b.Fatal(err)
 	}
-	_ = child.stdin.Close()
-	if err := child.cmd.Wait(); err != nil {
-		b.Fatalf("raw producer: %v", err)
+	if err := child.finish(); err != nil {
+		b.Fatal(err)
 	}
 	r.setWindow(began, w)
 	n, _ := strconv.ParseInt(ns, 10, 64)

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,12 +133,11 @@ func rawProducerMain() error {
 
 // rawChild is a started raw producer child.
 type rawChild struct {
-	cmd   *exec.Cmd
-	stdin interface {
-		Write([]byte) (int, error)
-		Close() error
-	}
-	out *bufio.Reader
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	out     *bufio.Reader
+	exited  chan struct{} // closed when the child has exited; then waitErr is set
+	waitErr error
 }
 
 func startRawChild(b *testing.B, bootstrap, topic string, parts int32, c codec) *rawChild {
@@ -145,6 +146,7 @@ func startRawChild(b *testing.B, bootstrap, topic string, parts int32, c codec) 
 	cmd.Env = append(os.Environ(), rawEnv+"=1", rawBootstrap+"="+bootstrap, rawTopic+"="+topic,
 		rawPartitions+"="+strconv.Itoa(int(parts)), rawCodec+"="+c.name)
 	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -156,13 +158,30 @@ func startRawChild(b *testing.B, bootstrap, topic string, parts int32, c codec) 
 	if err := cmd.Start(); err != nil {
 		b.Fatalf("start raw producer: %v", err)
 	}
-	rc := &rawChild{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+	rc := &rawChild{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout), exited: make(chan struct{})}
+	go func() {
+		// Wait closes stdout once the child has exited. The child exits only
+		// after stdin closes, which is after its last line was read; a child
+		// that dies early fails the reads, as it should.
+		rc.waitErr = cmd.Wait()
+		close(rc.exited)
+	}()
 	b.Cleanup(func() {
 		_ = stdin.Close()
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-rc.exited
 	})
 	return rc
+}
+
+// finish lets the child exit (it waits for stdin to close) and reports how.
+func (rc *rawChild) finish() error {
+	_ = rc.stdin.Close()
+	<-rc.exited
+	if rc.waitErr != nil {
+		return fmt.Errorf("raw producer: %w", rc.waitErr)
+	}
+	return nil
 }
 
 // expect reads the child's next line, which must start with word.
