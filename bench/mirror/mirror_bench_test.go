@@ -1,43 +1,56 @@
-// Package mirrorbench compares ways of getting a source topic's records into a
-// destination cluster, side by side in one run on the same data (real Apache
-// Kafka source and destination from the test harness):
+// Package mirrorbench copies the same source topic into a destination three
+// ways, side by side in one run on real Apache Kafka clusters from the test
+// harness, each copier a process of its own:
 //
-//   - raw-produce: the destination's own produce of the same records, already
-//     in memory (the practical ceiling);
+//   - raw-produce: a franz-go producer with the records already built in
+//     memory writes them to the destination itself (the practical ceiling);
+//   - kmirror: the kmirror binary (`kmirror proxy`) in front of the
+//     destination, mirroring through the mirror RPCs: raw batches at
+//     identical offsets, no recompression;
+//   - mirrormaker2: Apache Kafka's MirrorMaker 2 in dedicated mode, resolved
+//     from Maven Central, which decompresses, re-batches and recompresses.
 //
-//   - kmirror: fetcher.Copier, raw batches at identical offsets, no
-//     recompression;
+// For every codec (none, zstd) and partition count (1, 64). See
+// bench/README.md for what each figure means.
 //
-//   - consume-reproduce: a consumer and a producer (decompress, re-batch,
-//     recompress), which is what MirrorMaker 2 does per record.
-//
-//     make bench   (or: go test -run '^$' -bench . -benchtime 1x ./bench/mirror/)
-//
-// Reported per codec: MB/s of source batch bytes, records/s, and CPU seconds
-// per GB of this process (the broker JVMs are not counted).
+//	make bench   (or: go test -run '^$' -bench Mirror -benchtime 1x -timeout 30m ./bench/mirror/)
 package mirrorbench
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
-	"syscall"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 )
 
+// totalRecords is the records of each case, whatever its partition count:
+// 128 MB of values by default; KMIRROR_BENCH_RECORDS changes it (a multiple
+// of 64) for a quick look.
+var totalRecords = envInt("KMIRROR_BENCH_RECORDS", 256_000)
+
 const (
-	partitions = 8
-	perPart    = 25_000
-	valueBytes = 500 // half random: compresses about 2:1
+	valueBytes = 500 // half random: zstd compresses them about 2:1
+	// Every producer in the benchmark (the source fill, raw-produce and
+	// MirrorMaker 2's) builds batches of up to batchBytes with lingerMs, so
+	// the source holds the batches raw-produce and MirrorMaker 2 would write
+	// and kmirror copies.
+	batchBytes = 256 << 10
+	lingerMs   = 5
+	probes     = 100               // live records timed for end-to-end lag
+	copyLimit  = 150 * time.Second // a copy not done by then is reported as such
 )
 
 type codec struct {
@@ -45,55 +58,153 @@ type codec struct {
 	codec kgo.CompressionCodec
 }
 
-var codecs = []codec{{"none", kgo.NoCompression()}, {"zstd", kgo.ZstdCompression()}}
+var (
+	codecs          = []codec{{"none", kgo.NoCompression()}, {"zstd", kgo.ZstdCompression()}}
+	codecByName     = map[string]codec{"none": codecs[0], "zstd": codecs[1]}
+	partitionCounts = []int32{1, 64}
+	paths           = []string{"raw-produce", "kmirror", "mirrormaker2"}
+)
+
+// env is what every run shares.
+type env struct {
+	src, dst *kafkatest.Cluster
+	kmirror  string // binary
+	work     string // directory for process logs, kept when the benchmark fails
+}
+
+// spec is one case: a filled source topic.
+type spec struct {
+	codec      codec
+	partitions int32
+	topic      string
+	bytes      int64 // source log bytes
+}
+
+func (s spec) perPartition() int64 { return totalRecords / int64(s.partitions) }
+
+// result is one row of the table.
+type result struct {
+	spec
+	path      string
+	copy      time.Duration // first look with records readable on the destination → all readable
+	windowRec int64         // records that became readable during copy
+	start     time.Duration // copier told to start → first record readable
+	cpu       time.Duration // the copying process's CPU over copy
+	rss       int64         // its peak RSS (VmHWM) over its whole life
+	p50, p99  time.Duration // end-to-end lag of live probe records
+	failure   string        // why the copy did not finish, if it did not
+	load      string        // 1-minute load average when the run began
+	copiedRec int64
+	// The second half of the copy alone (see watched.secondHalf).
+	records2    int64
+	copy2, cpu2 time.Duration
+}
+
+func (r *result) setWindow(began time.Time, w watched) {
+	r.copiedRec = w.copied
+	r.start, r.copy, r.cpu = w.first.Sub(began), w.done.Sub(w.first), w.cpuDone-w.cpuFirst
+	r.windowRec = totalRecords - w.samples[0].copied
+	r.records2, r.copy2, r.cpu2 = w.secondHalf()
+}
 
 func BenchmarkMirror(b *testing.B) {
-	src := kafkatest.Start(b)
-	dst := kafkatest.Start(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	loadBefore := uptime()
+	work, err := os.MkdirTemp("", "kmirror-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if b.Failed() || os.Getenv("KMIRROR_KEEP_KAFKA_LOGS") != "" {
+			b.Logf("process logs kept in %s", work)
+			return
+		}
+		_ = os.RemoveAll(work)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
+	// Resolve MirrorMaker 2 before any clock runs.
+	if _, err := kafkatest.MirrorMakerJars(ctx); err != nil {
+		b.Fatal(err)
+	}
+	e := &env{src: kafkatest.Start(b), dst: kafkatest.Start(b), kmirror: kmirrorBinary(b, work), work: work}
+	warmUp(ctx, b, e)
+	var results []result
+	run := 0
 	for _, c := range codecs {
-		topic := "bench-" + c.name
-		records := fill(ctx, b, src, topic, c.codec)
-		bytes := sourceBytes(ctx, b, src, topic)
-		b.Run(c.name+"/raw-produce", func(b *testing.B) {
-			measure(b, bytes, len(records), func() { produceAll(ctx, b, dst, topic+"-raw", records, c.codec) })
-		})
-		b.Run(c.name+"/kmirror", func(b *testing.B) {
-			measure(b, bytes, len(records), func() { copyAll(ctx, b, src, dst, topic) })
-		})
-		b.Run(c.name+"/consume-reproduce", func(b *testing.B) {
-			measure(b, bytes, len(records), func() { reproduce(ctx, b, src, dst, topic, topic+"-mm", c.codec, len(records)) })
-		})
+		for _, parts := range partitionCounts {
+			s := spec{codec: c, partitions: parts, topic: fmt.Sprintf("bench-%s-p%d", c.name, parts)}
+			createTopic(ctx, b, e.src, s.topic, parts)
+			if err := produceAll(ctx, producer(b, e.src, c.codec), records(s.topic, parts)); err != nil {
+				b.Fatalf("fill %s: %v", s.topic, err)
+			}
+			s.bytes = logBytes(ctx, b, e.src, s.topic)
+			// The paths take turns going first, so none always meets the
+			// brokers right after the fill.
+			order := append(slices.Clone(paths[run%len(paths):]), paths[:run%len(paths)]...)
+			run++
+			for _, path := range order {
+				b.Run(fmt.Sprintf("%s/p%d/%s", c.name, parts, path), func(b *testing.B) {
+					load := loadAvg()
+					var r result
+					switch path {
+					case "raw-produce":
+						r = runRaw(ctx, b, e, s)
+					case "kmirror":
+						r = runKmirror(ctx, b, e, s)
+					case "mirrormaker2":
+						r = runMM2(ctx, b, e, s)
+					}
+					r.load = load
+					report(b, r)
+					results = append(results, r)
+				})
+			}
+		}
 	}
+	fmt.Print(table(results, loadBefore, uptime()))
 }
 
-// measure runs fn once and reports throughput and this process's CPU per GB.
-func measure(b *testing.B, bytes int64, records int, fn func()) {
-	for range b.N {
-		cpu0 := cpuTime()
-		began := time.Now()
-		fn()
-		el := time.Since(began).Seconds()
-		cpu := (cpuTime() - cpu0).Seconds()
-		b.ReportMetric(float64(bytes)/el/1e6, "MB/s")
-		b.ReportMetric(float64(records)/el, "records/s")
-		b.ReportMetric(cpu/(float64(bytes)/1e9), "cpu-s/GB")
+func report(b *testing.B, r result) {
+	if r.failure != "" {
+		b.Logf("%s: %s", r.path, r.failure)
+		b.ReportMetric(float64(r.copiedRec), "records-copied")
+		return
 	}
+	b.ReportMetric(r.mbps(), "MB/s")
+	b.ReportMetric(r.recordsPerSec(), "records/s")
+	b.ReportMetric(r.start.Seconds(), "start-s")
+	b.ReportMetric(float64(r.p50.Microseconds())/1000, "lag-p50-ms")
+	b.ReportMetric(float64(r.p99.Microseconds())/1000, "lag-p99-ms")
+	b.ReportMetric(r.cpuPerGB(), "cpu-s/GB")
+	if r.records2 > 0 {
+		b.ReportMetric(r.mbps2(), "MB/s-2nd-half")
+		b.ReportMetric(r.cpuPerGB2(), "cpu-s/GB-2nd-half")
+	}
+	b.ReportMetric(float64(r.rss)/(1<<20), "peak-RSS-MiB")
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+// MB/s and CPU per GB count source log bytes of the records that became
+// readable in the window (all but the first poll's); the records are all the
+// same size, so a share of the records is the same share of the bytes.
+func (r result) bytes1() float64 {
+	return float64(r.bytes) * float64(r.windowRec) / float64(totalRecords)
 }
+func (r result) mbps() float64          { return r.bytes1() / r.copy.Seconds() / 1e6 }
+func (r result) recordsPerSec() float64 { return float64(r.windowRec) / r.copy.Seconds() }
+func (r result) cpuPerGB() float64      { return r.cpu.Seconds() / (r.bytes1() / 1e9) }
+func (r result) bytes2() float64 {
+	return float64(r.bytes) * float64(r.records2) / float64(totalRecords)
+}
+func (r result) mbps2() float64     { return r.bytes2() / r.copy2.Seconds() / 1e6 }
+func (r result) cpuPerGB2() float64 { return r.cpu2.Seconds() / (r.bytes2() / 1e9) }
 
-func fill(ctx context.Context, b *testing.B, c *kafkatest.Cluster, topic string, codec kgo.CompressionCodec) []*kgo.Record {
-	createTopic(ctx, b, c, topic)
-	rng := rand.New(rand.NewPCG(1, 2))
-	var recs []*kgo.Record
-	for p := int32(0); p < partitions; p++ {
-		for range perPart {
+// records builds the case's records: the same bytes for the same partition
+// count every time (a fixed seed), spread evenly over the partitions.
+func records(topic string, parts int32) []*kgo.Record {
+	rng := rand.New(rand.NewPCG(1, uint64(parts)))
+	recs := make([]*kgo.Record, 0, totalRecords)
+	for p := int32(0); p < parts; p++ {
+		for range totalRecords / int64(parts) {
 			v := make([]byte, valueBytes)
 			for j := 0; j < valueBytes/2; j++ {
 				v[j] = byte(rng.Uint32())
@@ -101,51 +212,73 @@ func fill(ctx context.Context, b *testing.B, c *kafkatest.Cluster, topic string,
 			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: v})
 		}
 	}
-	produceAll(ctx, b, c, topic, recs, codec)
 	return recs
 }
 
-func createTopic(ctx context.Context, b *testing.B, c *kafkatest.Cluster, topic string) {
-	resp, err := kadm.NewClient(c.Client(b)).CreateTopic(ctx, partitions, 1, map[string]*string{"retention.ms": kadm.StringPtr("-1")}, topic)
+// producerOpts is the tuned producer of raw-produce and of the source fill:
+// acks=all, idempotent (franz-go's defaults; 5 requests in flight per broker),
+// every record buffered so Produce never blocks.
+func producerOpts(c kgo.CompressionCodec) []kgo.Opt {
+	return []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(c),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(batchBytes),
+		kgo.ProducerLinger(lingerMs * time.Millisecond), kgo.MaxBufferedRecords(int(totalRecords) + 1)}
+}
+
+func producer(b *testing.B, c *kafkatest.Cluster, codec kgo.CompressionCodec) *kgo.Client {
+	return c.Client(b, producerOpts(codec)...)
+}
+
+// produceAll produces recs and waits until every one is acknowledged.
+func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
+	errs := make(chan error, 1)
+	for _, r := range recs {
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	select {
+	case err := <-errs:
+		return fmt.Errorf("produce: %w", err)
+	default:
+		return nil
+	}
+}
+
+func createTopic(ctx context.Context, b *testing.B, c *kafkatest.Cluster, topic string, parts int32) {
+	b.Helper()
+	resp, err := kadm.NewClient(c.Client(b)).CreateTopic(ctx, parts, 1, map[string]*string{"retention.ms": kadm.StringPtr("-1")}, topic)
 	if err == nil {
 		err = resp.Err
 	}
 	if err != nil {
 		b.Fatalf("create %s: %v", topic, err)
 	}
+	// A producer that arrives before the broker leads every new partition
+	// retries with backoff, which would be counted as produce time.
+	cl := c.Client(b)
+	polltest.Eventually(b, time.Minute, "leaders for every partition of "+topic, func() (bool, string) {
+		_, ready, err := readable(ctx, cl, topic, parts)
+		return ready && err == nil, fmt.Sprint(err)
+	})
 }
 
-func producer(b *testing.B, c *kafkatest.Cluster, codec kgo.CompressionCodec) *kgo.Client {
-	return c.Client(b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(codec),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerLinger(20*time.Millisecond), kgo.MaxBufferedRecords(200_000))
-}
-
-func produceAll(ctx context.Context, b *testing.B, c *kafkatest.Cluster, topic string, recs []*kgo.Record, codec kgo.CompressionCodec) {
-	if topic != recs[0].Topic {
-		createTopic(ctx, b, c, topic)
-	}
-	cl := producer(b, c, codec)
-	for _, r := range recs {
-		cp := *r
-		cp.Topic = topic
-		cl.Produce(ctx, &cp, func(_ *kgo.Record, err error) {
-			if err != nil {
-				b.Errorf("produce: %v", err)
-			}
-		})
-	}
-	if err := cl.Flush(ctx); err != nil {
-		b.Fatal(err)
-	}
-}
-
-func sourceBytes(ctx context.Context, b *testing.B, c *kafkatest.Cluster, topic string) int64 {
-	sizes, err := kadm.NewClient(c.Client(b)).DescribeAllLogDirs(ctx, nil)
+// logBytes is the topic's size on disk: what MB/s counts.
+func logBytes(ctx context.Context, b *testing.B, c *kafkatest.Cluster, topic string) int64 {
+	b.Helper()
+	dirs, err := kadm.NewClient(c.Client(b)).DescribeAllLogDirs(ctx, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var total int64
-	sizes.Each(func(d kadm.DescribedLogDir) {
+	dirs.Each(func(d kadm.DescribedLogDir) {
 		d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
 			if p.Topic == topic {
 				total += p.Size
@@ -155,55 +288,147 @@ func sourceBytes(ctx context.Context, b *testing.B, c *kafkatest.Cluster, topic 
 	return total
 }
 
-// copyAll mirrors topic with the kmirror copier into a fresh destination
-// topic of the same name and returns when every partition is caught up.
-func copyAll(ctx context.Context, b *testing.B, src, dst *kafkatest.Cluster, topic string) {
-	srcCl, dstCl := src.Client(b), dst.Client(b)
-	if _, err := fetcher.EnsureDestinationTopic(ctx, kadm.NewClient(srcCl), kadm.NewClient(dstCl), topic, nil); err != nil {
-		b.Fatal(err)
-	}
-	c, err := fetcher.NewCopier(fetcher.Config{Source: srcCl, Destination: dstCl, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	for p := int32(0); p < partitions; p++ {
-		if err := c.Start(ctx, fetcher.Task{Topic: topic, Partition: p, TransactionalID: fmt.Sprintf("bench-%s-%d", topic, p)}, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	for p := int32(0); p < partitions; p++ {
-		for {
-			pr, ok := c.Progress(topic, p)
-			if ok && pr.DestinationLogEnd >= perPart {
-				break
+// warmUp runs both codecs through both brokers' produce and fetch paths, so
+// that the first measured run does not pay for the broker JVMs' JIT.
+func warmUp(ctx context.Context, b *testing.B, e *env) {
+	for _, c := range codecs {
+		for _, cl := range []*kafkatest.Cluster{e.src, e.dst} {
+			topic := "warm-up-" + c.name
+			createTopic(ctx, b, cl, topic, 8)
+			recs := records(topic, 8)[:totalRecords/4]
+			if err := produceAll(ctx, producer(b, cl, c.codec), recs); err != nil {
+				b.Fatalf("warm-up: %v", err)
 			}
-			if ctx.Err() != nil {
-				b.Fatalf("copy of %s/%d did not finish", topic, p)
+			cons := cl.Client(b, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			for got := 0; got < len(recs); {
+				fs := cons.PollFetches(ctx)
+				if err := ctx.Err(); err != nil {
+					b.Fatalf("warm-up consume: %v", err)
+				}
+				got += fs.NumRecords()
 			}
-			time.Sleep(5 * time.Millisecond)
+			cons.Close()
 		}
 	}
 }
 
-// reproduce consumes topic from the source and produces every record to
-// target on the destination, as MirrorMaker 2 does.
-func reproduce(ctx context.Context, b *testing.B, src, dst *kafkatest.Cluster, topic, target string, codec kgo.CompressionCodec, n int) {
-	createTopic(ctx, b, dst, target)
-	cons := src.Client(b, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	prod := producer(b, dst, codec)
-	got := 0
-	for got < n {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			b.Fatalf("re-produced %d of %d", got, n)
+// kmirrorBinary is $KMIRROR_BIN (the Makefile builds bin/kmirror) or a fresh
+// build of ./cmd/kmirror.
+func kmirrorBinary(b *testing.B, work string) string {
+	b.Helper()
+	if bin := os.Getenv("KMIRROR_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(work, "kmirror")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/kmirror").CombinedOutput(); err != nil {
+		b.Fatalf("go build ./cmd/kmirror: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// uptime is the machine's load: other sessions share it.
+func uptime() string {
+	out, err := exec.Command("uptime").Output()
+	if err != nil {
+		b, _ := os.ReadFile("/proc/loadavg")
+		return "loadavg " + strings.TrimSpace(string(b))
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// loadAvg is the 1-minute load average.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}
+
+// table renders the results as the markdown table of bench/README.md.
+func table(results []result, before, after string) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\nmachine load before: %s\nmachine load after:  %s\n", before, after)
+	sizes := map[string]bool{}
+	sb.WriteString("source log bytes:")
+	for _, r := range results {
+		if !sizes[r.topic] {
+			sizes[r.topic] = true
+			fmt.Fprintf(&sb, " %s %.1f MB;", r.topic, float64(r.bytes)/1e6)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			got++
-			prod.Produce(ctx, &kgo.Record{Topic: target, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}, nil)
-		})
 	}
-	if err := prod.Flush(ctx); err != nil {
-		b.Fatal(err)
+	sb.WriteString("\n\n")
+	sb.WriteString("| codec | partitions | path | MB/s | records/s | start s | lag p50 ms | lag p99 ms | CPU s/GB | peak RSS MiB | 2nd half MB/s | 2nd half CPU s/GB | load |\n")
+	sb.WriteString("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	var summary strings.Builder
+	for _, c := range codecs {
+		for _, parts := range partitionCounts {
+			for _, path := range paths {
+				for _, r := range results {
+					if r.codec.name != c.name || r.partitions != parts || r.path != path {
+						continue
+					}
+					if r.failure != "" {
+						fmt.Fprintf(&sb, "| %s | %d | %s | did not finish: %s |||||||||| %s |\n", c.name, parts, path, r.failure, r.load)
+						continue
+					}
+					// A copy done between two polls after its midpoint has no 2nd half.
+					half := "– | –"
+					if r.records2 > 0 {
+						half = fmt.Sprintf("%.1f | %.1f", r.mbps2(), r.cpuPerGB2())
+					}
+					fmt.Fprintf(&sb, "| %s | %d | %s | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %.0f | %s | %s |\n", c.name, parts, path,
+						r.mbps(), thousands(r.recordsPerSec()), r.start.Seconds(), ms(r.p50), ms(r.p99), r.cpuPerGB(), float64(r.rss)/(1<<20),
+						half, r.load)
+				}
+			}
+			summary.WriteString(ratios(results, c.name, parts))
+		}
 	}
+	sb.WriteString("\n")
+	sb.WriteString(summary.String())
+	return sb.String()
+}
+
+// ratios is the acceptance figures of one case, printed under the table.
+func ratios(results []result, codecName string, parts int32) string {
+	get := func(path string) *result {
+		for i := range results {
+			r := &results[i]
+			if r.codec.name == codecName && r.partitions == parts && r.path == path && r.failure == "" {
+				return r
+			}
+		}
+		return nil
+	}
+	raw, km, mm := get("raw-produce"), get("kmirror"), get("mirrormaker2")
+	if km == nil {
+		return ""
+	}
+	var figs []string
+	if raw != nil {
+		figs = append(figs, fmt.Sprintf("kmirror/raw %.2f (2nd half %.2f; target ≥ 0.8)", km.mbps()/raw.mbps(), km.mbps2()/raw.mbps2()))
+	}
+	if mm != nil {
+		figs = append(figs, fmt.Sprintf("kmirror/MM2 throughput %.2f× (2nd half %.2f×; target ≥ 2)", km.mbps()/mm.mbps(), km.mbps2()/mm.mbps2()),
+			fmt.Sprintf("CPU/GB kmirror/MM2 %.2f (2nd half %.2f; target ≤ 0.33)", km.cpuPerGB()/mm.cpuPerGB(), km.cpuPerGB2()/mm.cpuPerGB2()))
+	}
+	return fmt.Sprintf("- %s, %d partition(s): %s\n", codecName, parts, strings.Join(figs, "; "))
+}
+
+func envInt(name string, def int64) int64 {
+	if v, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func thousands(f float64) string {
+	s := fmt.Sprintf("%.0f", f)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -72,14 +72,30 @@ func javaMajor(out []byte) int {
 // A file lock serialises concurrent test binaries, which `go test ./...` runs
 // in parallel, so only one of them downloads.
 func Jars(ctx context.Context) (string, error) {
+	return resolve(ctx, "kafka-"+KafkaVersion, "Apache Kafka", pomXML)
+}
+
+//go:embed mm2-pom.xml
+var mm2PomXML []byte
+
+// MirrorMakerJars resolves MirrorMaker 2 (connect-mirror, connect-runtime,
+// connect-mirror-client and their dependencies) into a cache directory of its
+// own, the same way as Jars, and returns the directory that holds the jars.
+func MirrorMakerJars(ctx context.Context) (string, error) {
+	return resolve(ctx, "mirrormaker2-"+KafkaVersion, "MirrorMaker 2", mm2PomXML)
+}
+
+// resolve copies the dependencies of pom into <cache>/<name>/libs unless a
+// previous run already did so for the same pom bytes.
+func resolve(ctx context.Context, name, what string, pomBytes []byte) (string, error) {
 	cache, err := CacheDir()
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(cache, "kafka-"+KafkaVersion)
+	dir := filepath.Join(cache, name)
 	libs := filepath.Join(dir, "libs")
 	done := filepath.Join(dir, "resolved")
-	if b, err := os.ReadFile(done); err == nil && bytes.Equal(b, pomXML) {
+	if b, err := os.ReadFile(done); err == nil && bytes.Equal(b, pomBytes) {
 		return libs, nil
 	}
 	if err := Prerequisites(); err != nil {
@@ -94,21 +110,21 @@ func Jars(ctx context.Context) (string, error) {
 	}
 	defer unlock()
 	// Another process may have finished while we waited for the lock.
-	if b, err := os.ReadFile(done); err == nil && bytes.Equal(b, pomXML) {
+	if b, err := os.ReadFile(done); err == nil && bytes.Equal(b, pomBytes) {
 		return libs, nil
 	}
 	pom := filepath.Join(dir, "pom.xml")
-	if err := os.WriteFile(pom, pomXML, 0o644); err != nil {
+	if err := os.WriteFile(pom, pomBytes, 0o644); err != nil {
 		return "", fmt.Errorf("kafkatest: write pom: %w", err)
 	}
 	_ = os.RemoveAll(libs)
-	fmt.Fprintf(os.Stderr, "kafkatest: resolving Apache Kafka %s jars from Maven Central into %s\n", KafkaVersion, libs)
+	fmt.Fprintf(os.Stderr, "kafkatest: resolving %s %s jars from Maven Central into %s\n", what, KafkaVersion, libs)
 	cmd := exec.CommandContext(ctx, "mvn", "-B", "-q", "-f", pom,
 		"dependency:copy-dependencies", "-DoutputDirectory="+libs)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("kafkatest: mvn could not resolve Kafka %s jars: %w\n%s", KafkaVersion, err, out)
+		return "", fmt.Errorf("kafkatest: mvn could not resolve %s %s jars: %w\n%s", what, KafkaVersion, err, out)
 	}
-	if err := os.WriteFile(done, pomXML, 0o644); err != nil {
+	if err := os.WriteFile(done, pomBytes, 0o644); err != nil {
 		return "", fmt.Errorf("kafkatest: mark jars resolved: %w", err)
 	}
 	return libs, nil

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/polltest"
 )
 
 // roundTrip creates topic, produces n records with acks=all and reads exactly
@@ -141,8 +143,10 @@ func TestRunToolTopicCommand(t *testing.T) {
 }
 
 func TestPomPinsKafkaVersion(t *testing.T) {
-	if !strings.Contains(string(pomXML), "<kafka.version>"+KafkaVersion+"</kafka.version>") {
-		t.Fatalf("pom.xml does not pin kafka.version %s", KafkaVersion)
+	for name, pom := range map[string][]byte{"pom.xml": pomXML, "mm2-pom.xml": mm2PomXML} {
+		if !strings.Contains(string(pom), "<kafka.version>"+KafkaVersion+"</kafka.version>") {
+			t.Errorf("%s does not pin kafka.version %s", name, KafkaVersion)
+		}
 	}
 }
 
@@ -165,4 +169,23 @@ func TestRandomClusterIDNeverLooksLikeAnOption(t *testing.T) {
 			t.Fatalf("cluster id %q", id)
 		}
 	}
+}
+
+// MirrorMaker 2 from Maven Central replicates a topic into "source.<topic>".
+func TestMirrorMaker2Replicates(t *testing.T) {
+	src, dst := Start(t), Start(t)
+	roundTrip(t, src, "mm2-in", 2, 1, 1000)
+	StartMM2(t, MirrorMaker2Config{Source: src.BootstrapString(), Target: dst.BootstrapString(), Topics: []string{"mm2-in"}})
+	adm := kadm.NewClient(dst.Client(t))
+	polltest.Eventually(t, 2*time.Minute, "MirrorMaker 2 replicates 1000 records into source.mm2-in", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ends, err := adm.ListEndOffsets(ctx, "source.mm2-in")
+		if err != nil {
+			return false, err.Error()
+		}
+		var n int64
+		ends.Each(func(o kadm.ListedOffset) { n += max(0, o.Offset) })
+		return n == 1000, fmt.Sprintf("%d records", n)
+	})
 }

@@ -1,0 +1,528 @@
+package mirrorbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
+	"github.com/kmirror/kmirror/protocol"
+)
+
+// runRaw times the raw producer child writing the case's records into a
+// fresh destination topic, watched from here like the mirrors.
+func runRaw(ctx context.Context, b *testing.B, e *env, s spec) result {
+	r := result{spec: s, path: "raw-produce"}
+	topic := s.topic + "-raw"
+	createTopic(ctx, b, e.dst, topic, s.partitions)
+	child := startRawChild(b, e.dst.BootstrapString(), topic, s.partitions, s.codec)
+	if _, err := child.expect("ready"); err != nil {
+		b.Fatal(err)
+	}
+	pid := child.cmd.Process.Pid
+	began := time.Now()
+	if _, err := child.stdin.Write([]byte("go\n")); err != nil {
+		b.Fatalf("start raw producer: %v", err)
+	}
+	w, err := watchCopy(ctx, e.dst.Client(b), topic, s.partitions, pid, child.exited)
+	if err != nil {
+		b.Fatalf("raw produce: %v", err)
+	}
+	ns, err := child.expect("done")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r.rss, err = peakRSS(pid); err != nil {
+		b.Fatal(err)
+	}
+	if err := child.finish(); err != nil {
+		b.Fatal(err)
+	}
+	r.setWindow(began, w)
+	n, _ := strconv.ParseInt(ns, 10, 64)
+	b.Logf("raw-produce: produce to acknowledgement of the last record %s (inside the producer); %s", time.Duration(n).Round(time.Millisecond), w.describe(s.bytes))
+	r.p50, r.p99 = probeLag(ctx, b, e.dst, topic, e.dst, topic, s)
+	return r
+}
+
+// runKmirror starts a fresh kmirror process in front of the destination,
+// mirrors the case's topic through the mirror RPCs and times the copy. The
+// mirror is failed over and deleted afterwards, so the next kmirror process
+// finds nothing left to copy.
+func runKmirror(ctx context.Context, b *testing.B, e *env, s spec) result {
+	r := result{spec: s, path: "kmirror"}
+	k := startKmirror(b, e, s.topic)
+	adm := kafkatest.NewClient(b, []string{k.addr}, kgo.MaxVersions(protocol.KgoMaxVersions(nil)))
+	mirror := s.topic
+	create := protocol.NewPtrCreateMirrorRequest()
+	create.MirrorName = mirror
+	create.Configs = []protocol.CreateMirrorRequestConfig{{Name: "bootstrap.servers", Value: kmsg.StringPtr(e.src.BootstrapString())}}
+	if cr := request[*protocol.CreateMirrorResponse](ctx, b, adm, create); cr.ErrorCode != 0 {
+		b.Fatalf("create mirror %s: %s", mirror, deref(cr.ErrorMessage))
+	}
+	add := protocol.NewPtrAddTopicsToMirrorRequest()
+	add.MirrorName = mirror
+	add.Topics = []protocol.AddTopicsToMirrorRequestTopic{{Name: s.topic, NumPartitions: -1}}
+	began := time.Now()
+	if ar := request[*protocol.AddTopicsToMirrorResponse](ctx, b, adm, add); ar.ErrorCode != 0 || len(ar.Topics) != 1 || ar.Topics[0].ErrorCode != 0 {
+		b.Fatalf("add %s to mirror: %s %+v", s.topic, deref(ar.ErrorMessage), ar.Topics)
+	}
+	dstCl := e.dst.Client(b)
+	w, err := watchCopy(ctx, dstCl, s.topic, s.partitions, k.pid(), k.exited)
+	r.copiedRec = w.copied
+	if err != nil {
+		r.failure = fmt.Sprintf("%v; kmirror says: %s", err, describe(ctx, adm, mirror))
+		b.Errorf("kmirror, %s: %s (log %s)", s.topic, r.failure, k.log)
+		return r
+	}
+	r.setWindow(began, w)
+	b.Logf("kmirror: %s", w.describe(s.bytes))
+	r.p50, r.p99 = probeLag(ctx, b, e.src, s.topic, e.dst, s.topic, s)
+	if r.rss, err = peakRSS(k.pid()); err != nil {
+		b.Fatal(err)
+	}
+	retire(ctx, b, adm, mirror, s.topic)
+	if err := k.stop(); err != nil {
+		b.Error(err)
+	}
+	return r
+}
+
+// mm2Tuning is the benchmark's MirrorMaker 2 client tuning (bench/README.md
+// lists it): fetch sizes equal to kmirror's defaults, batches equal to the
+// source's, the source's codec (MirrorMaker 2 must recompress), acks=all and
+// idempotent with 5 requests in flight like franz-go's producer, a Connect
+// group and internal topics of its own per run.
+func mm2Tuning(s spec) map[string]string {
+	return map[string]string{
+		"tasks.max":                                             "2",        // two cores
+		"source.consumer.fetch.max.bytes":                       "10485760", // kmirror fetch.response.max.bytes
+		"source.consumer.max.partition.fetch.bytes":             "1048576",  // kmirror fetch.max.bytes
+		"source.consumer.max.poll.records":                      "10000",
+		"target.producer.batch.size":                            strconv.Itoa(batchBytes),
+		"target.producer.linger.ms":                             strconv.Itoa(lingerMs),
+		"target.producer.buffer.memory":                         strconv.Itoa(128 << 20),
+		"target.producer.compression.type":                      s.codec.name,
+		"target.producer.acks":                                  "all",
+		"target.producer.enable.idempotence":                    "true",
+		"target.producer.max.in.flight.requests.per.connection": "5",
+		"target.group.id":                                       "mm2-" + s.topic,
+		"target.config.storage.topic":                           "mm2-configs." + s.topic + ".internal",
+		"target.offset.storage.topic":                           "mm2-offsets." + s.topic + ".internal",
+		"target.status.storage.topic":                           "mm2-status." + s.topic + ".internal",
+	}
+}
+
+// runMM2 starts MirrorMaker 2 in dedicated mode for the case's topic and
+// times the copy into "source.<topic>" (default replication policy).
+func runMM2(ctx context.Context, b *testing.B, e *env, s spec) result {
+	r := result{spec: s, path: "mirrormaker2"}
+	topic := "source." + s.topic
+	began := time.Now()
+	m, err := kafkatest.StartMirrorMaker2(ctx, kafkatest.MirrorMaker2Config{Source: e.src.BootstrapString(), Target: e.dst.BootstrapString(),
+		Topics: []string{s.topic}, Props: mm2Tuning(s), Dir: filepath.Join(e.work, "mm2-"+s.topic)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Stop() })
+	dstCl := e.dst.Client(b)
+	w, err := watchCopy(ctx, dstCl, topic, s.partitions, m.Pid(), m.Exited())
+	r.copiedRec = w.copied
+	if err != nil {
+		r.failure = err.Error()
+		b.Errorf("MirrorMaker 2, %s: %v (logs in %s)\n%s", s.topic, err, m.Dir(), m.LogTail())
+		return r
+	}
+	r.setWindow(began, w)
+	b.Logf("mirrormaker2: %s", w.describe(s.bytes))
+	r.p50, r.p99 = probeLag(ctx, b, e.src, s.topic, e.dst, topic, s)
+	if r.rss, err = peakRSS(m.Pid()); err != nil {
+		b.Fatal(err)
+	}
+	if err := m.Stop(); err != nil {
+		b.Error(err)
+	}
+	return r
+}
+
+// watched is what watchCopy saw.
+type watched struct {
+	first, done       time.Time     // first record readable, every record readable
+	cpuFirst, cpuDone time.Duration // the copier's CPU at those moments
+	copied            int64
+	samples           []sample // every poll from the first record on
+	notReady          int      // polls before the first sample that found the topic not ready
+	notReadyErr       error    // the last reason
+}
+
+type sample struct {
+	at     time.Time
+	copied int64
+	cpu    time.Duration
+}
+
+// secondHalf is the stretch from the first sample with half the records
+// readable to the end: the steady state, after a JVM's JIT has warmed up
+// and a mirror's partitions have all started.
+func (w watched) secondHalf() (records int64, d, cpu time.Duration) {
+	if len(w.samples) < 2 {
+		return 0, 0, 0
+	}
+	last := w.samples[len(w.samples)-1]
+	for _, s := range w.samples {
+		if s.copied >= totalRecords/2 {
+			return last.copied - s.copied, last.at.Sub(s.at), last.cpu - s.cpu
+		}
+	}
+	return 0, 0, 0
+}
+
+// describe says where the window started and how the halves compared.
+func (w watched) describe(bytes int64) string {
+	n2, d2, cpu2 := w.secondHalf()
+	n1 := totalRecords - w.samples[0].copied - n2
+	d1, cpu1 := w.done.Sub(w.first)-d2, w.cpuDone-w.cpuFirst-cpu2
+	gb := func(n int64) float64 { return float64(n) / float64(totalRecords) * float64(bytes) / 1e9 }
+	return fmt.Sprintf("%d polls (%d before them not ready: %v), first readable at %d records; first half %.1f MB/s %.1f CPU s/GB; second half %.1f MB/s %.1f CPU s/GB",
+		len(w.samples), w.notReady, w.notReadyErr, w.samples[0].copied, gb(n1)*1e3/d1.Seconds(), cpu1.Seconds()/gb(n1), gb(n2)*1e3/d2.Seconds(), cpu2.Seconds()/gb(n2))
+}
+
+// watchCopy polls the destination topic's end offsets every 10 ms until all
+// totalRecords are readable, sampling the copying process's CPU at each poll
+// from the first readable record on.
+func watchCopy(ctx context.Context, cl *kgo.Client, topic string, parts int32, pid int, exited <-chan struct{}) (watched, error) {
+	var w watched
+	deadline := time.Now().Add(copyLimit)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var lastErr error
+	for {
+		select {
+		case <-exited:
+			return w, fmt.Errorf("the copying process exited with %d of %d records on %s", w.copied, totalRecords, topic)
+		case <-ctx.Done():
+			return w, ctx.Err()
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			return w, fmt.Errorf("%d of %d records on %s after %s (last error: %v)", w.copied, totalRecords, topic, copyLimit, lastErr)
+		}
+		n, ready, err := readable(ctx, cl, topic, parts)
+		if !ready {
+			lastErr = err
+			if len(w.samples) == 0 {
+				w.notReady++
+				w.notReadyErr = err
+			}
+			continue
+		}
+		if err != nil {
+			lastErr = err // some partitions not readable yet
+		}
+		// The time and CPU of the moment the offsets were read.
+		now := time.Now()
+		cpu, err := cpuOf(pid)
+		if err != nil {
+			return w, err
+		}
+		w.copied = n
+		if n == 0 {
+			continue
+		}
+		w.samples = append(w.samples, sample{at: now, copied: n, cpu: cpu})
+		if w.first.IsZero() {
+			w.first, w.cpuFirst = now, cpu
+		}
+		if n >= totalRecords {
+			w.done, w.cpuDone = now, cpu
+			return w, nil
+		}
+	}
+}
+
+// readable is the sum of the topic's high watermarks (records readable), or
+// ready=false while the topic is missing. It asks the brokers directly, a
+// fresh Metadata request and one ListOffsets per leader: a ListOffsets routed
+// by the client's metadata cache can wait seconds for a refresh of a
+// just-created topic, and the progress made meanwhile would go unseen. A
+// partition without a leader yet, or whose leader has not loaded it yet
+// (NOT_LEADER for a while after creation), counts as empty: nothing can have
+// been appended to it. The topic is never auto-created (MirrorMaker 2 would
+// find a one-partition topic in its way).
+func readable(ctx context.Context, cl *kgo.Client, topic string, parts int32) (n int64, ready bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	md := kmsg.NewPtrMetadataRequest()
+	md.AllowAutoTopicCreation = false
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	md.Topics = append(md.Topics, mt)
+	mresp, err := md.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, false, fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	if len(mresp.Topics) != 1 {
+		return 0, false, fmt.Errorf("metadata of %s: %d topics", topic, len(mresp.Topics))
+	}
+	if err := kerr.ErrorForCode(mresp.Topics[0].ErrorCode); err != nil {
+		return 0, false, fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	if got := int32(len(mresp.Topics[0].Partitions)); got != parts {
+		return 0, false, fmt.Errorf("%s has %d partitions, want %d", topic, got, parts)
+	}
+	byLeader := map[int32][]int32{}
+	for _, p := range mresp.Topics[0].Partitions {
+		if p.Leader < 0 {
+			err = fmt.Errorf("%s/%d: no leader yet", topic, p.Partition)
+			continue
+		}
+		byLeader[p.Leader] = append(byLeader[p.Leader], p.Partition)
+	}
+	for leader, ps := range byLeader {
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		for _, p := range ps {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp = p, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, rerr := req.RequestWith(ctx, cl.Broker(int(leader)))
+		if rerr != nil {
+			return 0, false, fmt.Errorf("list offsets of %s on broker %d: %w", topic, leader, rerr)
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
+					err = fmt.Errorf("list offsets of %s/%d: %w", topic, p.Partition, perr)
+					continue
+				}
+				n += p.Offset
+			}
+		}
+	}
+	// err, if set, says why some partitions were counted as empty.
+	return n, true, err
+}
+
+// probeLag measures end-to-end lag on the caught-up copier: probes records,
+// one at a time, each produced (acks=all) to originTopic on origin and timed
+// from the produce call until a consumer of dstTopic on dst has it. The
+// first probe warms the consumer up and is not counted.
+func probeLag(ctx context.Context, b *testing.B, origin *kafkatest.Cluster, originTopic string, dst *kafkatest.Cluster, dstTopic string, s spec) (p50, p99 time.Duration) {
+	b.Helper()
+	prod := origin.Client(b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
+	from := map[int32]kgo.Offset{}
+	for p := int32(0); p < s.partitions; p++ {
+		from[p] = kgo.NewOffset().At(s.perPartition())
+	}
+	cons := dst.Client(b, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{dstTopic: from}))
+	var lags []time.Duration
+	for i := 0; i <= probes; i++ {
+		val := fmt.Sprintf("probe-%d", i)
+		began := time.Now()
+		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: originTopic, Partition: int32(i) % s.partitions, Value: []byte(val)}).FirstErr(); err != nil {
+			b.Fatalf("probe %d: %v", i, err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		for seen := false; !seen; {
+			fs := cons.PollFetches(pctx)
+			if pctx.Err() != nil {
+				cancel()
+				b.Fatalf("probe %d not on %s within 30s", i, dstTopic)
+			}
+			fs.EachError(func(t string, p int32, err error) { b.Fatalf("consume %s/%d: %v", t, p, err) })
+			fs.EachRecord(func(r *kgo.Record) { seen = seen || string(r.Value) == val })
+		}
+		cancel()
+		if i > 0 {
+			lags = append(lags, time.Since(began))
+		}
+	}
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	return lags[len(lags)/2], lags[(len(lags)*99+99)/100-1]
+}
+
+// kmirrorProc is a `kmirror proxy` process in front of the destination.
+type kmirrorProc struct {
+	cmd    *exec.Cmd
+	addr   string
+	log    string
+	exited chan struct{}
+}
+
+func startKmirror(b *testing.B, e *env, name string) *kmirrorProc {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	k := &kmirrorProc{addr: addr, log: filepath.Join(e.work, "kmirror-"+name+".log"), exited: make(chan struct{})}
+	k.cmd = exec.Command(e.kmirror, "proxy", "--upstream", e.dst.BootstrapString(), "--listen", addr, "--broker-ports", "0",
+		"--state-partitions", "10", "--state-replication-factor", "1", "--session-timeout", "6s", "--log-level", "warn")
+	logf, err := os.Create(k.log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	k.cmd.Stdout, k.cmd.Stderr = logf, logf
+	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := k.cmd.Start(); err != nil {
+		logf.Close()
+		b.Fatalf("start kmirror: %v", err)
+	}
+	go func() {
+		_ = k.cmd.Wait()
+		logf.Close()
+		close(k.exited)
+	}()
+	b.Cleanup(func() {
+		_ = k.cmd.Process.Kill()
+		<-k.exited
+	})
+	polltest.Eventually(b, 30*time.Second, "kmirror listens on "+addr, func() (bool, string) {
+		select {
+		case <-k.exited:
+			out, _ := os.ReadFile(k.log)
+			b.Fatalf("kmirror exited at start:\n%s", out)
+		default:
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false, err.Error()
+		}
+		c.Close()
+		return true, ""
+	})
+	return k
+}
+
+func (k *kmirrorProc) pid() int { return k.cmd.Process.Pid }
+
+// stop shuts kmirror down gracefully, so that it leaves the coordinators'
+// group at once and the next process owns the state without waiting.
+func (k *kmirrorProc) stop() error {
+	_ = k.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-k.exited:
+		return nil
+	case <-time.After(30 * time.Second):
+		_ = k.cmd.Process.Kill()
+		<-k.exited
+		return errors.New("kmirror did not stop on SIGTERM within 30s; killed")
+	}
+}
+
+func request[R kmsg.Response](ctx context.Context, b *testing.B, cl *kgo.Client, req kmsg.Request) R {
+	b.Helper()
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	resp, err := cl.Request(rctx, req)
+	if err != nil {
+		b.Fatalf("%T: %v", req, err)
+	}
+	return resp.(R)
+}
+
+// mirrorState is what DescribeMirrors says of a mirror's partitions.
+type mirrorState struct {
+	states map[string]int // partitions per state
+	copied int64          // records on the destination
+	errors map[string]bool
+}
+
+func describeMirror(ctx context.Context, cl *kgo.Client, mirror string) (mirrorState, error) {
+	st := mirrorState{states: map[string]int{}, errors: map[string]bool{}}
+	req := protocol.NewPtrDescribeMirrorsRequest()
+	req.MirrorNames = []string{mirror}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := cl.Request(rctx, req)
+	if err != nil {
+		return st, fmt.Errorf("DescribeMirrors: %w", err)
+	}
+	for _, m := range resp.(*protocol.DescribeMirrorsResponse).Mirrors {
+		if m.ErrorCode != 0 {
+			return st, fmt.Errorf("DescribeMirrors %s: %w %s", mirror, kerr.ErrorForCode(m.ErrorCode), deref(m.ErrorMessage))
+		}
+		for _, t := range m.Topics {
+			for _, p := range t.Partitions {
+				st.states[p.State]++
+				st.copied += max(0, p.DestinationHighWatermark)
+				if msg := deref(p.ErrorMessage); msg != "" {
+					st.errors[msg] = true
+				}
+			}
+		}
+	}
+	return st, nil
+}
+
+func (st mirrorState) String() string {
+	var parts []string
+	for s, n := range st.states {
+		parts = append(parts, fmt.Sprintf("%d %s", n, s))
+	}
+	sort.Strings(parts)
+	out := fmt.Sprintf("partitions %s, %d records on the destination", strings.Join(parts, ", "), st.copied)
+	for m := range st.errors {
+		out += "; error: " + m
+	}
+	return out
+}
+
+// describe summarises the mirror's partitions for a report.
+func describe(ctx context.Context, cl *kgo.Client, mirror string) string {
+	st, err := describeMirror(ctx, cl, mirror)
+	if err != nil {
+		return err.Error()
+	}
+	return st.String()
+}
+
+// retire fails the mirror over (all partitions STOPPED) and deletes it.
+func retire(ctx context.Context, b *testing.B, cl *kgo.Client, mirror, topic string) {
+	b.Helper()
+	rm := protocol.NewPtrRemoveTopicsFromMirrorRequest()
+	rm.MirrorName = mirror
+	rm.Topics = []protocol.TopicName{{Name: topic}}
+	if rr := request[*protocol.RemoveTopicsFromMirrorResponse](ctx, b, cl, rm); rr.ErrorCode != 0 || len(rr.Topics) != 1 || rr.Topics[0].ErrorCode != 0 {
+		b.Fatalf("remove %s from mirror %s: %s %+v", topic, mirror, deref(rr.ErrorMessage), rr.Topics)
+	}
+	polltest.Eventually(b, time.Minute, "mirror "+mirror+" stopped", func() (bool, string) {
+		st, err := describeMirror(ctx, cl, mirror)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(st.states) == 1 && st.states["STOPPED"] > 0, st.String()
+	})
+	del := protocol.NewPtrDeleteMirrorRequest()
+	del.MirrorName = mirror
+	if dr := request[*protocol.DeleteMirrorResponse](ctx, b, cl, del); dr.ErrorCode != 0 {
+		b.Fatalf("delete mirror %s: %s", mirror, deref(dr.ErrorMessage))
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,198 @@
+package mirrorbench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// userHZ is the unit of utime/stime in /proc/<pid>/stat: USER_HZ, which the
+// kernel fixes at 100 for userspace on every architecture Go runs on Linux.
+const userHZ = 100
+
+// cpuOf is the CPU time (user + system, all threads) process pid has used.
+func cpuOf(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read cpu of pid %d: %w", pid, err)
+	}
+	// The command name (field 2) may hold spaces and parentheses: count
+	// fields from the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("pid %d: malformed stat %q", pid, s)
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("pid %d: short stat %q", pid, s)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("pid %d: stat utime %q stime %q", pid, f[11], f[12])
+	}
+	return time.Duration(ut+st) * time.Second / userHZ, nil
+}
+
+// peakRSS is VmHWM, the process's peak resident set, in bytes.
+func peakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read status of pid %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("pid %d: VmHWM %q: %w", pid, rest, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("pid %d: no VmHWM in status", pid)
+}
+
+// The raw-produce path runs in a child process (this test binary again, with
+// rawEnv set) so that its CPU and peak RSS are its own, as the kmirror and
+// MirrorMaker 2 processes' are, and not those of the benchmark's pollers.
+const (
+	rawEnv        = "KMIRROR_BENCH_RAW_PRODUCER"
+	rawBootstrap  = "KMIRROR_BENCH_RAW_BOOTSTRAP"
+	rawTopic      = "KMIRROR_BENCH_RAW_TOPIC"
+	rawPartitions = "KMIRROR_BENCH_RAW_PARTITIONS"
+	rawCodec      = "KMIRROR_BENCH_RAW_CODEC"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(rawEnv) != "" {
+		if err := rawProducerMain(); err != nil {
+			fmt.Fprintln(os.Stderr, "raw producer:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// rawProducerMain is the child: build the records, say "ready", wait for a
+// line on stdin, produce everything, say "done <nanoseconds>", and exit when
+// stdin closes (so the parent can read /proc first).
+func rawProducerMain() error {
+	parts, err := strconv.Atoi(os.Getenv(rawPartitions))
+	if err != nil {
+		return fmt.Errorf("%s: %w", rawPartitions, err)
+	}
+	c, ok := codecByName[os.Getenv(rawCodec)]
+	if !ok {
+		return fmt.Errorf("%s: unknown codec %q", rawCodec, os.Getenv(rawCodec))
+	}
+	topic := os.Getenv(rawTopic)
+	recs := records(topic, int32(parts))
+	cl, err := kgo.NewClient(append(producerOpts(c.codec), kgo.SeedBrokers(strings.Split(os.Getenv(rawBootstrap), ",")...))...)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// Connect and learn the leaders before the clock starts.
+	md := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	md.Topics = append(md.Topics, mt)
+	if _, err := md.RequestWith(ctx, cl); err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	in := bufio.NewReader(os.Stdin)
+	fmt.Println("ready")
+	if _, err := in.ReadString('\n'); err != nil {
+		return fmt.Errorf("wait for go: %w", err)
+	}
+	began := time.Now()
+	if err := produceAll(ctx, cl, recs); err != nil {
+		return err
+	}
+	fmt.Printf("done %d\n", time.Since(began).Nanoseconds())
+	_, _ = in.ReadString('\n') // EOF when the parent is done with /proc
+	return nil
+}
+
+// rawChild is a started raw producer child.
+type rawChild struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	out     *bufio.Reader
+	exited  chan struct{} // closed when the child has exited; then waitErr is set
+	waitErr error
+}
+
+func startRawChild(b *testing.B, bootstrap, topic string, parts int32, c codec) *rawChild {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(os.Environ(), rawEnv+"=1", rawBootstrap+"="+bootstrap, rawTopic+"="+topic,
+		rawPartitions+"="+strconv.Itoa(int(parts)), rawCodec+"="+c.name)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("start raw producer: %v", err)
+	}
+	rc := &rawChild{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout), exited: make(chan struct{})}
+	go func() {
+		// Wait closes stdout once the child has exited. The child exits only
+		// after stdin closes, which is after its last line was read; a child
+		// that dies early fails the reads, as it should.
+		rc.waitErr = cmd.Wait()
+		close(rc.exited)
+	}()
+	b.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Process.Kill()
+		<-rc.exited
+	})
+	return rc
+}
+
+// finish lets the child exit (it waits for stdin to close) and reports how.
+func (rc *rawChild) finish() error {
+	_ = rc.stdin.Close()
+	<-rc.exited
+	if rc.waitErr != nil {
+		return fmt.Errorf("raw producer: %w", rc.waitErr)
+	}
+	return nil
+}
+
+// expect reads the child's next line, which must start with word.
+func (rc *rawChild) expect(word string) (string, error) {
+	line, err := rc.out.ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("raw producer exited before %q: %w", word, err)
+	}
+	rest, ok := strings.CutPrefix(strings.TrimSpace(line), word)
+	if !ok {
+		return "", fmt.Errorf("raw producer said %q, want %q", line, word)
+	}
+	return strings.TrimSpace(rest), nil
+}
