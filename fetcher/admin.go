@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -299,25 +300,38 @@ func deleteRecords(ctx context.Context, cl *kgo.Client, topic string, partition 
 	return nil
 }
 
-// maxMessageBytes is the destination topic's batch size limit.
-func maxMessageBytes(ctx context.Context, adm *kadm.Client, topic string) (int, error) {
+type topicLimits struct {
+	maxMessageBytes int
+	compacted       bool // cleanup.policy has compact: records need keys
+}
+
+// destinationTopicLimits reads the destination topic's batch size limit and
+// whether it is compacted.
+func destinationTopicLimits(ctx context.Context, adm *kadm.Client, topic string) (topicLimits, error) {
+	l := topicLimits{maxMessageBytes: 1048588}
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		return 0, fmt.Errorf("describe destination topic %s configs: %w", topic, err)
+		return l, fmt.Errorf("describe destination topic %s configs: %w", topic, err)
 	}
 	rc, err := rcs.On(topic, nil)
 	if err == nil {
 		err = rc.Err
 	}
 	if err != nil {
-		return 0, fmt.Errorf("describe destination topic %s configs: %w", topic, err)
+		return l, fmt.Errorf("describe destination topic %s configs: %w", topic, err)
 	}
 	for _, c := range rc.Configs {
-		if c.Key == "max.message.bytes" && c.Value != nil {
-			return strconv.Atoi(*c.Value)
+		switch {
+		case c.Value == nil:
+		case c.Key == "max.message.bytes":
+			if l.maxMessageBytes, err = strconv.Atoi(*c.Value); err != nil {
+				return l, fmt.Errorf("destination topic %s max.message.bytes %q: %w", topic, *c.Value, err)
+			}
+		case c.Key == "cleanup.policy":
+			l.compacted = strings.Contains(*c.Value, "compact")
 		}
 	}
-	return 1048588, nil
+	return l, nil
 }
 
 // fillerRecordsFor sizes filler batches for a destination batch size limit:

@@ -87,18 +87,18 @@ func Align(ctx context.Context, src, dst *kgo.Client, topic string, partition in
 		return a, fmt.Errorf("%w: %s/%d: the destination log ends at %d, inside the source batch starting at %d (batches are copied whole)",
 			ErrDiverged, topic, partition, offs.dstEnd, fillTo)
 	}
-	maxMsg, err := maxMessageBytes(ctx, dstAdm, topic)
+	limits, err := destinationTopicLimits(ctx, dstAdm, topic)
 	if err != nil {
 		return a, err
 	}
-	chunk := int64(fillerRecordsFor(maxMsg))
+	chunk := int64(fillerRecordsFor(limits.maxMessageBytes))
 	for a.DestinationLogEnd < fillTo {
 		n := int32(min(fillTo-a.DestinationLogEnd, chunk))
 		seq := int32(-1)
 		if producer.ID >= 0 {
 			seq = a.NextSequence
 		}
-		raw := fillerBatch(n, time.Now().UnixMilli(), producer.ID, producer.Epoch, seq)
+		raw := fillerBatch(n, time.Now().UnixMilli(), producer.ID, producer.Epoch, seq, limits.compacted)
 		base, err := produceOne(ctx, dst, topic, partition, raw)
 		if err != nil {
 			return a, fmt.Errorf("fill %s/%d at %d: %w", topic, partition, a.DestinationLogEnd, err)

@@ -55,7 +55,7 @@ func dense(n int) []int64 {
 
 func TestBatchIterator(t *testing.T) {
 	a := plainBatch(100, 2, dense(3), 0)
-	b := fillerBatch(1000, 5, -1, -1, -1)
+	b := fillerBatch(1000, 5, -1, -1, -1, false)
 	binary.BigEndian.PutUint64(b, 103)
 	set := append(append(append([]byte{}, a...), b...), a[:20]...) // trailing partial batch
 	it := NewBatchIterator(set)
@@ -109,7 +109,7 @@ func TestCheckCopyable(t *testing.T) {
 		{"compacted empty", plainBatch(10, 4, nil, 0), false},
 		{"hole with right count", plainBatch(10, 2, []int64{0, 2, 3}, 0), false},
 		{"compressed compacted", func() []byte {
-			b := fillerBatch(10, 0, -1, -1, -1)
+			b := fillerBatch(10, 0, -1, -1, -1, false)
 			binary.BigEndian.PutUint32(b[23:], 20) // lastOffsetDelta beyond count
 			return b
 		}(), false},
@@ -157,7 +157,7 @@ func TestNextSequenceWraps(t *testing.T) {
 func fuzzSeeds(f *testing.F) {
 	f.Add(plainBatch(0, 2, dense(3), 0))
 	f.Add(append(plainBatch(5, 0, dense(1), attrTransactional), plainBatch(6, 3, []int64{0, 3}, 0)...))
-	f.Add(fillerBatch(50, 1, 2, 3, 4))
+	f.Add(fillerBatch(50, 1, 2, 3, 4, true))
 	f.Add([]byte{})
 	f.Add(make([]byte, 70))
 }
@@ -218,8 +218,8 @@ func BenchmarkBatchRewrite(b *testing.B) {
 	}{
 		{"uncompressed-10rec", plainBatch(0, 9, dense(10), 0)},
 		{"uncompressed-5000rec", plainBatch(0, 4999, dense(5000), 0)},
-		{"zstd-8000rec", fillerBatch(8000, 0, -1, -1, -1)},
-		{"zstd-1000000rec", fillerBatch(maxFillerRecords, 0, -1, -1, -1)},
+		{"zstd-8000rec", fillerBatch(8000, 0, -1, -1, -1, false)},
+		{"zstd-1000000rec", fillerBatch(maxFillerRecords, 0, -1, -1, -1, false)},
 	} {
 		b.Run(fmt.Sprintf("%s-%dB", bc.name, len(bc.raw)), func(b *testing.B) {
 			raw := append([]byte(nil), bc.raw...)

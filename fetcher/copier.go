@@ -3,43 +3,39 @@ package fetcher
 // The Copier runs the data path of one mirror on one kmirror instance.
 //
 // Goroutines (all started by the Copier, all stopped by Close):
-//   - one source worker per source leader broker: one Fetch at a time for
-//     every owned partition that broker leads and that has buffer room;
-//   - one destination worker per destination leader broker: one Produce at a
-//     time carrying the head batch of every partition that broker leads
-//     (one batch per partition per request, as the broker requires), so at
-//     most one produce per partition is in flight;
+//   - one source worker per source leader broker: READ_COMMITTED Fetch
+//     requests for every owned partition that broker leads and that has
+//     buffer room; the planner (plan.go) turns each fetched batch into the
+//     destination operations that put it at its source offsets;
+//   - one destination worker per destination leader broker: pipelined
+//     acks=all Produce requests (up to maxRequestsInFlight), each with the
+//     next append of every partition that broker leads, written to the
+//     connection strictly in order (destination.go);
+//   - a control goroutine per partition while a transaction operation runs
+//     at the head of its queue (begin, end and wait for the marker, marker
+//     filler; control.go);
 //   - one admin goroutine: metadata refreshes after leader errors, source
-//     ListOffsets after OFFSET_OUT_OF_RANGE, DeleteRecords on the destination
-//     after a gap was filled;
+//     ListOffsets after OFFSET_OUT_OF_RANGE, DeleteRecords on the
+//     destination after a gap was filled (admin.go);
 //   - one event goroutine delivering Events in order, outside any lock.
 //
-// Fetching and producing are pipelined through each partition's queue. One
-// mutex (Copier.mu) guards every partition's state; no I/O happens under it.
-// Raw batches are rewritten (producer id/epoch/sequence, CRC) by the
-// destination worker outside the lock, while the partition is marked in flight
-// and no one else touches the queue head.
+// One mutex (Copier.mu) guards every partition's state; no I/O happens under
+// it. A partition's queue is strictly ordered: appends at its head may be in
+// flight together (the broker's idempotence keeps them in order and
+// deduplicates resends), a control operation runs only when nothing before it
+// is in flight.
 //
-// Why non-transactional idempotent batches under a transactional id: the
-// transactional id makes InitProducerId bump the epoch of one well-known
-// producer id, which fences the previous owner of the partition (invariant 4)
-// without needing any coordination service. Transactional batches would need
-// commit markers, which take offsets and break offset identity; idempotent
-// batches need none, and the broker still checks their epoch and sequence
-// (KIP-890 verification applies to transactional batches only).
-//
-// TODO(fetcher): several produces in flight per partition. Items already
-// carry their own sequence and destination offset, so a destination worker
-// can send the next request before the previous answer (one connection keeps
-// them ordered; up to 5 per producer for the broker's dedup window); what is
-// missing is resending every later item, in order, after a retriable error
-// on an earlier one. Measured today (TestThroughput, 2-core machine running
-// both brokers): 6-18 MB/s, bound by one acks=all round trip per batch.
-//
-// Fencing is lazy and per partition: the old owner's appends fail only after
-// the new owner has appended. A zombie append that lands between the new
-// owner's ListOffsets and its first append is detected by the new owner as an
-// offset mismatch (non-retriable, loud), never absorbed.
+// Writers and owners. Non-transactional source batches are appended by the
+// partition's idempotent writer, whose producer id and epoch the caller
+// keeps in the partition's state and hands to every later owner unchanged;
+// source transactions are replayed in destination transactions (txn.go).
+// Nothing is re-fenced on a change of owner: every write is a deterministic
+// function of the source log and the destination position, so an old owner
+// that wakes up (frozen past its session) can only repeat a write the new
+// owner makes too, which the broker answers from its idempotence cache (same
+// producer id, epoch and sequence) or refuses (stale sequence or epoch). The
+// caller's Lease additionally stops an owner from writing once it may have
+// lost the partition.
 
 import (
 	"context"
@@ -48,6 +44,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -72,7 +69,17 @@ type Config struct {
 	MaxBufferedBytes int64
 	// ProduceTimeout is the destination's acks=all wait (default 30 s).
 	ProduceTimeout time.Duration
-	Logger         *slog.Logger
+	// RateLimit bounds the source bytes copied per second over all
+	// partitions (0: unlimited); SetRateLimit changes it at runtime.
+	RateLimit int64
+	// FillerTransactions is how many empty aborted transactions may be in
+	// flight at once per partition to fill offsets the source has no record
+	// at (default 8).
+	FillerTransactions int
+	// Lease, if set, is asked before every write to the destination; an
+	// error holds the write back (the caller may have lost the partition).
+	Lease  func() error
+	Logger *slog.Logger
 }
 
 // Task names one mirror partition to copy.
@@ -83,13 +90,12 @@ type Task struct {
 	// id on the source means the topic was deleted and re-created. Zero:
 	// learn it at Start (see Progress.SourceTopicID).
 	SourceTopicID [16]byte
-	// TransactionalID identifies the partition's writer on the destination;
-	// every owner of the partition must use the same one (fencing).
+	// TransactionalID prefixes the partition's destination transactional ids
+	// (txn.go); every owner of the partition must use the same one.
 	TransactionalID string
-	// Producer, when set, is an identity the caller already took with
-	// InitProducer for TransactionalID (so it could record the epoch before
-	// copying); Start then does not bump the epoch again.
-	Producer *ProducerIdentity
+	// Writer is the partition's idempotent writer (NewWriter), the same for
+	// every owner of the partition. Zero: Start takes a new one (tests).
+	Writer ProducerIdentity
 }
 
 // Progress is where a partition's copy stands.
@@ -97,12 +103,25 @@ type Progress struct {
 	SourceTopicID       [16]byte
 	SourceLogStart      int64
 	SourceHighWatermark int64
+	// SourceLastStable is the source's last stable offset: the copy goes up
+	// to it (batches above it belong to transactions not yet decided).
+	SourceLastStable int64
 	// DestinationLogEnd is the next offset the destination will assign,
 	// which is also the next source offset to copy.
 	DestinationLogEnd int64
 	RecordsCopied     int64 // source records appended (filler not counted)
 	BytesCopied       int64 // source batch bytes appended
 	FillerRecords     int64 // filler offsets appended to close retention gaps
+	// FillerMarkers counts offsets filled with markers of empty aborted
+	// transactions (source offsets with no record, left by compaction).
+	FillerMarkers int64
+	// Transactions counts source transaction markers replayed.
+	Transactions int64
+	// OpenTransactions is how many destination transactions are open now.
+	OpenTransactions int
+	// AbortedAtFailover counts open destination transactions that Failover
+	// aborted (their markers follow DestinationLogEnd).
+	AbortedAtFailover int
 	// LastCopiedTimestamp is the max timestamp of the last copied batch.
 	LastCopiedTimestamp time.Time
 	UpdatedAt           time.Time
@@ -161,6 +180,7 @@ var (
 	ErrSourceTopicChanged  = errors.New("source topic was deleted or re-created")
 	ErrBatchTooLarge       = errors.New("source batch is larger than the destination accepts")
 	ErrDestinationRejected = errors.New("destination rejected a batch")
+	ErrForeignTransaction  = errors.New("a producer outside the mirror has an open transaction on the destination partition")
 )
 
 type topicPartition struct {
@@ -181,39 +201,27 @@ type pendingGap struct {
 	logStart int64 // source log start
 }
 
-// item is one queued append: a source batch, or a run of filler offsets
-// produced in chunks.
-type item struct {
-	raw             []byte
-	base            int64
-	lastOffsetDelta int32
-	records         int32
-	maxTimestamp    int64
-	seq             int32
-	seqSet          bool
-
-	fill           bool
-	fillFrom       int64 // first filler offset of the gap (for the event)
-	fillTo         int64 // filler covers [base, fillTo)
-	fillTrimTo     int64 // DeleteRecords target once written (0 none)
-	chunkN         int32
-	fillerMaxCount int32
-}
-
 type partition struct {
 	tp      topicPartition
 	task    Task
 	onEvent func(Event)
 
-	producerID    int64
-	producerEpoch int16
-	nextSeq       int32
+	// The idempotent writer: its sequence advances as appends are sent.
+	writer  ProducerIdentity
+	nextSeq int32
+	// Destination transactional ids by source producer id, and the fillers.
+	txns    map[int64]*destTxn
+	fillers []*destTxn
+	// What the partition knew of producers at Start (their sequences).
+	seqHints map[int64]seqHint
 
 	srcTopicID, dstTopicID [16]byte
 	srcLeader              int32 // -1: refresh metadata
 	srcLeaderEpoch         int32
 	dstLeader              int32
 
+	// fetchOffset is the next source offset to fetch and plan: every offset
+	// below it is written or queued.
 	fetchOffset int64
 	// blocked: the source holds a batch the copier cannot copy at
 	// fetchOffset; the partition fails once everything before it is written.
@@ -222,13 +230,21 @@ type partition struct {
 	needOffsets bool
 	trimTo      int64
 	fillerMax   int32
+	keyedFiller bool // the destination is compacted: filler records need a key
 	bigFirst    bool
 
-	queue    []*item
+	queue    []*op
 	buffered int64
-	inFlight bool
+	inFlight int  // ops at the queue head sent and not answered (this gen)
+	stale    int  // answers still due for sends of an older gen
+	gen      int  // bumped when in-flight sends are given up and resent
+	control  bool // a control operation at the queue head is running
 
-	state    partitionState
+	state partitionState
+	// quiet: stop at the first point with no destination transaction open.
+	quiet    bool
+	quietBy  time.Time
+	failover bool // abort open destination transactions when stopping
 	err      error
 	done     chan struct{}
 	progress Progress
@@ -237,16 +253,36 @@ type partition struct {
 	errStreak int
 }
 
+// openTxnsLocked counts destination transactions open on the partition.
+func (p *partition) openTxnsLocked() int {
+	n := 0
+	for _, x := range p.txns {
+		if x.open {
+			n++
+		}
+	}
+	return n
+}
+
 type worker struct {
 	id   int32
 	wake chan struct{}
+	// Produce requests written to this broker's connection (OnBrokerWrite),
+	// so the next request is enqueued only after the previous one is on the
+	// wire: kgo writes a broker's requests in the order they are issued.
+	writes    atomic.Int64
+	wrote     chan struct{}
+	inFlight  int           // requests in flight (under Copier.mu)
+	lastReply chan struct{} // closed once the last issued request is handled
 }
 
 // Copier copies batches of many partitions of one mirror.
 type Copier struct {
 	cfg    Config
 	log    *slog.Logger
+	dst    *kgo.Client // the copier's own destination client (write hook)
 	dstAdm *kadm.Client
+	txn    txnClient
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -257,18 +293,29 @@ type Copier struct {
 	srcWorkers map[int32]*worker
 	dstWorkers map[int32]*worker
 	reserved   int64 // buffered + in-flight fetch reservations
-	// Test hooks: partitions whose fetching or producing is held.
+	// Test hooks: partitions whose fetching or producing is held, and
+	// offsets from which a partition's operations are held.
 	holdFetch, holdProduce map[topicPartition]bool
+	holdFrom               map[topicPartition]int64
 	events                 []func()
 	closed                 bool
+
+	rate      atomic.Int64 // bytes/s, 0 unlimited
+	nextFetch time.Time    // rate limit: when the next fetch may go (under mu)
 
 	adminWake chan struct{}
 	eventWake chan struct{}
 }
 
-// maxErrStreak is how many consecutive retriable errors a partition absorbs
-// before it stops with EventRetriable.
-const maxErrStreak = 20
+const (
+	// maxErrStreak is how many consecutive retriable errors a partition
+	// absorbs before it stops with EventRetriable.
+	maxErrStreak = 20
+	// maxInFlightPerPartition is the broker's idempotence window: a resend
+	// is recognised only among a producer's last 5 batches.
+	maxInFlightPerPartition = 5
+	maxRequestsInFlight     = 5
+)
 
 // NewCopier starts a Copier's background goroutines; Close stops them.
 func NewCopier(cfg Config) (*Copier, error) {
@@ -290,6 +337,9 @@ func NewCopier(cfg Config) (*Copier, error) {
 	if cfg.ProduceTimeout <= 0 {
 		cfg.ProduceTimeout = 30 * time.Second
 	}
+	if cfg.FillerTransactions <= 0 {
+		cfg.FillerTransactions = 8
+	}
 	if cfg.MaxBufferedBytes < int64(cfg.FetchMaxBytes) {
 		return nil, fmt.Errorf("fetcher: MaxBufferedBytes %d is below FetchMaxBytes %d", cfg.MaxBufferedBytes, cfg.FetchMaxBytes)
 	}
@@ -300,7 +350,6 @@ func NewCopier(cfg Config) (*Copier, error) {
 	c := &Copier{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		dstAdm:     kadm.NewClient(cfg.Destination),
 		ctx:        ctx,
 		cancel:     cancel,
 		parts:      make(map[topicPartition]*partition),
@@ -311,12 +360,40 @@ func NewCopier(cfg Config) (*Copier, error) {
 
 		holdFetch:   make(map[topicPartition]bool),
 		holdProduce: make(map[topicPartition]bool),
+		holdFrom:    make(map[topicPartition]int64),
 	}
+	c.rate.Store(cfg.RateLimit)
+	dst, err := kgo.NewClient(append(cfg.Destination.Opts(), kgo.WithHooks(writeHook{c}))...)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("fetcher: destination client: %w", err)
+	}
+	c.dst, c.dstAdm = dst, kadm.NewClient(dst)
+	c.txn = txnClient{cl: dst, adm: c.dstAdm}
 	c.wg.Add(2)
 	go c.adminLoop()
 	go c.eventLoop()
 	return c, nil
 }
+
+// writeHook counts Produce requests written per destination broker.
+type writeHook struct{ c *Copier }
+
+func (h writeHook) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	if key != 0 {
+		return
+	}
+	h.c.mu.Lock()
+	w := h.c.dstWorkers[meta.NodeID]
+	h.c.mu.Unlock()
+	if w != nil {
+		w.writes.Add(1)
+		signal(w.wrote)
+	}
+}
+
+// SetRateLimit changes the copy's byte-rate limit (0: unlimited).
+func (c *Copier) SetRateLimit(bytesPerSecond int64) { c.rate.Store(max(bytesPerSecond, 0)) }
 
 // Close stops every partition (without waiting for in-flight produces to be
 // answered: use Stop for an orderly handover) and every goroutine.
@@ -327,13 +404,14 @@ func (c *Copier) Close() {
 	c.cancel()
 	c.wg.Wait()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, p := range c.parts {
 		if p.state != stateDone {
 			p.state = stateDone
 			close(p.done)
 		}
 	}
+	c.mu.Unlock()
+	c.dst.Close()
 }
 
 // Progress returns a partition's progress, false if it is not started.
@@ -344,13 +422,40 @@ func (c *Copier) Progress(topic string, partition int32) (Progress, bool) {
 	if !ok {
 		return Progress{}, false
 	}
-	return p.progress, true
+	pr := p.progress
+	pr.OpenTransactions = p.openTxnsLocked()
+	return pr, true
 }
 
-// Stop stops copying a partition, waits until none of its produces is in
+// StopMode says how Stop leaves a partition.
+type StopMode int8
+
+const (
+	// StopHandover stops at once; open destination transactions stay open
+	// for the next owner, which adopts them.
+	StopHandover StopMode = iota
+	// StopQuiet keeps copying until no destination transaction is open (or
+	// the timeout passes), so the partition can rest (pause) without a
+	// transaction that the destination would time out and abort.
+	StopQuiet
+	// StopFailover stops and aborts every open destination transaction (the
+	// partition becomes an ordinary topic); the markers land after
+	// DestinationLogEnd, which is the last mirrored offset.
+	StopFailover
+)
+
+// quietTimeout bounds StopQuiet.
+const quietTimeout = 30 * time.Second
+
+// Stop stops copying a partition, waits until none of its writes is in
 // flight and returns its final progress, with the error that stopped it
 // earlier, if any. After Stop the partition may be started again.
 func (c *Copier) Stop(topic string, partition int32) (Progress, error) {
+	return c.StopWith(topic, partition, StopHandover)
+}
+
+// StopWith is Stop with a StopMode.
+func (c *Copier) StopWith(topic string, partition int32, mode StopMode) (Progress, error) {
 	tp := topicPartition{topic, partition}
 	c.mu.Lock()
 	p, ok := c.parts[tp]
@@ -358,8 +463,17 @@ func (c *Copier) Stop(topic string, partition int32) (Progress, error) {
 		c.mu.Unlock()
 		return Progress{}, fmt.Errorf("fetcher: %s/%d is not started", topic, partition)
 	}
+	p.failover = p.failover || mode == StopFailover
 	if p.state == stateRunning {
-		p.state = stateStopping
+		if mode == StopQuiet && p.openTxnsLocked() > 0 {
+			p.quiet, p.quietBy = true, time.Now().Add(quietTimeout)
+			c.log.Info("pausing at the next point with no destination transaction open", "topic", topic, "partition", partition,
+				"open_transactions", p.openTxnsLocked())
+			c.wakeDstLocked(p.dstLeader)
+			c.wakeSrcLocked(p.srcLeader)
+		} else {
+			p.state = stateStopping
+		}
 		c.maybeDoneLocked(p)
 	}
 	c.mu.Unlock()
@@ -370,14 +484,16 @@ func (c *Copier) Stop(topic string, partition int32) (Progress, error) {
 		delete(c.parts, tp)
 	}
 	c.releaseLocked(p)
-	return p.progress, p.err
+	pr := p.progress
+	pr.OpenTransactions = p.openTxnsLocked()
+	return pr, p.err
 }
 
-// Start begins copying a partition: it takes the partition's writer identity
-// (InitProducerId with the task's transactional id, which fences the previous
-// owner), reads the destination log end (the next source offset to copy,
-// by offset identity), checks it against the source, and starts the
-// pipeline; a destination behind the source log start is aligned first
+// Start begins copying a partition: it settles the partition's destination
+// transactions left in flight by an earlier owner, reads the destination log
+// end (the next source offset to copy, by offset identity) with the writers'
+// sequences, checks it against the source, and starts the pipeline; a
+// destination behind the source log start is aligned first
 // (EventGapFilled). Errors found here are returned; later ones arrive as
 // Events on onEvent, which must not block for long.
 func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) error {
@@ -396,20 +512,19 @@ func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) erro
 	}
 	c.mu.Unlock()
 	if task.TransactionalID == "" {
-		return fmt.Errorf("fetcher: %s/%d: Task.TransactionalID is required (it fences older owners)", task.Topic, task.Partition)
+		return fmt.Errorf("fetcher: %s/%d: Task.TransactionalID is required (it names the partition's writers)", task.Topic, task.Partition)
 	}
-
-	var pid int64
-	var epoch int16
-	if task.Producer != nil {
-		pid, epoch = task.Producer.ID, task.Producer.Epoch
-	} else {
-		id, err := InitProducer(ctx, c.cfg.Destination, task.TransactionalID)
+	if task.Writer == (ProducerIdentity{}) {
+		w, err := NewWriter(ctx, c.cfg.Destination)
 		if err != nil {
 			return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
 		}
-		pid, epoch = id.ID, id.Epoch
+		task.Writer = w
 	}
+	if err := c.lease(); err != nil {
+		return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
+	}
+
 	src, err := partitionMetadata(ctx, c.cfg.Source, task.Topic, task.Partition)
 	if err != nil {
 		if errors.Is(err, kerr.UnknownTopicOrPartition) && task.SourceTopicID != ([16]byte{}) {
@@ -425,15 +540,19 @@ func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) erro
 	if err != nil {
 		return fmt.Errorf("fetcher: destination %s/%d (prepare it with EnsureDestinationTopic): %w", task.Topic, task.Partition, err)
 	}
-	offs, err := listOffsets(ctx, c.cfg.Source, c.cfg.Destination, task.Topic, task.Partition)
+	rp, err := c.resume(ctx, task)
 	if err != nil {
 		return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
 	}
-	if offs.dstEnd > offs.srcHW {
-		return fmt.Errorf("%w: destination log of %s/%d has %d records more than the source (destination log end %d, source high watermark %d); it diverged",
-			ErrDiverged, task.Topic, task.Partition, offs.dstEnd-offs.srcHW, offs.dstEnd, offs.srcHW)
+	offs, err := listOffsets(ctx, c.cfg.Source, nil, task.Topic, task.Partition)
+	if err != nil {
+		return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
 	}
-	maxMsg, err := maxMessageBytes(ctx, c.dstAdm, task.Topic)
+	if rp.logEnd > offs.srcHW {
+		return fmt.Errorf("%w: destination log of %s/%d has %d records more than the source (destination log end %d, source high watermark %d); it diverged",
+			ErrDiverged, task.Topic, task.Partition, rp.logEnd-offs.srcHW, rp.logEnd, offs.srcHW)
+	}
+	tc, err := destinationTopicLimits(ctx, c.dstAdm, task.Topic)
 	if err != nil {
 		return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
 	}
@@ -442,32 +561,44 @@ func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) erro
 		tp:             tp,
 		task:           task,
 		onEvent:        onEvent,
-		producerID:     pid,
-		producerEpoch:  epoch,
+		writer:         task.Writer,
+		nextSeq:        rp.writerNextSeq,
+		txns:           rp.txns,
+		seqHints:       rp.seqHints,
 		srcTopicID:     src.topicID,
 		dstTopicID:     dst.topicID,
 		srcLeader:      src.leader,
 		srcLeaderEpoch: src.leaderEpoch,
 		dstLeader:      dst.leader,
-		fetchOffset:    offs.dstEnd,
-		fillerMax:      fillerRecordsFor(maxMsg),
+		fetchOffset:    rp.logEnd,
+		fillerMax:      fillerRecordsFor(tc.maxMessageBytes),
+		keyedFiller:    tc.compacted,
 		done:           make(chan struct{}),
+	}
+	for k := range c.cfg.FillerTransactions {
+		p.fillers = append(p.fillers, &destTxn{id: fillerIDFor(task.TransactionalID, k), sourcePID: -1})
 	}
 	p.progress = Progress{
 		SourceTopicID:       src.topicID,
 		SourceLogStart:      offs.srcStart,
 		SourceHighWatermark: offs.srcHW,
-		DestinationLogEnd:   offs.dstEnd,
+		SourceLastStable:    offs.srcHW,
+		DestinationLogEnd:   rp.logEnd,
 		UpdatedAt:           time.Now(),
-		ProducerID:          pid,
-		ProducerEpoch:       epoch,
+		ProducerID:          task.Writer.ID,
+		ProducerEpoch:       task.Writer.Epoch,
 	}
-	if offs.dstEnd < offs.srcStart {
-		p.gap = &pendingGap{from: offs.dstEnd, logStart: offs.srcStart}
+	if rp.logEnd < offs.srcStart {
+		if len(rp.txns) > 0 && p.openTxnsLocked() > 0 {
+			return fmt.Errorf("%w: %s/%d: the source log start %d passed the destination log end %d while a destination transaction is open",
+				ErrDiverged, task.Topic, task.Partition, offs.srcStart, rp.logEnd)
+		}
+		p.gap = &pendingGap{from: rp.logEnd, logStart: offs.srcStart}
 		p.fetchOffset = offs.srcStart
 	}
-	c.log.Info("copy starting", "topic", task.Topic, "partition", task.Partition, "producer_id", pid, "producer_epoch", epoch,
-		"destination_log_end", offs.dstEnd, "source_log_start", offs.srcStart, "source_high_watermark", offs.srcHW)
+	c.log.Info("copy starting", "topic", task.Topic, "partition", task.Partition, "producer_id", task.Writer.ID,
+		"producer_epoch", task.Writer.Epoch, "next_sequence", rp.writerNextSeq, "open_transactions", p.openTxnsLocked(),
+		"destination_log_end", rp.logEnd, "source_log_start", offs.srcStart, "source_high_watermark", offs.srcHW)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -482,6 +613,16 @@ func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) erro
 	}
 	c.parts[tp] = p
 	c.wakeSrcLocked(p.srcLeader)
+	return nil
+}
+
+func (c *Copier) lease() error {
+	if c.cfg.Lease == nil {
+		return nil
+	}
+	if err := c.cfg.Lease(); err != nil {
+		return fmt.Errorf("not writing to the destination: %w", err)
+	}
 	return nil
 }
 
@@ -507,7 +648,7 @@ func (c *Copier) wakeDstLocked(id int32) {
 	}
 	w, ok := c.dstWorkers[id]
 	if !ok {
-		w = &worker{id: id, wake: make(chan struct{}, 1)}
+		w = &worker{id: id, wake: make(chan struct{}, 1), wrote: make(chan struct{}, 1)}
 		c.dstWorkers[id] = w
 		c.wg.Add(1)
 		go c.destinationLoop(w)
@@ -536,14 +677,29 @@ func (c *Copier) releaseLocked(p *partition) {
 	c.wakeAllSrcLocked()
 }
 
-// maybeDoneLocked finishes a stopping partition once no produce is in
-// flight, and returns its buffered bytes to the budget.
+// busyLocked: something of the partition is in flight.
+func (p *partition) busyLocked() bool { return p.inFlight > 0 || p.stale > 0 || p.control }
+
+// maybeDoneLocked finishes a stopping partition once nothing of it is in
+// flight (and, for a failover, once its open transactions are aborted).
 func (c *Copier) maybeDoneLocked(p *partition) {
-	if p.state == stateStopping && !p.inFlight {
-		p.state = stateDone
-		close(p.done)
-		c.releaseLocked(p)
+	if p.state == stateRunning && p.quiet && (p.openTxnsLocked() == 0 || time.Now().After(p.quietBy)) {
+		if p.openTxnsLocked() > 0 {
+			c.log.Warn("pausing with destination transactions open: no point without one came in time; they stay open until the copy resumes",
+				"topic", p.tp.topic, "partition", p.tp.partition, "open_transactions", p.openTxnsLocked())
+		}
+		p.state = stateStopping
 	}
+	if p.state != stateStopping || p.busyLocked() {
+		return
+	}
+	if p.failover && p.openTxnsLocked() > 0 {
+		c.startAbortLocked(p)
+		return
+	}
+	p.state = stateDone
+	close(p.done)
+	c.releaseLocked(p)
 }
 
 // failLocked stops a partition with a terminal event.
@@ -569,7 +725,7 @@ func (c *Copier) blockLocked(p *partition, err error) {
 }
 
 func (c *Copier) maybeFailBlockedLocked(p *partition) {
-	if p.blocked != nil && len(p.queue) == 0 && !p.inFlight {
+	if p.blocked != nil && len(p.queue) == 0 && !p.busyLocked() {
 		c.failLocked(p, EventNonRetriable, p.blocked)
 	}
 }
@@ -655,5 +811,33 @@ func (c *Copier) hold(topic string, partition int32, fetch, produce bool) {
 	c.wakeAllSrcLocked()
 	for _, w := range c.dstWorkers {
 		signal(w.wake)
+	}
+	if p := c.parts[tp]; p != nil && !produce {
+		c.kickLocked(p)
+	}
+}
+
+// heldLocked reports whether a test holds the partition's operation o.
+func (c *Copier) heldLocked(p *partition, o *op) bool {
+	if c.holdProduce[p.tp] {
+		return true
+	}
+	from, ok := c.holdFrom[p.tp]
+	return ok && o.base >= from
+}
+
+// holdOpsFrom holds a partition's operations at and after a destination
+// offset (from < 0 releases them): tests stop a copy at an exact point.
+func (c *Copier) holdOpsFrom(topic string, partition int32, from int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tp := topicPartition{topic, partition}
+	if from < 0 {
+		delete(c.holdFrom, tp)
+	} else {
+		c.holdFrom[tp] = from
+	}
+	if p := c.parts[tp]; p != nil {
+		c.kickLocked(p)
 	}
 }

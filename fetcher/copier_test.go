@@ -1,12 +1,13 @@
 package fetcher
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
-	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,8 +52,13 @@ func TestRealKafka(t *testing.T) {
 	sub("SourceTopicRecreated", testSourceTopicRecreated)
 	sub("BatchTooLarge", testBatchTooLarge)
 	sub("LogAppendTime", testLogAppendTime)
+	sub("TransactionFacts", testTransactionFacts)
 	sub("TransactionalSource", testTransactionalSource)
+	sub("TransactionResume", testTransactionResume)
+	sub("FailoverAbortsOpenTransaction", testFailoverAbortsOpenTransaction)
 	sub("CompactedSource", testCompactedSource)
+	sub("CompactionWhileMirroring", testCompactionWhileMirroring)
+	sub("ThrottledCopy", testThrottledCopy)
 }
 
 func testDestinationTopic(t *testing.T, e *env) {
@@ -286,52 +292,6 @@ func testCrashAndResume(t *testing.T, e *env) {
 
 // (d) A zombie: copier A holds a fetched batch; copier B takes over (epoch
 // bump) and appends; A's late append is fenced; nothing is duplicated.
-func testZombie(t *testing.T, e *env) {
-	e.createSource("zombie", 1, nil)
-	e.produce("zombie", 0, 100, 10, kgo.ZstdCompression(), "z1")
-	e.ensureDestination("zombie")
-	task := Task{Topic: "zombie", Partition: 0, TransactionalID: "mirror-zombie-0"}
-	a := e.newCopier(Config{})
-	defer a.Close()
-	var aEvs events
-	if err := a.Start(e.ctx, task, aEvs.on); err != nil {
-		t.Fatal(err)
-	}
-	e.waitCopied(a, "zombie", 0)
-	a.hold("zombie", 0, false, true) // A fetches but does not append
-	e.produce("zombie", 0, 50, 10, kgo.ZstdCompression(), "z2")
-	eventually(t, "A buffered the new batches", 30*time.Second, func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return len(a.parts[topicPartition{"zombie", 0}].queue) > 0
-	})
-
-	b := e.newCopier(Config{})
-	defer b.Close()
-	var bEvs events
-	if err := b.Start(e.ctx, task, bEvs.on); err != nil {
-		t.Fatal(err)
-	}
-	e.waitCopied(b, "zombie", 0)
-	a.hold("zombie", 0, false, false) // the zombie wakes up and appends
-	eventually(t, "A fenced", 30*time.Second, func() bool {
-		_, ok := aEvs.find(EventFenced)
-		return ok
-	})
-	if _, err := a.Stop("zombie", 0); !isErr(err, ErrFenced) {
-		t.Fatalf("A stopped with %v, want ErrFenced", err)
-	}
-	e.produce("zombie", 0, 30, 10, kgo.ZstdCompression(), "z3")
-	e.waitCopied(b, "zombie", 0)
-	if _, err := b.Stop("zombie", 0); err != nil {
-		t.Fatal(err)
-	}
-	if f := bEvs.failures(); len(f) > 0 {
-		t.Fatalf("B events: %+v", f)
-	}
-	e.verifyPartition("zombie", 0)
-}
-
 // (e) Someone writes to the destination partition directly: the copier's next
 // append lands at the wrong offset and the partition fails, non-retriable.
 func testDirectWrite(t *testing.T, e *env) {
@@ -532,7 +492,7 @@ func testKafkaFacts(t *testing.T, e *env) {
 	t.Logf("fact: after InitProducerId bumped epoch %d->%d the old epoch still appended until the new epoch appended; then INVALID_PRODUCER_EPOCH", epoch, epoch2)
 
 	// A zstd filler batch of 1,000,000 empty records.
-	filler := fillerBatch(maxFillerRecords, time.Now().UnixMilli(), -1, -1, -1)
+	filler := fillerBatch(maxFillerRecords, time.Now().UnixMilli(), -1, -1, -1, false)
 	began := time.Now()
 	if b, err := produce(filler); err != nil || b != end {
 		t.Fatalf("filler: %d %v, want %d", b, err, end)
@@ -697,149 +657,107 @@ func testLogAppendTime(t *testing.T, e *env) {
 	}
 }
 
-// Transactional source batches are refused loudly, at their offset, after
-// the plain batches before them were copied.
-func testTransactionalSource(t *testing.T, e *env) {
-	e.createSource("txn", 1, nil)
-	e.produce("txn", 0, 10, 10, kgo.NoCompression(), "plain")
-	tx := e.client(e.p.src, kgo.TransactionalID("source-app-tx"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err := tx.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.ProduceSync(e.ctx, &kgo.Record{Topic: "txn", Value: []byte("in a transaction")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.EndTransaction(e.ctx, kgo.TryCommit); err != nil {
-		t.Fatal(err)
-	}
-	e.ensureDestination("txn")
-	c := e.newCopier(Config{})
-	defer c.Close()
-	var evs events
-	if err := c.Start(e.ctx, Task{Topic: "txn", Partition: 0, TransactionalID: "mirror-txn-0"}, evs.on); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "transactional batch refused", 30*time.Second, func() bool {
-		_, ok := evs.find(EventNonRetriable)
-		return ok
-	})
-	ev, _ := evs.find(EventNonRetriable)
-	if !isErr(ev.Err, ErrUnsupportedBatch) || !strings.Contains(ev.Err.Error(), "not supported yet (offset 10") {
-		t.Fatalf("event %v, want ErrUnsupportedBatch at offset 10", ev.Err)
-	}
-	t.Logf("reported: %v", ev.Err)
-	pr, err := c.Stop("txn", 0)
-	if !isErr(err, ErrUnsupportedBatch) || pr.DestinationLogEnd != 10 {
-		t.Fatalf("Stop: %+v %v, want log end 10", pr, err)
-	}
-}
-
-// A compacted source batch (fewer records than its offset range) is refused
-// loudly at its offset. The source broker's cleaner runs every 100 ms.
-func testCompactedSource(t *testing.T, e *env) {
-	e.createSource("compacted", 1, map[string]*string{
-		"cleanup.policy":            kadm.StringPtr("compact"),
-		"segment.ms":                kadm.StringPtr("100"),
-		"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
-		"min.compaction.lag.ms":     kadm.StringPtr("0"),
-	})
-	cl := e.client(e.p.src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
-	write := func(keys ...string) {
-		var recs []*kgo.Record
-		for _, k := range keys {
-			recs = append(recs, &kgo.Record{Topic: "compacted", Key: []byte(k), Value: []byte("v-" + k)})
-		}
-		if err := cl.ProduceSync(e.ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("a", "b", "c", "d") // offsets 0..3; a and c are overwritten below
-	var holes Batch
-	eventually(t, "the source compacted a batch", time.Minute, func() bool {
-		write("a", "c") // new segments roll (segment.ms), older ones get cleaned
-		for _, b := range e.rawBatches(e.src, "compacted", 0, 0) {
-			if int64(b.NumRecords) != int64(b.LastOffsetDelta)+1 {
-				holes = b
-				return true
-			}
-		}
-		return false
-	})
-	t.Logf("fact: a compacted batch keeps base offset %d and lastOffsetDelta %d with %d records", holes.BaseOffset, holes.LastOffsetDelta, holes.NumRecords)
-	e.ensureDestination("compacted")
-	c := e.newCopier(Config{})
-	defer c.Close()
-	var evs events
-	if err := c.Start(e.ctx, Task{Topic: "compacted", Partition: 0, TransactionalID: "mirror-compacted-0"}, evs.on); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "compacted batch refused", 30*time.Second, func() bool {
-		_, ok := evs.find(EventNonRetriable)
-		return ok
-	})
-	ev, _ := evs.find(EventNonRetriable)
-	if !isErr(ev.Err, ErrUnsupportedBatch) {
-		t.Fatalf("event %v, want ErrUnsupportedBatch", ev.Err)
-	}
-	t.Logf("reported: %v", ev.Err)
-	c.Stop("compacted", 0)
-}
-
-// TestRealDestinationLeaderFailover kills the destination leader (SIGKILL)
-// in the middle of a copy into a 3-broker destination (replication factor
-// 3): the copier finds the new leader, resends the batch in flight with the
-// same sequence, and the destination still matches the source offset for
-// offset.
-func TestRealDestinationLeaderFailover(t *testing.T) {
+// TestRealLeaderChanges kills (SIGKILL) the source leader of one partition
+// and then the destination leader of the other, in the middle of a copy
+// between two 3-broker clusters (replication factor 3 on both), while plain
+// records and transactions keep arriving: the copier finds the new leaders,
+// resends what was in flight with the same sequences, and every record and
+// marker still lands at its source offset, once.
+func TestRealLeaderChanges(t *testing.T) {
 	kafkatest.RequireReal(t)
-	p := &pair{src: kafkatest.Start(t), dst: kafkatest.Start(t, kafkatest.Brokers(3))}
+	p := &pair{src: kafkatest.Start(t, kafkatest.Brokers(3)), dst: kafkatest.Start(t, kafkatest.Brokers(3))}
 	snap := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, snap) })
 	e := newEnv(t, p)
-	e.createSource("failover", 2, nil)
-	for part := int32(0); part < 2; part++ {
-		e.produce("failover", part, 4000, 20, kgo.ZstdCompression(), "fo")
+	const topic = "failover"
+	resp, err := e.srcAdm.CreateTopic(e.ctx, 2, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
+	if err == nil {
+		err = resp.Err
 	}
-	e.ensureDestination("failover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitPartitionsLed(kadm.WithAuthorizedOps(e.ctx), e.srcAdm, topic, 2); err != nil {
+		t.Fatal(err)
+	}
+	for part := int32(0); part < 2; part++ {
+		e.produce(topic, part, 3000, 20, kgo.ZstdCompression(), "fo")
+	}
+	e.ensureDestination(topic)
 	c := e.newCopier(Config{FetchMaxBytes: 4 << 10, MaxBufferedBytes: 32 << 10})
 	defer c.Close()
 	var evs events
 	for part := int32(0); part < 2; part++ {
-		if err := c.Start(e.ctx, Task{Topic: "failover", Partition: part, TransactionalID: fmt.Sprintf("mirror-failover-%d", part)}, evs.on); err != nil {
+		if err := c.Start(e.ctx, Task{Topic: topic, Partition: part, TransactionalID: fmt.Sprintf("mirror-failover-%d", part)}, evs.on); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Transactions keep arriving on both partitions during the leader changes.
+	writeCtx, stopWriting := context.WithCancel(e.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tx := e.txnProducer("failover-app")
+		for i := 0; writeCtx.Err() == nil; i++ {
+			if tx.BeginTransaction() != nil {
+				return
+			}
+			for part := int32(0); part < 2; part++ {
+				_ = tx.ProduceSync(writeCtx, &kgo.Record{Topic: topic, Partition: part, Key: fmt.Appendf(nil, "tx-%d", i), Value: []byte("txn")})
+			}
+			commit := i%3 != 2 && writeCtx.Err() == nil
+			_ = tx.EndTransaction(e.ctx, kgo.TransactionEndTry(commit))
+		}
+	}()
+	leaderIndex := func(cl *kafkatest.Cluster, kc *kgo.Client, part int32) (int, int32) {
+		m, err := partitionMetadata(e.ctx, kc, topic, part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range cl.NodeIDs() {
+			if id == m.leader {
+				return i, id
+			}
+		}
+		t.Fatalf("leader %d of %s/%d is not a broker of the cluster", m.leader, topic, part)
+		return -1, -1
 	}
 	eventually(t, "copy under way", time.Minute, func() bool {
-		pr, _ := c.Progress("failover", 0)
-		return pr.DestinationLogEnd > 1000
+		pr, _ := c.Progress(topic, 0)
+		return pr.DestinationLogEnd > 800
 	})
-	m, err := partitionMetadata(e.ctx, e.dst, "failover", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	killed := -1
-	for i, id := range p.dst.NodeIDs() {
-		if id == m.leader {
-			killed = i
-		}
-	}
-	before, _ := c.Progress("failover", 0)
-	p.dst.KillBroker(t, killed)
-	t.Logf("killed destination broker %d (leader of failover/0) at destination log end %d", m.leader, before.DestinationLogEnd)
-	began := time.Now()
+	i, id := leaderIndex(p.src, e.src, 0)
+	before, _ := c.Progress(topic, 0)
+	p.src.KillBroker(t, i)
+	t.Logf("killed source broker %d (leader of %s/0) at destination log end %d", id, topic, before.DestinationLogEnd)
+	eventually(t, "copy of partition 0 goes on from the new source leader", time.Minute, func() bool {
+		pr, _ := c.Progress(topic, 0)
+		return pr.DestinationLogEnd > before.DestinationLogEnd+500
+	})
+	p.src.StartBroker(t, i)
+	j, jid := leaderIndex(p.dst, e.dst, 1)
+	before, _ = c.Progress(topic, 1)
+	p.dst.KillBroker(t, j)
+	t.Logf("killed destination broker %d (leader of %s/1) at destination log end %d", jid, topic, before.DestinationLogEnd)
+	eventually(t, "copy of partition 1 goes on to the new destination leader", time.Minute, func() bool {
+		pr, _ := c.Progress(topic, 1)
+		return pr.DestinationLogEnd > before.DestinationLogEnd+500
+	})
+	p.dst.StartBroker(t, j)
+	stopWriting()
+	wg.Wait()
 	for part := int32(0); part < 2; part++ {
-		e.waitCopied(c, "failover", part)
-		if part == 0 {
-			t.Logf("copy of failover/0 completed %v after the kill", time.Since(began))
-		}
-		if _, err := c.Stop("failover", part); err != nil {
+		last := e.sentinel(topic, part)
+		e.waitCopied(c, topic, part)
+		if _, err := c.Stop(topic, part); err != nil {
 			t.Fatal(err)
 		}
+		n := e.verifyEntries(topic, part, false)
+		e.sameConsumers(topic, part, last)
+		t.Logf("%s/%d: %d records and markers at identical offsets after the leader changes", topic, part, n)
 	}
 	if f := evs.failures(); len(f) > 0 {
 		t.Fatalf("events: %+v", f)
-	}
-	for part := int32(0); part < 2; part++ {
-		e.verifyPartition("failover", part)
 	}
 }

@@ -1,11 +1,17 @@
 package fetcher
 
 // Destination side: one worker per destination leader sends acks=all
-// Produce requests holding the head batch of every partition it leads (one
-// batch per partition per request), and checks the base offset the broker
-// assigned against the source offset (invariant 1). A batch keeps its
-// sequence across resends, so a retried append that already landed is
-// deduplicated by the broker, which answers with the original offset.
+// Produce requests, each holding the next append of every partition that
+// broker leads (the broker takes one batch per partition per request), and
+// keeps up to maxRequestsInFlight of them in flight. Order is what makes
+// this safe: kgo writes a broker's requests in the order they are issued,
+// and the worker issues a request only once the previous one is on the wire,
+// so a partition's batches reach the broker in sequence order; answers are
+// handled in the same order. The broker's idempotence does the rest: a
+// batch whose predecessor failed is refused (OUT_OF_ORDER_SEQUENCE_NUMBER),
+// and a resent batch that had landed is answered with its original offset.
+// Every answer's base offset is checked against the source offset
+// (invariant 1).
 
 import (
 	"errors"
@@ -18,16 +24,20 @@ import (
 
 type sendPart struct {
 	p    *partition
-	it   *item
+	o    *op
+	gen  int
 	next int64 // destination log end after this append
 }
 
 func (c *Copier) destinationLoop(w *worker) {
 	defer c.wg.Done()
 	for {
-		sends := c.collectSends(w.id)
+		if c.ctx.Err() != nil {
+			return
+		}
+		sends, txnID, prev, handled, wait := c.collectSends(w)
 		if len(sends) == 0 {
-			if !c.sleep(w.wake, 250*time.Millisecond) {
+			if !c.sleep(w.wake, wait) {
 				return
 			}
 			continue
@@ -35,6 +45,11 @@ func (c *Copier) destinationLoop(w *worker) {
 		req := kmsg.NewPtrProduceRequest()
 		req.Acks = -1
 		req.TimeoutMillis = int32(c.cfg.ProduceTimeout / time.Millisecond)
+		if txnID != "" {
+			// The broker verifies transactional batches against this id
+			// (KIP-890), so a request carries one transaction's batches.
+			req.TransactionID = &txnID
+		}
 		byTopic := map[string]int{}
 		for _, s := range sends {
 			i, ok := byTopic[s.p.tp.topic]
@@ -48,44 +63,79 @@ func (c *Copier) destinationLoop(w *worker) {
 			}
 			pp := kmsg.NewProduceRequestTopicPartition()
 			pp.Partition = s.p.tp.partition
-			pp.Records = s.it.raw
+			pp.Records = s.o.raw
 			req.Topics[i].Partitions = append(req.Topics[i].Partitions, pp)
 		}
-		kresp, err := c.cfg.Destination.Broker(int(w.id)).Request(c.ctx, req)
-		c.mu.Lock()
-		if err != nil {
-			for _, s := range sends {
-				s.p.inFlight = false
-				if c.ctx.Err() == nil && s.p.state == stateRunning {
-					s.p.dstLeader = -1
-					c.retryLocked(s.p, fmt.Errorf("produce to destination broker %d: %w", w.id, err))
+		before := w.writes.Load()
+		issued := make(chan struct{})
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			kresp, err := c.dst.Broker(int(w.id)).Request(c.ctx, req)
+			close(issued)
+			if prev != nil {
+				select {
+				case <-prev:
+				case <-c.ctx.Done():
 				}
-				c.maybeDoneLocked(s.p)
 			}
-			signal(c.adminWake)
-		} else {
-			c.handleProduceLocked(w.id, sends, kresp.(*kmsg.ProduceResponse))
-		}
-		c.mu.Unlock()
-		if c.ctx.Err() != nil {
-			return
+			c.mu.Lock()
+			w.inFlight--
+			if err != nil {
+				c.produceFailedLocked(w.id, sends, err)
+			} else {
+				c.handleProduceLocked(w.id, sends, kresp.(*kmsg.ProduceResponse))
+			}
+			c.mu.Unlock()
+			close(handled)
+			signal(w.wake)
+		}()
+		// Issue the next request only once this one is written (or failed
+		// before it could be).
+	written:
+		for w.writes.Load() == before {
+			select {
+			case <-w.wrote:
+			case <-issued: // answered (or failed unwritten): nothing of ours is pending
+				break written
+			case <-c.ctx.Done():
+				return
+			}
 		}
 	}
 }
 
-// collectSends takes the head item of every ready partition this leader
-// leads, marks them in flight, and prepares their bytes outside the lock.
-func (c *Copier) collectSends(leader int32) []sendPart {
+// collectSends takes the next append of every ready partition this leader
+// leads (at most one transactional id per request), marks them in flight,
+// and prepares their bytes outside the lock. Control operations that reached
+// a partition's head are started on the way.
+func (c *Copier) collectSends(w *worker) (sends []sendPart, txnID string, prev, handled chan struct{}, wait time.Duration) {
+	if err := c.lease(); err != nil {
+		c.log.Debug("holding writes", "err", err)
+		return nil, "", nil, nil, 100 * time.Millisecond
+	}
 	c.mu.Lock()
 	now := time.Now()
+	wait = 250 * time.Millisecond
 	var ps []*partition
 	for _, p := range c.parts {
-		if p.state == stateRunning && p.dstLeader == leader && !p.inFlight && len(p.queue) > 0 && !now.Before(p.retryAt) && !c.holdProduce[p.tp] {
+		if p.dstLeader != w.id {
+			continue
+		}
+		if now.Before(p.retryAt) {
+			wait = min(wait, p.retryAt.Sub(now))
+			continue
+		}
+		c.kickControlLocked(p)
+		if p.state == stateRunning && p.stale == 0 && p.inFlight < min(len(p.queue), maxInFlightPerPartition) {
 			ps = append(ps, p)
 		}
 	}
+	if w.inFlight >= maxRequestsInFlight || len(ps) == 0 {
+		c.mu.Unlock()
+		return nil, "", nil, nil, wait
+	}
 	sortedParts(ps)
-	sends := make([]sendPart, 0, len(ps))
 	type rewrite struct {
 		raw   []byte
 		pid   int64
@@ -95,41 +145,105 @@ func (c *Copier) collectSends(leader int32) []sendPart {
 	var rewrites []rewrite
 	var fills []*sendPart
 	for _, p := range ps {
-		it := p.queue[0]
-		p.inFlight = true
-		if it.fill {
-			if it.raw == nil { // next filler chunk: sequence taken now
-				it.chunkN = int32(min(it.fillTo-it.base, int64(it.fillerMaxCount)))
-				it.seq, p.nextSeq = p.nextSeq, nextSequence(p.nextSeq, it.chunkN-1)
-				it.seqSet = true
+		o := p.queue[p.inFlight]
+		switch {
+		case o.control() || c.heldLocked(p, o):
+			continue // a control op runs when everything before it is answered
+		case o.kind == opRetentionFill && p.inFlight > 0:
+			continue // one filler chunk at a time
+		case o.txn != nil && (!o.txn.open || (txnID != "" && txnID != o.txn.id)):
+			continue
+		}
+		if o.txn != nil {
+			txnID = o.txn.id
+		}
+		p.inFlight++
+		if o.kind == opRetentionFill {
+			if o.raw == nil { // next filler chunk: sequence taken now
+				o.chunkN = int32(min(o.fillTo-o.base, int64(o.fillerMax)))
+				o.seq, p.nextSeq = p.nextSeq, nextSequence(p.nextSeq, o.chunkN-1)
+				o.seqSet = true
 			}
-			sends = append(sends, sendPart{p: p, it: it, next: it.base + int64(it.chunkN)})
-			if it.raw == nil {
+			sends = append(sends, sendPart{p: p, o: o, gen: p.gen, next: o.base + int64(o.chunkN)})
+			if o.raw == nil {
 				fills = append(fills, &sends[len(sends)-1])
 			}
 			continue
 		}
-		if !it.seqSet {
-			it.seq, p.nextSeq = p.nextSeq, nextSequence(p.nextSeq, it.lastOffsetDelta)
-			it.seqSet = true
-			rewrites = append(rewrites, rewrite{it.raw, p.producerID, p.producerEpoch, it.seq})
+		if !o.seqSet {
+			pid, epoch := p.writer.ID, p.writer.Epoch
+			if x := o.txn; x != nil {
+				pid, epoch = x.pid, x.epoch
+				o.seq, x.nextSeq = x.nextSeq, nextSequence(x.nextSeq, int32(o.n-1))
+			} else {
+				o.seq, p.nextSeq = p.nextSeq, nextSequence(p.nextSeq, int32(o.n-1))
+			}
+			o.seqSet, o.seqEpoch = true, epoch
+			rewrites = append(rewrites, rewrite{o.raw, pid, epoch, o.seq})
 		}
-		sends = append(sends, sendPart{p: p, it: it, next: it.base + int64(it.lastOffsetDelta) + 1})
+		sends = append(sends, sendPart{p: p, o: o, gen: p.gen, next: o.base + o.n})
 	}
-	ids := make([][2]int64, len(fills))
+	if len(sends) == 0 {
+		c.mu.Unlock()
+		return nil, "", nil, nil, wait
+	}
+	type fillID struct {
+		pid   int64
+		epoch int16
+		keyed bool
+	}
+	ids := make([]fillID, len(fills))
 	for i, f := range fills {
-		ids[i] = [2]int64{f.p.producerID, int64(f.p.producerEpoch)}
+		ids[i] = fillID{f.p.writer.ID, f.p.writer.Epoch, f.p.keyedFiller}
 	}
+	w.inFlight++
+	prev, handled = w.lastReply, make(chan struct{})
+	w.lastReply = handled
 	c.mu.Unlock()
 
-	// The items are ours while in flight: rewrite outside the lock.
+	// The ops are ours while in flight: rewrite outside the lock.
 	for _, r := range rewrites {
 		Rewrite(r.raw, r.pid, r.epoch, r.seq)
 	}
 	for i, f := range fills {
-		f.it.raw = fillerBatch(f.it.chunkN, time.Now().UnixMilli(), ids[i][0], int16(ids[i][1]), f.it.seq)
+		f.o.raw = fillerBatch(f.o.chunkN, time.Now().UnixMilli(), ids[i].pid, ids[i].epoch, f.o.seq, ids[i].keyed)
 	}
-	return sends
+	return sends, txnID, prev, handled, wait
+}
+
+// rewindLocked gives up a partition's in-flight sends: they are sent again,
+// in order, with the same sequences, once their answers are all in.
+func (c *Copier) rewindLocked(p *partition) {
+	p.stale += p.inFlight
+	p.inFlight = 0
+	p.gen++
+}
+
+// answeredLocked accounts for one answer to a send; it reports whether the
+// send is still current (not given up by a rewind).
+func (c *Copier) answeredLocked(s sendPart) bool {
+	if s.gen != s.p.gen {
+		s.p.stale--
+		return false
+	}
+	s.p.inFlight--
+	return true
+}
+
+func (c *Copier) produceFailedLocked(leader int32, sends []sendPart, err error) {
+	for _, s := range sends {
+		if !c.answeredLocked(s) {
+			c.maybeDoneLocked(s.p)
+			continue
+		}
+		c.rewindLocked(s.p)
+		if c.ctx.Err() == nil && s.p.state == stateRunning {
+			s.p.dstLeader = -1
+			c.retryLocked(s.p, fmt.Errorf("produce to destination broker %d: %w", leader, err))
+		}
+		c.maybeDoneLocked(s.p)
+	}
+	signal(c.adminWake)
 }
 
 func (c *Copier) handleProduceLocked(leader int32, sends []sendPart, resp *kmsg.ProduceResponse) {
@@ -147,7 +261,10 @@ func (c *Copier) handleProduceLocked(leader int32, sends []sendPart, resp *kmsg.
 	}
 	for _, s := range sends {
 		p := s.p
-		p.inFlight = false
+		if !c.answeredLocked(s) {
+			c.maybeDoneLocked(p)
+			continue
+		}
 		var k key
 		if resp.Version >= 13 {
 			k = key{"", p.dstTopicID, p.tp.partition}
@@ -158,6 +275,7 @@ func (c *Copier) handleProduceLocked(leader int32, sends []sendPart, resp *kmsg.
 		switch {
 		case p.state == stateDone:
 		case !ok:
+			c.rewindLocked(p)
 			c.retryLocked(p, fmt.Errorf("produce to destination broker %d: no answer for %s/%d", leader, p.tp.topic, p.tp.partition))
 		default:
 			c.handlePartitionProduceLocked(leader, s, r)
@@ -167,21 +285,27 @@ func (c *Copier) handleProduceLocked(leader int32, sends []sendPart, resp *kmsg.
 }
 
 func (c *Copier) handlePartitionProduceLocked(leader int32, s sendPart, r *kmsg.ProduceResponseTopicPartition) {
-	p, it := s.p, s.it
+	p, o := s.p, s.o
 	err := kerr.ErrorForCode(r.ErrorCode)
 	msg := ""
 	if r.ErrorMessage != nil {
 		msg = ": " + *r.ErrorMessage
 	}
+	who := fmt.Sprintf("producer %d epoch %d", p.writer.ID, p.writer.Epoch)
+	if o.txn != nil {
+		who = fmt.Sprintf("producer %d epoch %d (transactional id %q)", o.txn.pid, o.seqEpoch, o.txn.id)
+	}
+	if err != nil {
+		c.rewindLocked(p) // whatever follows this batch cannot land before it
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
-		c.failLocked(p, EventFenced, fmt.Errorf("%w: %s/%d: producer %d epoch %d was replaced (transactional id %q): %v",
-			ErrFenced, p.tp.topic, p.tp.partition, p.producerID, p.producerEpoch, p.task.TransactionalID, err))
+		c.failLocked(p, EventFenced, fmt.Errorf("%w: %s/%d: %s was replaced: %v", ErrFenced, p.tp.topic, p.tp.partition, who, err))
 		return
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
 		c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s/%d: batch at source offset %d is %d bytes; raise the destination topic's max.message.bytes to at least the source's: %v%s",
-			ErrBatchTooLarge, p.tp.topic, p.tp.partition, it.base, len(it.raw), err, msg))
+			ErrBatchTooLarge, p.tp.topic, p.tp.partition, o.base, len(o.raw), err, msg))
 		return
 	case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.LeaderNotAvailable),
 		errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID),
@@ -191,53 +315,75 @@ func (c *Copier) handlePartitionProduceLocked(leader int32, s sendPart, r *kmsg.
 		c.retryLocked(p, fmt.Errorf("produce %s/%d: %w%s", p.tp.topic, p.tp.partition, err, msg))
 		return
 	case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID):
-		// Our sequence and the partition's disagree: a restart takes a new
-		// epoch (sequence 0) and resumes from the destination log end.
-		c.failLocked(p, EventRetriable, fmt.Errorf("%s/%d: destination refused sequence %d of producer %d epoch %d at source offset %d: %w%s",
-			p.tp.topic, p.tp.partition, it.seq, p.producerID, p.producerEpoch, it.base, err, msg))
+		// This is the partition's oldest unanswered batch (a later one's
+		// refusal is not current after the rewind above): our sequence and
+		// the partition's disagree. A restart reads the partition's
+		// sequences again.
+		c.failLocked(p, EventRetriable, fmt.Errorf("%s/%d: destination refused sequence %d of %s at source offset %d: %w%s",
+			p.tp.topic, p.tp.partition, o.seq, who, o.base, err, msg))
 		return
 	case kerr.IsRetriable(err):
 		c.retryLocked(p, fmt.Errorf("produce %s/%d: %w%s", p.tp.topic, p.tp.partition, err, msg))
 		return
 	default:
 		c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s/%d: batch at source offset %d: %v%s",
-			ErrDestinationRejected, p.tp.topic, p.tp.partition, it.base, err, msg))
+			ErrDestinationRejected, p.tp.topic, p.tp.partition, o.base, err, msg))
 		return
 	}
-	if r.BaseOffset != it.base {
+	if r.BaseOffset != o.base {
 		c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s/%d: the batch of source offset %d was appended at destination offset %d; the destination partition was written by someone else (or diverged); nothing more is appended",
-			ErrOffsetMismatch, p.tp.topic, p.tp.partition, it.base, r.BaseOffset))
+			ErrOffsetMismatch, p.tp.topic, p.tp.partition, o.base, r.BaseOffset))
+		return
+	}
+	if len(p.queue) == 0 || p.queue[0] != o {
+		c.failLocked(p, EventRetriable, fmt.Errorf("%s/%d: internal: answer for offset %d is not the queue head", p.tp.topic, p.tp.partition, o.base))
 		return
 	}
 	p.errStreak = 0
 	now := time.Now()
 	p.progress.DestinationLogEnd = s.next
 	p.progress.UpdatedAt = now
-	if it.fill {
-		p.progress.FillerRecords += int64(it.chunkN)
-		it.base += int64(it.chunkN)
-		it.raw = nil
-		if it.base < it.fillTo {
+	if o.kind == opRetentionFill {
+		p.progress.FillerRecords += int64(o.chunkN)
+		o.base += int64(o.chunkN)
+		o.raw = nil
+		if o.base < o.fillTo {
+			c.kickLocked(p)
 			return // more chunks
 		}
-		p.queue = p.queue[1:]
-		p.trimTo = it.fillTrimTo
+		c.popLocked(p)
+		p.trimTo = o.fillTrimTo
 		signal(c.adminWake)
-		c.emitLocked(p, Event{Kind: EventGapFilled, From: it.fillFrom, To: it.fillTo})
+		c.emitLocked(p, Event{Kind: EventGapFilled, From: o.fillFrom, To: o.fillTo})
 	} else {
-		p.queue = p.queue[1:]
-		p.buffered -= int64(len(it.raw))
-		c.reserved -= int64(len(it.raw))
-		p.progress.RecordsCopied += int64(it.records)
-		p.progress.BytesCopied += int64(len(it.raw))
-		p.progress.LastCopiedTimestamp = time.UnixMilli(it.maxTimestamp)
+		c.popLocked(p)
+		p.progress.RecordsCopied += int64(o.records)
+		p.progress.BytesCopied += int64(len(o.raw))
+		p.progress.LastCopiedTimestamp = time.UnixMilli(o.maxTimestamp)
 		if p.trimTo > 0 && s.next >= p.trimTo {
 			signal(c.adminWake)
 		}
-		c.wakeSrcLocked(p.srcLeader)
 	}
-	if len(p.queue) > 0 {
-		signal(c.dstWorkers[leader].wake)
-	}
+	c.kickLocked(p)
 	c.maybeFailBlockedLocked(p)
+}
+
+// popLocked removes the queue head (answered) and returns its bytes to the
+// buffer budget.
+func (c *Copier) popLocked(p *partition) {
+	o := p.queue[0]
+	p.queue[0] = nil
+	p.queue = p.queue[1:]
+	p.buffered -= int64(o.bytes)
+	c.reserved -= int64(o.bytes)
+	c.wakeSrcLocked(p.srcLeader)
+}
+
+// kickLocked gets a partition's next operation going: the destination
+// worker for appends, the control goroutine for a control operation.
+func (c *Copier) kickLocked(p *partition) {
+	c.kickControlLocked(p)
+	if len(p.queue) > p.inFlight {
+		c.wakeDstLocked(p.dstLeader)
+	}
 }

@@ -32,8 +32,13 @@ func zstdEncoder() *zstd.Encoder {
 }
 
 // fillerBatch builds a zstd-compressed v2 batch of n empty records (relative
-// offsets 0..n-1) stamped with timestampMillis, ready to produce.
-func fillerBatch(n int32, timestampMillis int64, producerID int64, producerEpoch int16, baseSequence int32) []byte {
+// offsets 0..n-1) stamped with timestampMillis, ready to produce. keyed
+// gives each an empty (not null) key: a compacted topic refuses null keys.
+func fillerBatch(n int32, timestampMillis int64, producerID int64, producerEpoch int16, baseSequence int32, keyed bool) []byte {
+	key := int64(-1)
+	if keyed {
+		key = 0
+	}
 	var plain []byte
 	var rec [3 * binary.MaxVarintLen64]byte
 	for i := int32(0); i < n; i++ {
@@ -41,7 +46,7 @@ func fillerBatch(n int32, timestampMillis int64, producerID int64, producerEpoch
 		body = append(body, 0)                     // attributes
 		body = binary.AppendVarint(body, 0)        // timestamp delta
 		body = binary.AppendVarint(body, int64(i)) // offset delta
-		body = binary.AppendVarint(body, -1)       // key: null
+		body = binary.AppendVarint(body, key)      // key: null, or empty
 		body = binary.AppendVarint(body, 0)        // value: empty
 		body = binary.AppendVarint(body, 0)        // no headers
 		plain = binary.AppendVarint(plain, int64(len(body)))

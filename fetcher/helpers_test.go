@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -320,4 +321,84 @@ func sharedPair(t *testing.T) *pair {
 	kafkatest.RequireReal(t)
 	// The source's log cleaner runs often, so a compaction test is quick.
 	return &pair{src: kafkatest.Start(t, kafkatest.ServerProperty("log.cleaner.backoff.ms", "100")), dst: kafkatest.Start(t)}
+}
+
+// verifyEntries checks with CompareLogs that the destination partition
+// holds every source record and marker at the same offset, and nothing else
+// but invisible filler; it returns the number of source entries compared.
+func (e *env) verifyEntries(topic string, partition int32, compacting bool) int {
+	e.t.Helper()
+	srcStart, srcEnd := e.offsets(e.srcAdm, topic, partition)
+	dstStart, dstEnd := e.offsets(e.dstAdm, topic, partition)
+	if dstEnd != srcEnd || (dstStart != srcStart && !compacting) {
+		e.t.Fatalf("%s/%d: destination log %d..%d, source %d..%d", topic, partition, dstStart, dstEnd, srcStart, srcEnd)
+	}
+	src, err := LogEntries(e.ctx, e.src, topic, partition, srcStart)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	dst, err := LogEntries(e.ctx, e.dst, topic, partition, dstStart)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := CompareLogs(src, dst, compacting); err != nil {
+		e.t.Fatalf("%s/%d: %v", topic, partition, err)
+	}
+	return len(src)
+}
+
+// consumeAll reads a partition with a consumer at an isolation level until
+// it has seen the record at offset last (a plain record, so both isolation
+// levels reach it once every transaction before it is decided).
+func (e *env) consumeAll(c *kafkatest.Cluster, topic string, partition int32, committed bool, last int64) []string {
+	e.t.Helper()
+	iso := kgo.ReadUncommitted()
+	if committed {
+		iso = kgo.ReadCommitted()
+	}
+	cl := e.client(c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(iso))
+	defer cl.Close()
+	var out []string
+	for done := false; !done; {
+		fs := cl.PollFetches(e.ctx)
+		if e.ctx.Err() != nil {
+			e.t.Fatalf("consume %s/%d: timed out after %d records, waiting for offset %d", topic, partition, len(out), last)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { e.t.Fatalf("consume %s/%d: %v", topic, partition, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			out = append(out, fmt.Sprintf("%d:%s=%s", r.Offset, r.Key, r.Value))
+			done = done || r.Offset >= last
+		})
+	}
+	return out
+}
+
+// sentinel appends a plain record to the source partition and returns its
+// offset: consumers read up to it.
+func (e *env) sentinel(topic string, partition int32) int64 {
+	e.t.Helper()
+	cl := e.client(e.p.src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	defer cl.Close()
+	r := &kgo.Record{Topic: topic, Partition: partition, Key: []byte("sentinel"), Value: []byte("end")}
+	if err := cl.ProduceSync(e.ctx, r).FirstErr(); err != nil {
+		e.t.Fatal(err)
+	}
+	return r.Offset
+}
+
+// sameConsumers checks that consumers of both clusters, read_committed and
+// read_uncommitted, see the same records at the same offsets, up to the
+// record at offset last.
+func (e *env) sameConsumers(topic string, partition int32, last int64) {
+	e.t.Helper()
+	for _, committed := range []bool{false, true} {
+		s := e.consumeAll(e.p.src, topic, partition, committed, last)
+		d := e.consumeAll(e.p.dst, topic, partition, committed, last)
+		if strings.Join(s, "\n") != strings.Join(d, "\n") {
+			e.t.Fatalf("%s/%d read_committed=%v: source consumer saw %d records, destination %d:\nsource      %v\ndestination %v",
+				topic, partition, committed, len(s), len(d), s, d)
+		}
+		e.t.Logf("%s/%d read_committed=%v: %d records seen alike on both clusters", topic, partition, committed, len(s))
+	}
 }

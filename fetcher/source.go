@@ -1,8 +1,8 @@
 package fetcher
 
 // Source side: one worker per source leader sends sessionless
-// READ_UNCOMMITTED Fetch requests (up to the high watermark) for all the
-// partitions it leads, and queues the raw batches it gets back. Topic name
+// READ_COMMITTED Fetch requests (up to the last stable offset) for all the
+// partitions it leads, and plans the raw batches it gets back (plan.go). Topic name
 // and topic id are both set: Fetch v13+ names topics by id, and an
 // UNKNOWN_TOPIC_ID then tells a re-created source topic apart.
 
@@ -24,7 +24,13 @@ type fetchPart struct {
 func (c *Copier) sourceLoop(w *worker) {
 	defer c.wg.Done()
 	for {
-		fetch, reservation := c.collectFetch(w.id)
+		if wait := c.throttleWait(); wait > 0 {
+			if !c.sleep(w.wake, wait) {
+				return
+			}
+			continue
+		}
+		fetch, reservation, partMax := c.collectFetch(w.id)
 		if len(fetch) == 0 {
 			if !c.sleep(w.wake, 250*time.Millisecond) {
 				return
@@ -35,7 +41,12 @@ func (c *Copier) sourceLoop(w *worker) {
 		req.MaxWaitMillis = int32(c.cfg.FetchMaxWait / time.Millisecond)
 		req.MinBytes = 1
 		req.MaxBytes = int32(reservation)
-		req.IsolationLevel = 0 // READ_UNCOMMITTED: up to the high watermark
+		// READ_COMMITTED: up to the last stable offset, so every transaction
+		// whose batches are copied is already decided on the source and a
+		// destination transaction stays open only while the copy runs from
+		// its first batch to its marker. The broker still returns every
+		// stored batch below that offset: aborted data and markers too.
+		req.IsolationLevel = 1
 		req.SessionID = 0
 		req.SessionEpoch = -1 // no fetch session: every request is a full fetch
 		byTopic := map[string]int{}
@@ -53,7 +64,7 @@ func (c *Copier) sourceLoop(w *worker) {
 			fp.Partition = f.p.tp.partition
 			fp.CurrentLeaderEpoch = f.leaderEpoch
 			fp.FetchOffset = f.offset
-			fp.PartitionMaxBytes = c.cfg.FetchMaxBytes
+			fp.PartitionMaxBytes = partMax
 			req.Topics[i].Partitions = append(req.Topics[i].Partitions, fp)
 		}
 		kresp, err := c.cfg.Source.Broker(int(w.id)).Request(c.ctx, req)
@@ -62,6 +73,9 @@ func (c *Copier) sourceLoop(w *worker) {
 		}
 		c.mu.Lock()
 		c.reserved -= reservation
+		if err == nil {
+			c.throttleLocked(kresp.(*kmsg.FetchResponse))
+		}
 		if err != nil {
 			for _, f := range fetch {
 				if f.p.state == stateRunning && f.p.srcLeader == w.id {
@@ -77,24 +91,38 @@ func (c *Copier) sourceLoop(w *worker) {
 	}
 }
 
+// partitionBufferLimit is how many fetched bytes a partition may hold
+// before its next fetch: a few fetches' worth, so that one partition's
+// fetches overlap its produces.
+func (c *Copier) partitionBufferLimit() int64 {
+	return min(c.cfg.MaxBufferedBytes, 4*int64(c.cfg.FetchMaxBytes))
+}
+
 // collectFetch picks the partitions this leader should fetch now and
-// reserves buffer budget for the response.
-func (c *Copier) collectFetch(leader int32) ([]fetchPart, int64) {
+// reserves buffer budget for the response; it returns the per-partition
+// fetch size (smaller under a rate limit, so bursts stay short).
+func (c *Copier) collectFetch(leader int32) ([]fetchPart, int64, int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
+	limit := c.partitionBufferLimit()
 	var ps []*partition
 	for _, p := range c.parts {
-		if p.state == stateRunning && p.srcLeader == leader && !p.needOffsets && p.blocked == nil && !now.Before(p.retryAt) &&
-			p.buffered < int64(c.cfg.FetchMaxBytes) && !c.holdFetch[p.tp] {
+		if p.state == stateRunning && !p.quiet && p.srcLeader == leader && !p.needOffsets && p.blocked == nil && !now.Before(p.retryAt) &&
+			p.buffered < limit && !c.holdFetch[p.tp] {
 			ps = append(ps, p)
 		}
 	}
 	sortedParts(ps)
+	partMax, respMax := c.cfg.FetchMaxBytes, c.cfg.FetchResponseMaxBytes
+	if r := c.rate.Load(); r > 0 {
+		burst := int32(min(max(r/5, 16<<10), int64(respMax)))
+		partMax, respMax = min(partMax, burst), min(respMax, burst)
+	}
 	var out []fetchPart
 	var want int64
 	for _, p := range ps {
-		next := min(want+int64(c.cfg.FetchMaxBytes), int64(c.cfg.FetchResponseMaxBytes))
+		next := min(want+int64(partMax), int64(respMax))
 		if c.reserved+next > c.cfg.MaxBufferedBytes {
 			break
 		}
@@ -102,7 +130,36 @@ func (c *Copier) collectFetch(leader int32) ([]fetchPart, int64) {
 		out = append(out, fetchPart{p, p.fetchOffset, p.srcLeaderEpoch})
 	}
 	c.reserved += want
-	return out, want
+	return out, want, partMax
+}
+
+// throttleLocked charges a fetch response's bytes to the rate limit.
+func (c *Copier) throttleLocked(resp *kmsg.FetchResponse) {
+	r := c.rate.Load()
+	if r <= 0 {
+		return
+	}
+	var n int64
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			n += int64(len(p.RecordBatches))
+		}
+	}
+	now := time.Now()
+	if c.nextFetch.Before(now) {
+		c.nextFetch = now
+	}
+	c.nextFetch = c.nextFetch.Add(time.Duration(float64(n) / float64(r) * float64(time.Second)))
+}
+
+// throttleWait is how long fetching must wait for the rate limit.
+func (c *Copier) throttleWait() time.Duration {
+	if c.rate.Load() <= 0 {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Until(c.nextFetch)
 }
 
 func (c *Copier) handleFetchLocked(leader int32, fetch []fetchPart, resp *kmsg.FetchResponse) {
@@ -167,15 +224,20 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 	}
 	p.errStreak = 0
 	p.progress.SourceHighWatermark = r.HighWatermark
+	if r.LastStableOffset >= 0 {
+		p.progress.SourceLastStable = r.LastStableOffset
+	}
 	if r.LogStartOffset >= 0 {
 		p.progress.SourceLogStart = r.LogStartOffset
 	}
 	p.progress.UpdatedAt = time.Now()
+	if p.quiet {
+		return // pausing: nothing more is planned
+	}
 
 	it := NewBatchIterator(r.RecordBatches)
 	var b Batch
 	n := 0
-batches:
 	for it.Next(&b) {
 		n++
 		if b.NextOffset() <= p.fetchOffset {
@@ -190,29 +252,15 @@ batches:
 			c.queueFillLocked(p, b.BaseOffset, p.gap.logStart)
 			p.fetchOffset = b.BaseOffset
 		}
-		switch {
-		case b.BaseOffset < p.fetchOffset:
-			c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s/%d: the destination log ends at %d, inside source batch %d..%d (batches are copied whole)",
-				ErrDiverged, p.tp.topic, p.tp.partition, p.fetchOffset, b.BaseOffset, b.LastOffset()))
+		blocked, fatal := c.planBatchLocked(p, &b)
+		if fatal != nil {
+			c.failLocked(p, EventNonRetriable, fatal)
 			return
-		case b.BaseOffset > p.fetchOffset:
-			c.blockLocked(p, fmt.Errorf("%s/%d: %w (offset %d: source offsets %d..%d are missing from the log)",
-				p.tp.topic, p.tp.partition, ErrUnsupportedBatch, p.fetchOffset, p.fetchOffset, b.BaseOffset-1))
-			break batches
 		}
-		if err := b.CheckCopyable(); err != nil {
-			c.blockLocked(p, fmt.Errorf("%s/%d: %w", p.tp.topic, p.tp.partition, err))
-			break batches
+		if blocked != nil {
+			c.blockLocked(p, blocked)
+			break
 		}
-		p.queue = append(p.queue, &item{
-			raw:             b.Raw,
-			base:            b.BaseOffset,
-			lastOffsetDelta: b.LastOffsetDelta,
-			records:         b.NumRecords,
-			maxTimestamp:    b.MaxTimestamp,
-		})
-		p.buffered += int64(len(b.Raw))
-		c.reserved += int64(len(b.Raw))
 		p.fetchOffset = b.NextOffset()
 	}
 	if err := it.Err(); err != nil && p.blocked == nil {
@@ -221,14 +269,12 @@ batches:
 	}
 	p.bigFirst = n == 0 && it.Remaining() > 0
 	c.log.Debug("fetched", "topic", p.tp.topic, "partition", p.tp.partition, "batches", n, "partial_bytes", it.Remaining(),
-		"next_offset", p.fetchOffset, "high_watermark", r.HighWatermark)
+		"next_offset", p.fetchOffset, "high_watermark", r.HighWatermark, "last_stable", r.LastStableOffset)
 	if n == 0 && p.gap != nil && r.HighWatermark <= p.fetchOffset && r.HighWatermark >= 0 {
 		// The source is empty from its log start on: fill up to it.
 		c.queueFillLocked(p, p.gap.logStart, p.gap.logStart)
 	}
-	if len(p.queue) > 0 {
-		c.wakeDstLocked(p.dstLeader)
-	}
+	c.kickLocked(p)
 }
 
 // queueFillLocked ends the pending gap: it queues filler offsets from the
@@ -239,7 +285,7 @@ func (c *Copier) queueFillLocked(p *partition, fillTo, trimTo int64) {
 	from := p.gap.from
 	p.gap = nil
 	if fillTo > from {
-		p.queue = append(p.queue, &item{fill: true, base: from, fillFrom: from, fillTo: fillTo, fillTrimTo: trimTo, fillerMaxCount: p.fillerMax})
+		c.pushLocked(p, &op{kind: opRetentionFill, base: from, n: fillTo - from, fillFrom: from, fillTo: fillTo, fillTrimTo: trimTo, fillerMax: p.fillerMax})
 		c.log.Info("filling retention gap", "topic", p.tp.topic, "partition", p.tp.partition, "from", from, "to", fillTo, "source_log_start", trimTo)
 		return
 	}

@@ -1,0 +1,216 @@
+package fetcher
+
+// Resuming a partition. The destination log end is the next source offset
+// to copy (invariant 1), but an earlier owner may have left transactions in
+// flight that would still move it: an EndTxn whose marker is not written
+// yet, or an empty filler transaction that was begun and not ended. Start
+// settles them first (waits for the markers; ends the filler, whose marker
+// lands exactly where it was meant to), then reads the log end together with
+// what the partition knows of the mirror's producers, and adopts the
+// destination transactions still open: their source markers come later in
+// the source log, and ending them then puts the markers at the right
+// offsets. A re-initialised transactional id would instead abort such a
+// transaction at once, so existing ids are never re-initialised.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+type resumePoint struct {
+	logEnd        int64
+	writerNextSeq int32
+	txns          map[int64]*destTxn // by source producer id
+	seqHints      map[int64]seqHint  // by destination producer id
+}
+
+// inFlightStates are the coordinator states of a transaction that may still
+// write to its partitions.
+var inFlightStates = []string{"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"}
+
+func (c *Copier) resume(ctx context.Context, task Task) (resumePoint, error) {
+	txns, err := c.txn.settle(ctx, c.log, task.TransactionalID, task.Topic, task.Partition)
+	if err != nil {
+		return resumePoint{}, err
+	}
+	var end int64
+	var producers []kmsg.DescribeProducersResponseTopicPartitionActiveProducer
+	for attempt := 0; ; attempt++ {
+		before, err := listOffset(ctx, c.dst, task.Topic, task.Partition, -1)
+		if err != nil {
+			return resumePoint{}, fmt.Errorf("destination log end: %w", err)
+		}
+		if producers, err = destinationProducers(ctx, c.dst, task.Topic, task.Partition); err != nil {
+			return resumePoint{}, err
+		}
+		if end, err = listOffset(ctx, c.dst, task.Topic, task.Partition, -1); err != nil {
+			return resumePoint{}, fmt.Errorf("destination log end: %w", err)
+		}
+		if end == before {
+			break // nothing landed while the producers were read
+		}
+		if attempt >= 20 {
+			return resumePoint{}, fmt.Errorf("the destination partition keeps growing (%d -> %d) while nothing of the mirror writes to it", before, end)
+		}
+	}
+	rp := resumePoint{logEnd: end, txns: txns, seqHints: map[int64]seqHint{}}
+	byPID := map[int64]*destTxn{}
+	for _, x := range txns {
+		byPID[x.pid] = x
+	}
+	for _, pr := range producers {
+		rp.seqHints[pr.ProducerID] = seqHint{epoch: int16(pr.ProducerEpoch), lastSeq: pr.LastSequence}
+		if pr.ProducerID == task.Writer.ID && int16(pr.ProducerEpoch) == task.Writer.Epoch && pr.LastSequence >= 0 {
+			rp.writerNextSeq = nextSequence(pr.LastSequence, 0)
+		}
+		if pr.CurrentTxnStartOffset < 0 {
+			continue
+		}
+		x := byPID[pr.ProducerID]
+		if x == nil {
+			return resumePoint{}, fmt.Errorf("%w: producer %d epoch %d has a transaction open since offset %d; the mirror cannot put the source's offsets around it (abort it, e.g. with kafka-transactions.sh abort, or re-create the topic)",
+				ErrForeignTransaction, pr.ProducerID, pr.ProducerEpoch, pr.CurrentTxnStartOffset)
+		}
+		x.open = true
+	}
+	for _, x := range txns {
+		x.planOpen = x.open
+		x.seqEpoch, x.seqSet, x.nextSeq = x.epoch, true, 0
+		if h, ok := rp.seqHints[x.pid]; ok && h.epoch == x.epoch && h.lastSeq >= 0 {
+			x.nextSeq = nextSequence(h.lastSeq, 0)
+		}
+	}
+	return rp, nil
+}
+
+// settle waits until none of a partition's destination transactional ids
+// (prefix) is committing or aborting, ends filler transactions left open,
+// and returns the source producers' transactions that are open with the
+// partition in them.
+func (t txnClient) settle(ctx context.Context, log *slog.Logger, prefix, topic string, partition int32) (map[int64]*destTxn, error) {
+	deadline := time.Now().Add(time.Minute)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		listed, err := t.adm.ListTransactions(ctx, nil, inFlightStates)
+		if err != nil && len(listed) == 0 {
+			return nil, fmt.Errorf("listing the destination's transactions: %w", err)
+		}
+		var ids []string
+		for id := range listed {
+			if _, _, ok := parseTxnID(prefix, id); ok {
+				ids = append(ids, id)
+			}
+		}
+		txns := map[int64]*destTxn{}
+		if len(ids) == 0 {
+			return txns, nil
+		}
+		described, err := t.adm.DescribeTransactions(ctx, ids...)
+		if err != nil && len(described) == 0 {
+			return nil, fmt.Errorf("describing the mirror's destination transactions: %w", err)
+		}
+		pending := false
+		for _, d := range described {
+			if d.Err != nil {
+				if d.Err == kerr.TransactionalIDNotFound {
+					continue
+				}
+				return nil, fmt.Errorf("describing destination transaction %s: %w", d.TxnID, d.Err)
+			}
+			sourcePID, filler, _ := parseTxnID(prefix, d.TxnID)
+			_, inPartition := d.Topics[topic][partition]
+			switch {
+			case d.State != "Ongoing":
+				pending = pending || d.State != "CompleteCommit" && d.State != "CompleteAbort" && d.State != "Empty"
+			case filler >= 0:
+				// An empty filler transaction an earlier owner began: its
+				// abort marker fills the offset it was begun for.
+				x := &destTxn{id: d.TxnID, pid: d.ProducerID, epoch: d.ProducerEpoch, known: true}
+				if _, _, err := t.end(ctx, x, false); err != nil {
+					return nil, fmt.Errorf("ending filler transaction %s left by an earlier owner: %w", d.TxnID, err)
+				}
+				log.Info("ended a filler transaction an earlier owner left open", "topic", topic, "partition", partition, "transactional_id", d.TxnID)
+				pending = true
+			case inPartition:
+				txns[sourcePID] = &destTxn{id: d.TxnID, sourcePID: sourcePID, pid: d.ProducerID, epoch: d.ProducerEpoch, known: true}
+			}
+		}
+		if !pending {
+			return txns, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("destination transactions of %s/%d are still committing or aborting after a minute", topic, partition)
+		}
+		if err := sleepCtx(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Failover aborts the destination transactions a partition's copy left
+// open, when no Copier runs it (a failed partition that fails over), and
+// returns the last mirrored offset: the destination log end before the
+// abort markers.
+func Failover(ctx context.Context, dst *kgo.Client, topic string, partition int32, transactionalID string, log *slog.Logger) (lastMirrored int64, aborted int, err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t := txnClient{cl: dst, adm: kadm.NewClient(dst)}
+	txns, err := t.settle(ctx, log, transactionalID, topic, partition)
+	if err != nil {
+		return 0, 0, err
+	}
+	end, err := listOffset(ctx, dst, topic, partition, -1)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) && len(txns) == 0 {
+		return 0, 0, nil // never created: nothing mirrored
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("destination log end of %s/%d: %w", topic, partition, err)
+	}
+	for _, x := range txns {
+		if _, _, err := t.end(ctx, x, false); err != nil {
+			return end, aborted, fmt.Errorf("aborting destination transaction %s at failover: %w", x.id, err)
+		}
+		aborted++
+		log.Info("aborted a destination transaction at failover: its source marker was not copied", "topic", topic, "partition", partition, "transactional_id", x.id)
+	}
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		now, err := listOffset(ctx, dst, topic, partition, -1)
+		if err != nil {
+			return end, aborted, fmt.Errorf("waiting for failover abort markers: %w", err)
+		}
+		if now >= end+int64(aborted) {
+			return end, aborted, nil
+		}
+		if err := sleepCtx(ctx, wait); err != nil {
+			return end, aborted, fmt.Errorf("waiting for failover abort markers: %w", err)
+		}
+	}
+}
+
+// NewWriter takes a producer id for a partition's idempotent writer. Keep it
+// with the partition's state and give it to every later owner.
+func NewWriter(ctx context.Context, dst *kgo.Client) (ProducerIdentity, error) {
+	var id ProducerIdentity
+	err := retryTxn(ctx, "InitProducerId (idempotent writer)", func() error {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.ProducerID, req.ProducerEpoch = -1, -1
+		resp, err := req.RequestWith(ctx, dst)
+		if err != nil {
+			return err
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return err
+		}
+		id = ProducerIdentity{ID: resp.ProducerID, Epoch: resp.ProducerEpoch}
+		return nil
+	})
+	return id, err
+}
