@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -66,6 +67,11 @@ type Coordinator struct {
 	group *kgo.Client
 	wake  chan struct{}
 
+	// Lease (lease.go): leaseUntil is how long after leaseBase (monotonic)
+	// writes may go on.
+	leaseBase  time.Time
+	leaseUntil atomic.Int64
+
 	mu            sync.Mutex
 	owned         map[int32]bool
 	numPartitions int32 // of the state topic, once it exists
@@ -78,7 +84,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	if cfg.DataPath == nil {
 		return nil, errors.New("coordinator: Config.DataPath is required")
 	}
-	c := &Coordinator{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1),
+	c := &Coordinator{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), leaseBase: time.Now(),
 		owned: map[int32]bool{}, workers: map[statetopic.Key]*worker{}}
 	var err error
 	c.store, err = OpenStore(ctx, StoreConfig{Topic: cfg.StateTopic, Partitions: cfg.StatePartitions,
@@ -151,10 +157,14 @@ func (c *Coordinator) Write(ctx context.Context, recs ...Record) error {
 // the next owner finishes what this one started) and closes the clients.
 func (c *Coordinator) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		c.store.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		c.runLease(ctx)
 	}()
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
@@ -221,6 +231,7 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 		return // no mirror yet
 	}
 	want := map[statetopic.Key]PartitionRef{}
+	configs := map[string]*statetopic.MirrorConfig{}
 	c.mu.Lock()
 	owned := make(map[int32]bool, len(c.owned))
 	for p := range c.owned {
@@ -230,6 +241,7 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 	c.store.Read(func(v *statetopic.View) {
 		for _, name := range v.MirrorNames() {
 			m := v.Mirror(name)
+			configs[name] = m.Config
 			for topic, t := range m.Topics {
 				for p := int32(0); p < t.Partitions; p++ {
 					k := statetopic.PartitionStateKey(name, t.SourceTopicID, p)
@@ -240,6 +252,11 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 			}
 		}
 	})
+	if mc, ok := c.cfg.DataPath.(MirrorConfigurer); ok {
+		for name, cfg := range configs {
+			mc.ConfigureMirror(name, cfg)
+		}
+	}
 	c.stopWorkers(func(k statetopic.Key) bool { _, keep := want[k]; return !keep })
 	c.mu.Lock()
 	defer c.mu.Unlock()

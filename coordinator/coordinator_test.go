@@ -31,7 +31,7 @@ func newFakeDataPath(epochs *int16) *fakeDataPath {
 
 var epochMu sync.Mutex
 
-func (f *fakeDataPath) Prepare(_ context.Context, p PartitionRef) (Writer, []string, error) {
+func (f *fakeDataPath) Prepare(_ context.Context, p PartitionRef, _ *statetopic.Producer) (Writer, []string, error) {
 	epochMu.Lock()
 	defer epochMu.Unlock()
 	*f.epochs++
@@ -46,7 +46,7 @@ func (f *fakeDataPath) Start(_ context.Context, p PartitionRef, _ Writer, _ func
 	return nil
 }
 
-func (f *fakeDataPath) Stop(_ context.Context, p PartitionRef) (int64, error) {
+func (f *fakeDataPath) Stop(_ context.Context, p PartitionRef, _ StopHow) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.running, p.Partition)

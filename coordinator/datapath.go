@@ -26,11 +26,30 @@ func (p PartitionRef) TransactionalID() string {
 	return "kmirror-" + p.Mirror + "-" + p.SourceTopicID.String() + "-" + strconv.Itoa(int(p.Partition))
 }
 
-// Writer is a fenced-in destination writer (InitProducerId result).
+// Writer is what Prepare took for a partition: the owner's fencing identity
+// for state records (InitProducerId on the partition's transactional id,
+// bumped by every new owner) and the partition's data writer (the same for
+// every owner).
 type Writer struct {
 	ProducerID int64
 	Epoch      int16
+	Data       *statetopic.Producer
 }
+
+// StopHow says why a partition's copy stops.
+type StopHow int8
+
+const (
+	// StopHandover: another owner continues (or this one later); open
+	// destination transactions stay open for it.
+	StopHandover StopHow = iota
+	// StopPause: the partition rests; copy on to a point with no
+	// destination transaction open first (bounded), so none times out.
+	StopPause
+	// StopFailover: the topic becomes writable; open destination
+	// transactions are aborted.
+	StopFailover
+)
 
 // Progress is a partition's copy progress as the data path sees it.
 type Progress struct {
@@ -46,21 +65,29 @@ type Progress struct {
 // DataPath is what the coordinator needs from the copy pipeline. Errors it
 // returns are retriable unless marked with Permanent.
 type DataPath interface {
-	// Prepare fences in a writer for the partition (bumping the epoch of any
-	// previous one), makes sure the destination topic exists and aligns the
-	// destination log with the source. notes describe anything that changed
-	// what the destination holds (such as filled retention gaps).
-	Prepare(ctx context.Context, p PartitionRef) (w Writer, notes []string, err error)
+	// Prepare fences in this owner for the partition's state (bumping the
+	// epoch of any previous one), keeps the partition's data writer (data,
+	// or a new one when nil) and makes sure the destination topic exists.
+	// notes describe anything that changed what the destination holds.
+	Prepare(ctx context.Context, p PartitionRef, data *statetopic.Producer) (w Writer, notes []string, err error)
 	// Start copies from the destination log end on, with the writer from
 	// Prepare, until Stop; asynchronous outcomes arrive through events
 	// (EvCopyFailed, EvFenced, EvRetentionGap).
 	Start(ctx context.Context, p PartitionRef, w Writer, events func(Event)) error
-	// Stop stops copying (if it runs) and returns the destination log end.
-	Stop(ctx context.Context, p PartitionRef) (end int64, err error)
+	// Stop stops copying (if it runs) and returns the last mirrored offset:
+	// the destination log end, before any marker a failover adds.
+	Stop(ctx context.Context, p PartitionRef, how StopHow) (end int64, err error)
 	// Progress reports the running copy's progress, if this instance runs it.
 	Progress(p PartitionRef) (Progress, bool)
 	// Forget drops anything held for a partition this instance no longer owns.
 	Forget(p PartitionRef)
+}
+
+// MirrorConfigurer is implemented by a DataPath that applies mirror
+// configs that can change while partitions copy (the byte-rate limit): the
+// coordinator calls it with every mirror's current config as it reconciles.
+type MirrorConfigurer interface {
+	ConfigureMirror(name string, cfg *statetopic.MirrorConfig)
 }
 
 // permanentError marks an error retrying cannot fix.

@@ -91,7 +91,7 @@ func (w *worker) run(ctx context.Context) {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if w.local.Copying || w.local.Prepared {
-			if _, err := w.c.cfg.DataPath.Stop(sctx, ref); err != nil {
+			if _, err := w.c.cfg.DataPath.Stop(sctx, ref, StopHandover); err != nil {
 				w.c.log.Warn("stopping copy while handing over", "mirror", ref.Mirror, "topic", ref.Topic, "partition", ref.Partition, "err", err)
 			}
 		}
@@ -169,6 +169,9 @@ func (w *worker) handle(ctx context.Context, ev Event) {
 		if w.writer.ProducerID != 0 || w.writer.Epoch != 0 {
 			step.Persist.WriterProducerID, step.Persist.WriterEpoch = w.writer.ProducerID, w.writer.Epoch
 		}
+		if w.writer.Data != nil {
+			step.Persist.DataWriter = w.writer.Data
+		}
 		if err := w.c.Write(ctx, Record{Key: w.key, Value: step.Persist}); err != nil {
 			// Nothing is acted on before it is persisted: try the step again.
 			w.c.log.Warn("persisting mirror partition state; will retry", "mirror", ref.Mirror, "topic", ref.Topic,
@@ -182,7 +185,7 @@ func (w *worker) handle(ctx context.Context, ev Event) {
 		}
 	}
 	for _, a := range step.Actions {
-		w.act(ctx, ref, a, step)
+		w.act(ctx, ref, a, step, desired, cur)
 	}
 }
 
@@ -199,13 +202,17 @@ func (w *worker) after(ctx context.Context, d time.Duration, ev Event) {
 	}()
 }
 
-func (w *worker) act(ctx context.Context, ref PartitionRef, a Action, step Step) {
+func (w *worker) act(ctx context.Context, ref PartitionRef, a Action, step Step, desired statetopic.TopicDesire, cur *statetopic.PartitionState) {
 	dp := w.c.cfg.DataPath
 	switch a {
 	case ActPrepare:
 		w.local.Busy, w.local.Prepared = true, false
+		var data *statetopic.Producer
+		if cur != nil {
+			data = cur.DataWriter
+		}
 		go func() {
-			wr, notes, err := dp.Prepare(ctx, ref)
+			wr, notes, err := dp.Prepare(ctx, ref, data)
 			if err != nil {
 				w.post(Event{Kind: EvPrepareFailed, Err: err, Retriable: !IsPermanent(err)})
 				return
@@ -224,8 +231,15 @@ func (w *worker) act(ctx context.Context, ref PartitionRef, a Action, step Step)
 		w.local.Copying = true
 	case ActStopCopy:
 		w.local.Busy = true
+		how := StopHandover
+		switch desired {
+		case statetopic.DesireStop:
+			how = StopFailover
+		case statetopic.DesirePause:
+			how = StopPause
+		}
 		go func() {
-			end, err := dp.Stop(ctx, ref)
+			end, err := dp.Stop(ctx, ref, how)
 			if err != nil {
 				w.c.log.Warn("stopping copy; will retry", "mirror", ref.Mirror, "topic", ref.Topic, "partition", ref.Partition, "err", err)
 				w.post(Event{Kind: EvStopFailed})
@@ -239,7 +253,7 @@ func (w *worker) act(ctx context.Context, ref PartitionRef, a Action, step Step)
 		w.after(ctx, time.Until(step.RetryAt), Event{Kind: EvTick})
 	case ActRelinquish:
 		if w.local.Copying || w.local.Prepared {
-			_, _ = dp.Stop(ctx, ref)
+			_, _ = dp.Stop(ctx, ref, StopHandover)
 		}
 		w.local = Local{}
 		w.writer = Writer{}

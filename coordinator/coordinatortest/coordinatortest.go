@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
 )
 
 // DataPath is a coordinator.DataPath that prepares instantly, "copies"
@@ -25,7 +26,7 @@ type DataPath struct {
 	End func(p coordinator.PartitionRef) int64
 }
 
-func (d *DataPath) Prepare(context.Context, coordinator.PartitionRef) (coordinator.Writer, []string, error) {
+func (d *DataPath) Prepare(context.Context, coordinator.PartitionRef, *statetopic.Producer) (coordinator.Writer, []string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.epoch++
@@ -42,7 +43,7 @@ func (d *DataPath) Start(_ context.Context, p coordinator.PartitionRef, _ coordi
 	return nil
 }
 
-func (d *DataPath) Stop(_ context.Context, p coordinator.PartitionRef) (int64, error) {
+func (d *DataPath) Stop(_ context.Context, p coordinator.PartitionRef, _ coordinator.StopHow) (int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.running, key(p))

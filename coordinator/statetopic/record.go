@@ -195,12 +195,23 @@ type PartitionState struct {
 	LastMirroredOffset int64 `json:"last_mirrored_offset"`
 	// WriterProducerID and WriterEpoch identify the fenced writer that wrote
 	// this record; a record from an older writer (a zombie owner) is ignored.
-	WriterProducerID int64     `json:"writer_producer_id"`
-	WriterEpoch      int16     `json:"writer_epoch"`
-	UpdatedAt        time.Time `json:"updated_at"`
+	WriterProducerID int64 `json:"writer_producer_id"`
+	WriterEpoch      int16 `json:"writer_epoch"`
+	// DataWriter is the partition's idempotent data writer: taken once, at
+	// the first preparation, and used unchanged by every later owner, so an
+	// old owner's late write repeats a new owner's and is deduplicated by
+	// the destination (fetcher/copier.go).
+	DataWriter *Producer `json:"data_writer,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 	// Notes lists documented events that changed what the destination holds,
 	// such as source retention overtaking the copy (invariant 5).
 	Notes []string `json:"notes,omitempty"`
+}
+
+// Producer is a destination producer id and epoch.
+type Producer struct {
+	ID    int64 `json:"id"`
+	Epoch int16 `json:"epoch"`
 }
 
 // EncodeValue encodes one of MirrorConfig, MirrorTopic or PartitionState.

@@ -13,6 +13,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/fetcher"
 )
 
@@ -24,6 +25,7 @@ type DataPath struct {
 	dst     *kgo.Client
 	dstAdm  *kadm.Client
 	log     *slog.Logger
+	lease   func() error // set once, before the coordinator runs
 
 	mu      sync.Mutex
 	copiers map[string]*mirrorCopier
@@ -55,11 +57,16 @@ func key(p coordinator.PartitionRef) coordinator.PartitionRef {
 	return p
 }
 
+// SetLease makes every write of the copy ask lease first (the
+// coordinator's ownership lease).
+func (d *DataPath) SetLease(lease func() error) { d.lease = lease }
+
 // Prepare checks the source is still the cluster the mirror was created
-// for, makes the destination topic ready and fences in this instance as the
-// partition's writer. Alignment with the source log start happens in Start,
-// under the same writer.
-func (d *DataPath) Prepare(ctx context.Context, p coordinator.PartitionRef) (coordinator.Writer, []string, error) {
+// for, makes the destination topic ready, fences in this instance as the
+// writer of the partition's state and keeps (or, the first time, takes) the
+// partition's data writer. Alignment with the source log start happens in
+// Start.
+func (d *DataPath) Prepare(ctx context.Context, p coordinator.PartitionRef, data *statetopic.Producer) (coordinator.Writer, []string, error) {
 	src, err := d.sources.Client(p.Mirror, p.Config.Configs)
 	if err != nil {
 		return coordinator.Writer{}, nil, coordinator.Permanent(err)
@@ -85,7 +92,14 @@ func (d *DataPath) Prepare(ctx context.Context, p coordinator.PartitionRef) (coo
 	if err != nil {
 		return coordinator.Writer{}, nil, err
 	}
-	return coordinator.Writer{ProducerID: id.ID, Epoch: id.Epoch}, nil, nil
+	if data == nil {
+		w, err := fetcher.NewWriter(ctx, d.dst)
+		if err != nil {
+			return coordinator.Writer{}, nil, fmt.Errorf("taking the partition's data writer: %w", err)
+		}
+		data = &statetopic.Producer{ID: w.ID, Epoch: w.Epoch}
+	}
+	return coordinator.Writer{ProducerID: id.ID, Epoch: id.Epoch, Data: data}, nil, nil
 }
 
 func (d *DataPath) copierFor(p coordinator.PartitionRef) (*mirrorCopier, error) {
@@ -100,7 +114,8 @@ func (d *DataPath) copierFor(p coordinator.PartitionRef) (*mirrorCopier, error) 
 	}
 	cfg := mirrorconfig.Parse(p.Config.Configs)
 	c, err := fetcher.NewCopier(fetcher.Config{Source: src, Destination: d.dst, FetchMaxBytes: cfg.FetchMaxBytes,
-		FetchResponseMaxBytes: cfg.FetchResponseMaxBytes, FetchMaxWait: cfg.FetchMaxWait, Logger: d.log.With("mirror", p.Mirror)})
+		FetchResponseMaxBytes: cfg.FetchResponseMaxBytes, FetchMaxWait: cfg.FetchMaxWait, RateLimit: cfg.ThrottledRate,
+		Lease: d.lease, Logger: d.log.With("mirror", p.Mirror)})
 	if err != nil {
 		return nil, err
 	}
@@ -115,10 +130,11 @@ func (d *DataPath) Start(ctx context.Context, p coordinator.PartitionRef, w coor
 	if err != nil {
 		return err
 	}
-	task := fetcher.Task{Topic: p.Topic, Partition: p.Partition, SourceTopicID: p.SourceTopicID, TransactionalID: p.TransactionalID()}
-	if w.ProducerID != 0 || w.Epoch != 0 {
-		task.Producer = &fetcher.ProducerIdentity{ID: w.ProducerID, Epoch: w.Epoch}
+	if w.Data == nil {
+		return errors.New("internal: starting a copy without the partition's data writer")
 	}
+	task := fetcher.Task{Topic: p.Topic, Partition: p.Partition, SourceTopicID: p.SourceTopicID, TransactionalID: p.TransactionalID(),
+		Writer: fetcher.ProducerIdentity{ID: w.Data.ID, Epoch: w.Data.Epoch}}
 	if err := mc.copier.Start(ctx, task, func(ev fetcher.Event) { events(translate(ev)) }); err != nil {
 		return permanent(err)
 	}
@@ -143,10 +159,35 @@ func translate(ev fetcher.Event) coordinator.Event {
 	}
 }
 
-// Stop stops the partition's copy, if it runs here, and returns the
-// destination log end read after it stopped: the last mirrored offset.
-func (d *DataPath) Stop(ctx context.Context, p coordinator.PartitionRef) (int64, error) {
-	d.stopCopy(p)
+// Stop stops the partition's copy and returns the last mirrored offset: the
+// destination log end (before the abort markers of a failover). A copy that
+// runs here stops as how says; one that does not (it failed) still gets its
+// open destination transactions aborted on failover.
+func (d *DataPath) Stop(ctx context.Context, p coordinator.PartitionRef, how coordinator.StopHow) (int64, error) {
+	mode := fetcher.StopHandover
+	switch how {
+	case coordinator.StopPause:
+		mode = fetcher.StopQuiet
+	case coordinator.StopFailover:
+		mode = fetcher.StopFailover
+	}
+	if pr, ran := d.stopCopy(p, mode); ran && (mode != fetcher.StopFailover || pr.OpenTransactions == 0) {
+		if pr.AbortedAtFailover > 0 {
+			d.log.Info("failover aborted destination transactions whose source markers were not copied yet", "mirror", p.Mirror,
+				"topic", p.Topic, "partition", p.Partition, "aborted", pr.AbortedAtFailover, "last_mirrored_offset", pr.DestinationLogEnd)
+		}
+		return pr.DestinationLogEnd, nil
+	}
+	if mode == fetcher.StopFailover {
+		end, aborted, err := fetcher.Failover(ctx, d.dst, p.Topic, p.Partition, p.TransactionalID(), d.log.With("mirror", p.Mirror))
+		if err != nil {
+			return 0, fmt.Errorf("failing over %s/%d: %w", p.Topic, p.Partition, err)
+		}
+		if aborted > 0 {
+			d.log.Info("failover aborted destination transactions left open", "mirror", p.Mirror, "topic", p.Topic, "partition", p.Partition, "aborted", aborted)
+		}
+		return end, nil
+	}
 	ends, err := d.dstAdm.ListEndOffsets(ctx, p.Topic)
 	if err != nil {
 		return 0, fmt.Errorf("reading the destination log end of %s/%d: %w", p.Topic, p.Partition, err)
@@ -161,7 +202,9 @@ func (d *DataPath) Stop(ctx context.Context, p coordinator.PartitionRef) (int64,
 	return o.Offset, nil
 }
 
-func (d *DataPath) stopCopy(p coordinator.PartitionRef) {
+// stopCopy stops the partition's copy if it runs here, and reports its final
+// progress.
+func (d *DataPath) stopCopy(p coordinator.PartitionRef, mode fetcher.StopMode) (fetcher.Progress, bool) {
 	d.mu.Lock()
 	mc := d.copiers[p.Mirror]
 	running := mc != nil && mc.parts[key(p)]
@@ -170,9 +213,10 @@ func (d *DataPath) stopCopy(p coordinator.PartitionRef) {
 	}
 	d.mu.Unlock()
 	if !running {
-		return
+		return fetcher.Progress{}, false
 	}
-	if _, err := mc.copier.Stop(p.Topic, p.Partition); err != nil {
+	pr, err := mc.copier.StopWith(p.Topic, p.Partition, mode)
+	if err != nil {
 		d.log.Debug("copy ended with an error", "mirror", p.Mirror, "topic", p.Topic, "partition", p.Partition, "err", err)
 	}
 	d.mu.Lock()
@@ -183,6 +227,18 @@ func (d *DataPath) stopCopy(p coordinator.PartitionRef) {
 	d.mu.Unlock()
 	if idle {
 		mc.copier.Close()
+	}
+	return pr, err == nil
+}
+
+// ConfigureMirror applies a mirror's configs that can change while its
+// copy runs (the byte-rate limit).
+func (d *DataPath) ConfigureMirror(name string, cfg *statetopic.MirrorConfig) {
+	d.mu.Lock()
+	mc := d.copiers[name]
+	d.mu.Unlock()
+	if mc != nil && cfg != nil {
+		mc.copier.SetRateLimit(mirrorconfig.Parse(cfg.Configs).ThrottledRate)
 	}
 }
 
@@ -204,7 +260,7 @@ func (d *DataPath) Progress(p coordinator.PartitionRef) (coordinator.Progress, b
 }
 
 // Forget stops a partition this instance no longer owns.
-func (d *DataPath) Forget(p coordinator.PartitionRef) { d.stopCopy(p) }
+func (d *DataPath) Forget(p coordinator.PartitionRef) { d.stopCopy(p, fetcher.StopHandover) }
 
 // Close stops every copy.
 func (d *DataPath) Close() {

@@ -94,6 +94,7 @@ func New(ctx context.Context, cfg Config) (*Instance, error) {
 		in.dstCl.Close()
 		return nil, err
 	}
+	in.data.SetLease(in.Coord.Lease)
 	in.Backend = &apicore.Backend{Coord: in.Coord, Sources: in.sources, Destination: kadm.NewClient(in.dstCl), Log: log}
 	apis.Register(p.Handlers, in.Backend)
 	p.SetGuard(in.Guard)

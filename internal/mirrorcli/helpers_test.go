@@ -21,6 +21,7 @@ import (
 	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/proxy"
@@ -65,7 +66,7 @@ type fakeDataPath struct {
 	epoch int16
 }
 
-func (f *fakeDataPath) Prepare(_ context.Context, p coordinator.PartitionRef) (coordinator.Writer, []string, error) {
+func (f *fakeDataPath) Prepare(_ context.Context, p coordinator.PartitionRef, _ *statetopic.Producer) (coordinator.Writer, []string, error) {
 	if strings.HasPrefix(p.Topic, "poison") {
 		return coordinator.Writer{}, nil, coordinator.Permanent(fmt.Errorf("source partition %s-%d is poisoned (test)", p.Topic, p.Partition))
 	}
@@ -79,7 +80,7 @@ func (f *fakeDataPath) Start(context.Context, coordinator.PartitionRef, coordina
 	return nil
 }
 
-func (f *fakeDataPath) Stop(_ context.Context, p coordinator.PartitionRef) (int64, error) {
+func (f *fakeDataPath) Stop(_ context.Context, p coordinator.PartitionRef, _ coordinator.StopHow) (int64, error) {
 	if strings.HasPrefix(p.Topic, "stuck") {
 		return 0, fmt.Errorf("destination unreachable (test)")
 	}
