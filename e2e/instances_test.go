@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -10,10 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -217,4 +220,104 @@ func TestInstancesSplitSurviveKillAndRestart(t *testing.T) {
 		t.Fatalf("after b left, a copies %d partitions, want %d", got, parts)
 	}
 	t.Logf("exact after SIGKILL, restart and graceful hand-over: %d records", parts*(perPartition+1000))
+}
+
+// Acceptance of issue 5's fencing: an instance frozen (SIGSTOP) in the
+// middle of a copy, for longer than its session, loses its partitions to
+// the other instance; when it wakes up (SIGCONT) it must not write anything
+// that breaks the copy. Records and transactions keep arriving throughout;
+// at the end every record and marker is at its source offset exactly once.
+func TestFrozenInstanceWakesUpAsZombie(t *testing.T) {
+	src := kafkatest.Start(t)
+	dst := kafkatest.Start(t)
+	bin := buildKmirror(t)
+	const parts = 4
+	createTopic(t, src, "ledger", parts)
+	produce(t, src, "ledger", parts, 5000, kgo.Lz4Compression())
+
+	a := startProcess(t, bin, "a", dst)
+	b := startProcess(t, bin, "b", dst)
+	cl := admin(t, b.addr)
+	create := protocol.NewPtrCreateMirrorRequest()
+	create.MirrorName = "dr"
+	create.Configs = []protocol.CreateMirrorRequestConfig{
+		{Name: "bootstrap.servers", Value: kmsg.StringPtr(src.BootstrapString())},
+		{Name: "fetch.max.bytes", Value: kmsg.StringPtr("8192")},
+	}
+	if r := request[*protocol.CreateMirrorResponse](t, cl, create); r.ErrorCode != 0 {
+		t.Fatalf("create: %s", deref(r.ErrorMessage))
+	}
+	add := protocol.NewPtrAddTopicsToMirrorRequest()
+	add.MirrorName = "dr"
+	add.Topics = []protocol.AddTopicsToMirrorRequestTopic{{Name: "ledger", NumPartitions: -1}}
+	if r := request[*protocol.AddTopicsToMirrorResponse](t, cl, add); r.ErrorCode != 0 || r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("add: %+v", r)
+	}
+
+	// Writers run until the end: plain records and transactions.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tx := src.Client(t, kgo.TransactionalID("ledger-app"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		plain := src.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+		for i := 0; ctx.Err() == nil; i++ {
+			if err := tx.BeginTransaction(); err != nil {
+				return
+			}
+			for p := range int32(parts) {
+				_ = tx.ProduceSync(ctx, &kgo.Record{Topic: "ledger", Partition: p, Key: fmt.Appendf(nil, "tx-%d", i), Value: []byte("in a transaction")})
+				_ = plain.ProduceSync(ctx, &kgo.Record{Topic: "ledger", Partition: p, Key: fmt.Appendf(nil, "plain-%d", i), Value: []byte("plain")})
+			}
+			if ctx.Err() != nil {
+				_ = tx.EndTransaction(context.Background(), kgo.TryAbort)
+				return
+			}
+			if err := tx.EndTransaction(context.Background(), kgo.TransactionEndTry(i%4 != 3)); err != nil {
+				t.Errorf("end transaction %d: %v", i, err)
+				return
+			}
+		}
+	}()
+
+	polltest.Eventually(t, 2*time.Minute, "both instances copy", func() (bool, string) {
+		ca, cb := a.copying(), b.copying()
+		return len(ca) > 0 && len(cb) > 0 && len(ca)+len(cb) == parts, fmt.Sprintf("a %v, b %v", ca, cb)
+	})
+	frozen := a.copying()
+	a.signal(syscall.SIGSTOP)
+	t.Logf("a froze while copying %v", frozen)
+	polltest.Eventually(t, time.Minute, "b took over a's partitions", func() (bool, string) {
+		c := b.copying()
+		return len(c) == parts, fmt.Sprintf("b copies %v", c)
+	})
+	done0, _ := destinationTotal(t, cl, "dr")
+	polltest.Eventually(t, time.Minute, "b copied on while a is frozen", func() (bool, string) {
+		d, _ := destinationTotal(t, cl, "dr")
+		return d > done0+200, fmt.Sprintf("%d copied", d)
+	})
+	a.signal(syscall.SIGCONT)
+	t.Logf("a woke up after b had taken over and copied on")
+	polltest.Eventually(t, time.Minute, "the instances share the work again", func() (bool, string) {
+		ca, cb := a.copying(), b.copying()
+		for k := range ca {
+			if cb[k] {
+				return false, fmt.Sprintf("copied by both: a %v, b %v", ca, cb)
+			}
+		}
+		return len(ca) > 0 && len(ca)+len(cb) == parts, fmt.Sprintf("a %v, b %v", ca, cb)
+	})
+	cancel()
+	wg.Wait()
+	ends, err := kadm.NewClient(src.Client(t)).ListEndOffsets(context.Background(), "ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	waitMirrored(t, cl, "dr", map[string]int64{"ledger": total})
+	n := mirrortest.VerifyLog(t, src.Client(t), dst.Client(t), false, "ledger")
+	t.Logf("after the freeze and the wake-up: %d records and markers at identical offsets, none twice", n)
 }
