@@ -251,6 +251,7 @@ type partition struct {
 
 	retryAt   time.Time
 	errStreak int
+	errSince  time.Time // first error of the streak
 }
 
 // openTxnsLocked counts destination transactions open on the partition.
@@ -308,9 +309,13 @@ type Copier struct {
 }
 
 const (
-	// maxErrStreak is how many consecutive retriable errors a partition
-	// absorbs before it stops with EventRetriable.
+	// maxErrStreak and maxErrTime bound how many consecutive retriable
+	// errors, and for how long, a partition absorbs before it stops with
+	// EventRetriable: long enough to ride out a leader election or a
+	// coordinator moving (seconds), short enough that a partition that
+	// cannot make progress shows as FAILED.
 	maxErrStreak = 20
+	maxErrTime   = time.Minute
 	// maxInFlightPerPartition is the broker's idempotence window: a resend
 	// is recognised only among a producer's last 5 batches.
 	maxInFlightPerPartition = 5
@@ -740,12 +745,17 @@ func (c *Copier) emitLocked(p *partition, ev Event) {
 // retryLocked counts a retriable error; after maxErrStreak in a row the
 // partition stops with EventRetriable.
 func (c *Copier) retryLocked(p *partition, err error) {
+	now := time.Now()
+	if p.errStreak == 0 {
+		p.errSince = now
+	}
 	p.errStreak++
 	backoff := min(time.Duration(p.errStreak)*100*time.Millisecond, 2*time.Second)
-	p.retryAt = time.Now().Add(backoff)
+	p.retryAt = now.Add(backoff)
 	c.log.Debug("retrying", "topic", p.tp.topic, "partition", p.tp.partition, "err", err, "attempt", p.errStreak)
-	if p.errStreak >= maxErrStreak {
-		c.failLocked(p, EventRetriable, fmt.Errorf("%s/%d: giving up after %d attempts: %w", p.tp.topic, p.tp.partition, p.errStreak, err))
+	if p.errStreak >= maxErrStreak && now.Sub(p.errSince) >= maxErrTime {
+		c.failLocked(p, EventRetriable, fmt.Errorf("%s/%d: giving up after %d attempts in %v: %w", p.tp.topic, p.tp.partition,
+			p.errStreak, now.Sub(p.errSince).Round(time.Second), err))
 	}
 }
 

@@ -122,6 +122,9 @@ func (c *Copier) collectSends(w *worker) (sends []sendPart, txnID string, prev, 
 		if p.dstLeader != w.id {
 			continue
 		}
+		if p.quiet {
+			c.maybeDoneLocked(p) // pausing: stop at a quiet point, or when out of time
+		}
 		if now.Before(p.retryAt) {
 			wait = min(wait, p.retryAt.Sub(now))
 			continue

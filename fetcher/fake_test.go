@@ -15,9 +15,11 @@ import (
 // TestFakeRetriesAndLeaderMoves injects faults that real Kafka cannot be
 // made to produce on demand (kfake): every fourth destination Produce is
 // answered NOT_LEADER_OR_FOLLOWER without being appended, and leaders move on
-// both clusters during the copy. The copier must resend exactly the same
-// bytes (same producer sequence, so a resend of an append that did land is
-// deduplicated by the broker) and still end with identical offsets.
+// both clusters during the copy. The copier must resend a refused batch with
+// exactly the same bytes (same producer sequence, so a resend of an append
+// that did land is deduplicated by the broker), also when later batches of
+// the partition were in flight behind it, and still end with identical
+// offsets.
 func TestFakeRetriesAndLeaderMoves(t *testing.T) {
 	p := &pair{src: kafkatest.Start(t, kafkatest.Fake(), kafkatest.Brokers(3)), dst: kafkatest.Start(t, kafkatest.Fake(), kafkatest.Brokers(3))}
 	e := newEnv(t, p)
@@ -30,7 +32,7 @@ func TestFakeRetriesAndLeaderMoves(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		requests int
-		failed   = map[int32][]byte{}
+		failed   = map[[2]int32][]byte{} // (partition, base sequence) refused
 		resent   int
 		changed  []string
 	)
@@ -41,14 +43,19 @@ func TestFakeRetriesAndLeaderMoves(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		requests++
+		seqOf := func(rp kmsg.ProduceRequestTopicPartition) [2]int32 {
+			var b Batch
+			NewBatchIterator(rp.Records).Next(&b)
+			return [2]int32{rp.Partition, b.BaseSequence}
+		}
 		for _, rt := range req.Topics {
 			for _, rp := range rt.Partitions {
-				if prev, ok := failed[rp.Partition]; ok {
+				if prev, ok := failed[seqOf(rp)]; ok {
 					if !bytes.Equal(prev, rp.Records) {
-						changed = append(changed, fmt.Sprintf("partition %d", rp.Partition))
+						changed = append(changed, fmt.Sprintf("partition %d sequence %d", rp.Partition, seqOf(rp)[1]))
 					}
 					resent++
-					delete(failed, rp.Partition)
+					delete(failed, seqOf(rp))
 				}
 			}
 		}
@@ -64,7 +71,7 @@ func TestFakeRetriesAndLeaderMoves(t *testing.T) {
 				sp.Partition = rp.Partition
 				sp.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER
 				st.Partitions = append(st.Partitions, sp)
-				failed[rp.Partition] = append([]byte(nil), rp.Records...)
+				failed[seqOf(rp)] = append([]byte(nil), rp.Records...)
 			}
 			resp.Topics = append(resp.Topics, st)
 		}

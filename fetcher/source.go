@@ -108,7 +108,7 @@ func (c *Copier) collectFetch(leader int32) ([]fetchPart, int64, int32) {
 	limit := c.partitionBufferLimit()
 	var ps []*partition
 	for _, p := range c.parts {
-		if p.state == stateRunning && !p.quiet && p.srcLeader == leader && !p.needOffsets && p.blocked == nil && !now.Before(p.retryAt) &&
+		if p.state == stateRunning && p.srcLeader == leader && !p.needOffsets && p.blocked == nil && !now.Before(p.retryAt) &&
 			p.buffered < limit && !c.holdFetch[p.tp] {
 			ps = append(ps, p)
 		}
@@ -231,9 +231,6 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 		p.progress.SourceLogStart = r.LogStartOffset
 	}
 	p.progress.UpdatedAt = time.Now()
-	if p.quiet {
-		return // pausing: nothing more is planned
-	}
 
 	it := NewBatchIterator(r.RecordBatches)
 	var b Batch

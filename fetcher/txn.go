@@ -100,17 +100,26 @@ type txnClient struct {
 	adm *kadm.Client
 }
 
+// retryTxn runs a transaction coordinator request until it succeeds, fails
+// for good, or 30 s pass. Retried: CONCURRENT_TRANSACTIONS (an earlier
+// commit or abort is still being written), retriable Kafka errors, and
+// transport errors (the coordinator's broker died: kgo finds the new one).
 func retryTxn(ctx context.Context, what string, do func() error) error {
+	deadline := time.Now().Add(30 * time.Second)
 	var err error
-	for attempt := 0; attempt < 100; attempt++ {
+	for attempt := 0; ; attempt++ {
 		if err = do(); err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: %w", what, ctx.Err())
 		}
-		if !errors.Is(err, kerr.ConcurrentTransactions) && !kerr.IsRetriable(err) {
+		var kafkaErr *kerr.Error
+		if errors.As(err, &kafkaErr) && !kafkaErr.Retriable && !errors.Is(err, kerr.ConcurrentTransactions) {
 			return fmt.Errorf("%s: %w", what, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: still failing after 30s: %w", what, err)
 		}
 		t := time.NewTimer(min(time.Duration(attempt+1)*10*time.Millisecond, 500*time.Millisecond))
 		select {
@@ -120,7 +129,6 @@ func retryTxn(ctx context.Context, what string, do func() error) error {
 		case <-t.C:
 		}
 	}
-	return fmt.Errorf("%s: giving up: %w", what, err)
 }
 
 // describe returns a transactional id's coordinator state; found is false

@@ -600,3 +600,45 @@ func testTransactionFacts(t *testing.T, e *env) {
 		}
 	}
 }
+
+// Pausing with a destination transaction open copies on to the next point
+// where none is open, so no transaction is left for the destination to time
+// out and abort while the partition rests.
+func testPauseAtQuietPoint(t *testing.T, e *env) {
+	const topic = "txn-pause"
+	e.createSource(topic, 1, nil)
+	a := e.txnProducer("pause-a")
+	e.begin(a)
+	e.produceIn(a, topic, 0, 3, "a1")
+	_, markerAt := e.offsets(e.srcAdm, topic, 0)
+	e.end(a, true)
+	e.produce(topic, 0, 4, 2, kgo.NoCompression(), "after")
+	e.ensureDestination(topic)
+	c := e.newCopier(Config{})
+	defer c.Close()
+	c.holdOpsFrom(topic, 0, markerAt)
+	if err := c.Start(e.ctx, Task{Topic: topic, Partition: 0, TransactionalID: "mirror-txn-pause-0"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the transaction open on the destination", time.Minute, func() bool {
+		pr, _ := c.Progress(topic, 0)
+		return pr.DestinationLogEnd == markerAt && pr.OpenTransactions == 1
+	})
+	type stopped struct {
+		pr  Progress
+		err error
+	}
+	done := make(chan stopped, 1)
+	go func() {
+		pr, err := c.StopWith(topic, 0, StopQuiet)
+		done <- stopped{pr, err}
+	}()
+	c.holdOpsFrom(topic, 0, -1)
+	s := <-done
+	if s.err != nil || s.pr.OpenTransactions != 0 || s.pr.DestinationLogEnd <= markerAt {
+		t.Fatalf("paused with %+v, %v; want past the marker at %d with no transaction open", s.pr, s.err, markerAt)
+	}
+	if lso := e.lastStable(e.dst, topic, 0); lso != s.pr.DestinationLogEnd {
+		t.Fatalf("destination last stable offset %d, log end %d: a transaction is still open", lso, s.pr.DestinationLogEnd)
+	}
+}
