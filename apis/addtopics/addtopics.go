@@ -122,6 +122,7 @@ type adder struct {
 	source      kadm.TopicDetails
 	otherMirror map[string]string // topic -> the other mirror that actively mirrors it
 	now         time.Time
+	clusterID   string // the destination's, once asked
 	recs        []coordinator.Record
 }
 
@@ -144,49 +145,107 @@ func (a *adder) addOne(ctx context.Context, name string, wantID [16]byte, wantPa
 	if other, taken := a.otherMirror[name]; taken {
 		return protocol.ErrTopicAlreadyInMirror.WithMessage("topic %q is mirrored by mirror %q; remove it there first", name, other)
 	}
+	ends, err := a.destinationEnds(ctx, name)
+	if err != nil {
+		return err
+	}
+	var records int64
+	for _, e := range ends {
+		records += e
+	}
 	if cur, in := a.m.Topics[name]; in {
 		if !apicore.AllStopped(a.m, name) {
 			return protocol.ErrMirrorTopicNotStopped.WithMessage("topic %q is already in mirror %q (desired %s); remove it and wait for STOPPED before adding it again",
 				name, a.m.Name, cur.Desired)
 		}
-		// Re-adding a failed-over topic: mirror it again from where the
-		// destination is (PREPARING checks the destination against the source).
+		// Re-adding a failed-over topic: it continues from the destination's
+		// end if that is a prefix of the source's log (failback.go).
 		t := *cur
 		t.Desired, t.UpdatedAt, t.Partitions = statetopic.DesireMirror, a.now, parts
-		if t.SourceTopicID != statetopic.UUID(st.ID) {
+		t.Notes = append([]string(nil), cur.Notes...)
+		own := ownLMO(a.m, name)
+		sameSource := t.SourceTopicID == statetopic.UUID(st.ID)
+		if !sameSource {
+			own = nil
+		}
+		var src sourceMirrorOf
+		if !sameSource || !withinPrefix(ends, own) {
+			if src, err = a.askSource(ctx, name, parts); err != nil {
+				return err
+			}
+		}
+		if !sameSource && !src.known {
 			return protocol.ErrInvalidRequest.WithMessage("topic %q was re-created on the source (id %s, mirrored as %s); delete the destination topic and the mirror's record of it by deleting and re-creating the mirror",
 				name, statetopic.UUID(st.ID), t.SourceTopicID)
+		}
+		plan, err := planFailback(name, ends, own, src)
+		if err != nil {
+			return err
+		}
+		if !sameSource {
+			// The source's topic is a mirror of this cluster's: its offsets are
+			// ours. Its partitions get new state records; the old ones go.
+			for p := range cur.Partitions {
+				a.recs = append(a.recs, coordinator.Record{Key: statetopic.PartitionStateKey(a.m.Name, cur.SourceTopicID, p)})
+			}
+			t.SourceTopicID = statetopic.UUID(st.ID)
+		}
+		if err := a.applyFailback(ctx, name, plan, &t); err != nil {
+			return err
 		}
 		a.recs = append(a.recs, coordinator.Record{Key: statetopic.MirrorTopicKey(a.m.Name, name), Value: &t})
 		return nil
 	}
-	if err := a.destinationFree(ctx, name); err != nil {
-		return err
+	t := statetopic.MirrorTopic{SourceTopicID: statetopic.UUID(st.ID), Desired: statetopic.DesireMirror, Partitions: parts, UpdatedAt: a.now}
+	if records > 0 {
+		src, err := a.askSource(ctx, name, parts)
+		if err != nil {
+			return err
+		}
+		plan, err := planFailback(name, ends, nil, src)
+		if err != nil {
+			return err
+		}
+		if !src.known {
+			return ErrTopicExistsOnDestination.WithMessage("topic %q already exists on the destination with %d records that did not come from the source; "+
+				"kmirror keeps source offsets and will not append after them: delete the destination topic or mirror into a cluster without it", name, records)
+		}
+		if err := a.applyFailback(ctx, name, plan, &t); err != nil {
+			return err
+		}
 	}
-	a.recs = append(a.recs, coordinator.Record{Key: statetopic.MirrorTopicKey(a.m.Name, name), Value: &statetopic.MirrorTopic{
-		SourceTopicID: statetopic.UUID(st.ID), Desired: statetopic.DesireMirror, Partitions: parts, UpdatedAt: a.now}})
+	a.recs = append(a.recs, coordinator.Record{Key: statetopic.MirrorTopicKey(a.m.Name, name), Value: &t})
 	return nil
 }
 
-// destinationFree refuses a destination topic that already has records:
-// kmirror appends at the source's offsets, which records it did not copy
-// would shift. An empty pre-created topic is fine.
-func (a *adder) destinationFree(ctx context.Context, name string) error {
-	ends, err := a.b.Destination.ListEndOffsets(ctx, name)
-	if err != nil {
-		return protocol.ErrCoordinatorNotAvailable.WithMessage("checking destination topic %q: %v; retry", name, err)
+// withinPrefix reports whether every destination log ends at or before the
+// mirror's own last mirrored offset (nothing was written here since).
+func withinPrefix(ends, own map[int32]int64) bool {
+	if own == nil {
+		return false
 	}
-	var records int64
-	exists := false
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil {
-			exists = true
-			records += o.Offset
+	for p, e := range ends {
+		if o, ok := own[p]; !ok || e > o {
+			return false
 		}
-	})
-	if exists && records > 0 {
-		return ErrTopicExistsOnDestination.WithMessage("topic %q already exists on the destination with %d records that did not come from the source; "+
-			"kmirror keeps source offsets and will not append after them: delete the destination topic or mirror into a cluster without it", name, records)
+	}
+	return true
+}
+
+// applyFailback re-creates the destination topic if the plan says so and
+// records the plan's note on the topic.
+func (a *adder) applyFailback(ctx context.Context, name string, plan failbackPlan, t *statetopic.MirrorTopic) error {
+	if plan.recreate {
+		if err := a.recreate(ctx, name); err != nil {
+			return err
+		}
+	}
+	if plan.note != "" {
+		a.b.Log.Info(plan.note, "mirror", a.m.Name)
+		t.Notes = append(t.Notes, a.now.UTC().Format(time.RFC3339)+" "+plan.note)
+		if len(t.Notes) > 10 {
+			t.Notes = t.Notes[len(t.Notes)-10:]
+		}
 	}
 	return nil
 }

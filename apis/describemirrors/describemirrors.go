@@ -58,7 +58,7 @@ func describe(ctx context.Context, b *apicore.Backend, name string) protocol.Des
 			}
 			if s != nil {
 				dp.State, dp.RetryAttempt, dp.LastMirroredOffset = s.State.String(), s.RetryAttempt, s.LastMirroredOffset
-				if msg := message(s); msg != "" {
+				if msg := message(s, m.Topics[t].Notes); msg != "" {
 					dp.ErrorMessage = &msg
 				}
 			}
@@ -111,12 +111,12 @@ func nonEmpty(s string) *string {
 
 // message is the failure, else the notes of events that changed what the
 // destination holds (invariant 5: never silent).
-func message(s *statetopic.PartitionState) string {
+func message(s *statetopic.PartitionState, topicNotes []string) string {
 	if s.ErrorMessage != "" {
 		return s.ErrorMessage
 	}
-	if len(s.Notes) > 0 {
-		return "note: " + strings.Join(s.Notes, "; ")
+	if notes := append(append([]string(nil), topicNotes...), s.Notes...); len(notes) > 0 {
+		return "note: " + strings.Join(notes, "; ")
 	}
 	return ""
 }

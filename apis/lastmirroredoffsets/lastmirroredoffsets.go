@@ -9,12 +9,21 @@ import (
 	"context"
 
 	"github.com/kmirror/kmirror/apis/apicore"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// Handle returns the LMOs.
+// Handle returns the LMOs. Without a mirror name it answers by ClusterID:
+// for each topic, from the mirror that mirrors it from that cluster (a
+// cluster failing back does not know the name of the mirror that took its
+// topics over). A partition of such a topic that is not STOPPED answers
+// MIRROR_TOPIC_NOT_STOPPED: mirroring it back would make a loop.
 func Handle(ctx context.Context, b *apicore.Backend, req *protocol.LastMirroredOffsetsRequest) *protocol.LastMirroredOffsetsResponse {
 	resp := protocol.NewPtrLastMirroredOffsetsResponse()
+	if req.MirrorName == "" && req.ClusterID != "" {
+		byCluster(ctx, b, req, resp)
+		return resp
+	}
 	m, err := b.Mirror(ctx, req.MirrorName)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
@@ -33,4 +42,58 @@ func Handle(ctx context.Context, b *apicore.Backend, req *protocol.LastMirroredO
 		resp.Topics = append(resp.Topics, out)
 	})
 	return resp
+}
+
+func byCluster(ctx context.Context, b *apicore.Backend, req *protocol.LastMirroredOffsetsRequest, resp *protocol.LastMirroredOffsetsResponse) {
+	if err := b.CatchUp(ctx); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
+		return
+	}
+	var mirrors []*statetopic.Mirror
+	b.Coord.Store().Read(func(v *statetopic.View) {
+		for _, name := range v.MirrorNames() {
+			if m := v.Mirror(name); m.Config != nil && m.Config.SourceClusterID == req.ClusterID {
+				mirrors = append(mirrors, apicore.CopyMirror(m))
+			}
+		}
+	})
+	for _, tp := range req.Topics {
+		out := protocol.LastMirroredOffsetsResponseTopic{Name: tp.Name}
+		// The mirror that holds the topic: an active one first (a loop must
+		// be seen), else the one that stopped last.
+		var from *statetopic.Mirror
+		for _, m := range mirrors {
+			t := m.Topics[tp.Name]
+			if t == nil {
+				continue
+			}
+			if !apicore.AllStopped(m, tp.Name) {
+				from = m
+				break
+			}
+			if from == nil || t.UpdatedAt.After(from.Topics[tp.Name].UpdatedAt) {
+				from = m
+			}
+		}
+		states := []*statetopic.PartitionState(nil)
+		if from != nil {
+			states = apicore.TopicStates(from, tp.Name)
+		}
+		for _, p := range tp.Partitions {
+			rp := protocol.NewLastMirroredOffsetsResponsePartition()
+			rp.Partition = p
+			switch {
+			case from == nil:
+				rp.ErrorCode = protocol.ErrUnknownTopicOrPartition.Code
+			case p < 0 || int(p) >= len(states):
+				rp.ErrorCode = protocol.ErrUnknownTopicOrPartition.Code
+			case states[p] == nil || states[p].State != protocol.MirrorStateStopped:
+				rp.ErrorCode = protocol.ErrMirrorTopicNotStopped.Code
+			default:
+				rp.LastMirroredOffset = states[p].LastMirroredOffset
+			}
+			out.Partitions = append(out.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, out)
+	}
 }

@@ -178,6 +178,9 @@ type MirrorTopic struct {
 	Desired            TopicDesire `json:"desired_state"`
 	Partitions         int32       `json:"partitions"`
 	UpdatedAt          time.Time   `json:"updated_at"`
+	// Notes lists what happened to the destination topic as a whole, such
+	// as a failback that re-created it (invariant 5: never silent).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // PartitionState is the value of a TypePartitionState record.
