@@ -16,6 +16,7 @@ import (
 	"github.com/kmirror/kmirror/apis/describemirrors"
 	"github.com/kmirror/kmirror/apis/lastmirroredoffsets"
 	"github.com/kmirror/kmirror/apis/listmirrors"
+	"github.com/kmirror/kmirror/apis/mirrorconfigs"
 	"github.com/kmirror/kmirror/apis/pauseresume"
 	"github.com/kmirror/kmirror/apis/readmirrorstate"
 	"github.com/kmirror/kmirror/apis/removetopics"
@@ -40,6 +41,39 @@ func Register(h *proxy.Handlers, b *apicore.Backend) {
 		// writer epoch; accepting state from outside would bypass that fencing.
 		return nil, protocol.ErrInvalidRequest.WithMessage("WriteMirrorState is not served: kmirror instances write __mirror_state directly; use pause, resume or remove to change a mirror topic's state")
 	})
+}
+
+// ConfigResources answers DescribeConfigs and IncrementalAlterConfigs that
+// name mirror config resources (apis/mirrorconfigs); the proxy forwards
+// every other such request to the brokers.
+func ConfigResources(b *apicore.Backend) proxy.ConfigResourceHandler {
+	return func(key, version int16, body []byte) (func(context.Context) kmsg.Response, bool) {
+		switch key {
+		case 44:
+			req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			req.SetVersion(version)
+			if req.ReadFrom(body) != nil || !mirrorconfigs.AlterRequest(req) {
+				return nil, false // undecodable requests are the broker's to refuse
+			}
+			return func(ctx context.Context) kmsg.Response {
+				ctx, cancel := context.WithTimeout(ctx, apicore.Timeout)
+				defer cancel()
+				return mirrorconfigs.Alter(ctx, b, req)
+			}, true
+		case 32:
+			req := kmsg.NewPtrDescribeConfigsRequest()
+			req.SetVersion(version)
+			if req.ReadFrom(body) != nil || !mirrorconfigs.DescribeRequest(req) {
+				return nil, false
+			}
+			return func(ctx context.Context) kmsg.Response {
+				ctx, cancel := context.WithTimeout(ctx, apicore.Timeout)
+				defer cancel()
+				return mirrorconfigs.Describe(ctx, b, req)
+			}, true
+		}
+		return nil, false
+	}
 }
 
 // handler decodes the request into Req and runs fn with a bounded context.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/kmirror/kmirror/protocol"
@@ -26,7 +27,35 @@ func (p *Proxy) answerLocally(s *session, h requestHeader, frame []byte) (chan [
 	case decodedKey(h.key) && h.version > kmax:
 		return nil, fmt.Errorf("%s v%d is newer than this proxy supports (max v%d) and was not advertised", kmsg.NameForKey(h.key), h.version, kmax)
 	}
+	if h.key == 32 || h.key == 44 {
+		if fn := p.configResources.Load(); fn != nil {
+			if answer, ok := (*fn)(h.key, h.version, frame[4+h.bodyOff:]); ok {
+				return p.answerConfigs(s, h, answer), nil
+			}
+		}
+	}
 	return nil, nil
+}
+
+// ConfigResourceHandler takes DescribeConfigs (32) and
+// IncrementalAlterConfigs (44) requests that name config resources a broker
+// does not know (kmirror's mirror configs, resource type 64): ok reports
+// whether it answers the request, and answer runs off the event loop.
+type ConfigResourceHandler func(key, version int16, body []byte) (answer func(ctx context.Context) kmsg.Response, ok bool)
+
+// SetConfigResources installs the handler of kmirror's own config resources.
+func (p *Proxy) SetConfigResources(fn ConfigResourceHandler) { p.configResources.Store(&fn) }
+
+func (p *Proxy) answerConfigs(s *session, h requestHeader, answer func(ctx context.Context) kmsg.Response) chan []byte {
+	ch := make(chan []byte, 1)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		resp := answer(s.ctx)
+		resp.SetVersion(h.version)
+		ch <- appendResponseFrame(nil, h.corrID, responseHeaderVersion(h.key, h.version), resp.AppendTo(nil))
+	}()
+	return ch
 }
 
 // answerMirror runs the mirror RPC handler off the client's goroutine; the response FIFO

@@ -24,6 +24,8 @@ type Proxy struct {
 	// Handlers answers the mirror RPCs; later work registers into it.
 	Handlers *Handlers
 	guard    atomic.Pointer[enforcement.Guard] // read-only mirror topics (guard.go)
+	// configResources answers kmirror's own config resources (local.go).
+	configResources atomic.Pointer[ConfigResourceHandler]
 
 	ctx    context.Context // cancelled by Close: stops every goroutine the proxy started
 	cancel context.CancelFunc

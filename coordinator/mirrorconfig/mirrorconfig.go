@@ -84,6 +84,22 @@ func Keys() []string {
 // Doc is a key's one-line description.
 func Doc(key string) string { return specs[key].doc }
 
+// Default is a key's default value ("" when it has none).
+func Default(key string) string { return specs[key].def }
+
+// IsConnection reports whether a key says where the source is or how to
+// reach it. Such keys are fixed once the mirror exists: its clients and
+// copies are built from them (delete and re-create the mirror to change
+// them); every other key can change while the mirror runs.
+func IsConnection(key string) bool {
+	switch {
+	case key == "bootstrap.servers", key == "source.cluster.id", key == "security.protocol",
+		strings.HasPrefix(key, "sasl."), strings.HasPrefix(key, "ssl."):
+		return true
+	}
+	return false
+}
+
 // IsSecret reports whether a key's value must not be shown (describe, logs).
 func IsSecret(key string) bool { return specs[key].secret }
 

@@ -143,10 +143,15 @@ func (c *Cache) Close() {
 	}
 }
 
+// fingerprint covers the configs a client is built from: changing another
+// config (a rate limit, a pattern) must not close the client under the
+// copies that use it.
 func fingerprint(configs map[string]string) string {
 	keys := make([]string, 0, len(configs))
 	for k := range configs {
-		keys = append(keys, k)
+		if mirrorconfig.IsConnection(k) {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	var b strings.Builder

@@ -97,6 +97,7 @@ func New(ctx context.Context, cfg Config) (*Instance, error) {
 	in.data.SetLease(in.Coord.Lease)
 	in.Backend = &apicore.Backend{Coord: in.Coord, Sources: in.sources, Destination: kadm.NewClient(in.dstCl), Log: log}
 	apis.Register(p.Handlers, in.Backend)
+	p.SetConfigResources(apis.ConfigResources(in.Backend))
 	p.SetGuard(in.Guard)
 	if err := in.Coord.RegisterMetrics(p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")); err != nil {
 		return nil, err
