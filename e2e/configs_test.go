@@ -10,7 +10,6 @@ import (
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
-	"github.com/kmirror/kmirror/protocol"
 )
 
 func alterMirror(t *testing.T, cl *kgo.Client, validateOnly bool, resources ...kmsg.IncrementalAlterConfigsRequestResource) *kmsg.IncrementalAlterConfigsResponse {
@@ -60,25 +59,11 @@ func TestMirrorConfigsChangeWhileMirroring(t *testing.T) {
 	createTopic(t, src, "metrics", 1)
 	produce(t, src, "metrics", 1, 20_000, kgo.NoCompression())
 
-	create := protocol.NewPtrCreateMirrorRequest()
-	create.MirrorName = "dr"
-	create.Configs = []protocol.CreateMirrorRequestConfig{
-		{Name: "bootstrap.servers", Value: kmsg.StringPtr(src.BootstrapString())},
-		{Name: "replication.throttled.rate", Value: kmsg.StringPtr("100000")},
-		{Name: "fetch.max.bytes", Value: kmsg.StringPtr("16384")},
-	}
-	if r := request[*protocol.CreateMirrorResponse](t, cl, create); r.ErrorCode != 0 {
-		t.Fatalf("create mirror: %s", deref(r.ErrorMessage))
-	}
+	createMirror(t, cl, "dr", "bootstrap.servers", src.BootstrapString(), "replication.throttled.rate", "100000", "fetch.max.bytes", "16384")
 	if v, def := describeMirrorConfig(t, cl, "dr", "replication.throttled.rate"); v != "100000" || def {
 		t.Fatalf("replication.throttled.rate described as %q (default %v)", v, def)
 	}
-	add := protocol.NewPtrAddTopicsToMirrorRequest()
-	add.MirrorName = "dr"
-	add.Topics = []protocol.AddTopicsToMirrorRequestTopic{{Name: "metrics", NumPartitions: -1}}
-	if r := request[*protocol.AddTopicsToMirrorResponse](t, cl, add); r.ErrorCode != 0 || r.Topics[0].ErrorCode != 0 {
-		t.Fatalf("add: %+v", r)
-	}
+	addTopics(t, cl, "dr", "metrics")
 
 	// Throttled at 100 kB/s: measure the copy over a few seconds.
 	copied := func() int64 { d, _ := destinationTotal(t, cl, "dr"); return d }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/mirrortest"
@@ -106,33 +105,12 @@ func writeEvents(t *testing.T, ctx context.Context, seeds []string, tag string, 
 
 func (s *drillSide) mirror(t *testing.T, name string, from *drillSide) {
 	t.Helper()
-	create := protocol.NewPtrCreateMirrorRequest()
-	create.MirrorName = name
-	create.Configs = []protocol.CreateMirrorRequestConfig{
-		{Name: "bootstrap.servers", Value: kmsg.StringPtr(from.addr)},
-		{Name: "metadata.refresh.interval.ms", Value: kmsg.StringPtr("1000")},
-	}
-	if r := request[*protocol.CreateMirrorResponse](t, s.admin, create); r.ErrorCode != 0 {
-		t.Fatalf("create mirror %s on %s: %s", name, s.name, deref(r.ErrorMessage))
-	}
+	createMirror(t, s.admin, name, "bootstrap.servers", from.addr, "metadata.refresh.interval.ms", "1000")
 }
 
 func (s *drillSide) add(t *testing.T, mirror string, topics ...string) {
 	t.Helper()
-	add := protocol.NewPtrAddTopicsToMirrorRequest()
-	add.MirrorName = mirror
-	for _, n := range topics {
-		add.Topics = append(add.Topics, protocol.AddTopicsToMirrorRequestTopic{Name: n, NumPartitions: -1})
-	}
-	r := request[*protocol.AddTopicsToMirrorResponse](t, s.admin, add)
-	if r.ErrorCode != 0 {
-		t.Fatalf("add %v to %s on %s: %s", topics, mirror, s.name, deref(r.ErrorMessage))
-	}
-	for _, tr := range r.Topics {
-		if tr.ErrorCode != 0 {
-			t.Fatalf("add %s to %s on %s: %s", tr.Name, mirror, s.name, deref(tr.ErrorMessage))
-		}
-	}
+	addTopics(t, s.admin, mirror, topics...)
 }
 
 // failover removes the topics from the mirror and waits until they are

@@ -10,12 +10,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/mirrortest"
 	"github.com/kmirror/kmirror/internal/polltest"
-	"github.com/kmirror/kmirror/protocol"
 )
 
 // txnRounds runs rounds of a transactional producer writing to every
@@ -175,18 +173,8 @@ func TestTransactionalAndCompactedMirror(t *testing.T) {
 		return h >= 20, fmt.Sprintf("%d offsets compacted away", h)
 	})
 
-	create := protocol.NewPtrCreateMirrorRequest()
-	create.MirrorName = "dr"
-	create.Configs = []protocol.CreateMirrorRequestConfig{{Name: "bootstrap.servers", Value: kmsg.StringPtr(src.BootstrapString())}}
-	if r := request[*protocol.CreateMirrorResponse](t, cl, create); r.ErrorCode != 0 {
-		t.Fatalf("create mirror: %s", deref(r.ErrorMessage))
-	}
-	add := protocol.NewPtrAddTopicsToMirrorRequest()
-	add.MirrorName = "dr"
-	add.Topics = []protocol.AddTopicsToMirrorRequestTopic{{Name: "orders", NumPartitions: -1}, {Name: "balances", NumPartitions: -1}}
-	if r := request[*protocol.AddTopicsToMirrorResponse](t, cl, add); r.ErrorCode != 0 || r.Topics[0].ErrorCode != 0 || r.Topics[1].ErrorCode != 0 {
-		t.Fatalf("add topics: %+v", r)
-	}
+	createMirror(t, cl, "dr", "bootstrap.servers", src.BootstrapString())
+	addTopics(t, cl, "dr", "orders", "balances")
 
 	// While mirroring: more transactions, more compaction.
 	var wg sync.WaitGroup

@@ -18,7 +18,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/mirrortest"
@@ -168,22 +167,9 @@ func TestInstancesSplitSurviveKillAndRestart(t *testing.T) {
 	a := startProcess(t, bin, "a", dst)
 	b := startProcess(t, bin, "b", dst)
 	cl := admin(t, b.addr)
-	create := protocol.NewPtrCreateMirrorRequest()
-	create.MirrorName = "dr"
-	create.Configs = []protocol.CreateMirrorRequestConfig{
-		{Name: "bootstrap.servers", Value: kmsg.StringPtr(src.BootstrapString())},
-		// Small fetches make the copy take long enough to kill an instance in its middle.
-		{Name: "fetch.max.bytes", Value: kmsg.StringPtr("16384")},
-	}
-	if r := request[*protocol.CreateMirrorResponse](t, cl, create); r.ErrorCode != 0 {
-		t.Fatalf("create: %s", deref(r.ErrorMessage))
-	}
-	add := protocol.NewPtrAddTopicsToMirrorRequest()
-	add.MirrorName = "dr"
-	add.Topics = []protocol.AddTopicsToMirrorRequestTopic{{Name: "events", NumPartitions: -1}}
-	if r := request[*protocol.AddTopicsToMirrorResponse](t, cl, add); r.ErrorCode != 0 || r.Topics[0].ErrorCode != 0 {
-		t.Fatalf("add: %+v", r)
-	}
+	// Small fetches make the copy take long enough to kill an instance in its middle.
+	createMirror(t, cl, "dr", "bootstrap.servers", src.BootstrapString(), "fetch.max.bytes", "16384")
+	addTopics(t, cl, "dr", "events")
 
 	// Both instances copy, disjoint shares, before the copy is done.
 	var ca, cb map[string]bool
@@ -238,21 +224,8 @@ func TestFrozenInstanceWakesUpAsZombie(t *testing.T) {
 	a := startProcess(t, bin, "a", dst)
 	b := startProcess(t, bin, "b", dst)
 	cl := admin(t, b.addr)
-	create := protocol.NewPtrCreateMirrorRequest()
-	create.MirrorName = "dr"
-	create.Configs = []protocol.CreateMirrorRequestConfig{
-		{Name: "bootstrap.servers", Value: kmsg.StringPtr(src.BootstrapString())},
-		{Name: "fetch.max.bytes", Value: kmsg.StringPtr("8192")},
-	}
-	if r := request[*protocol.CreateMirrorResponse](t, cl, create); r.ErrorCode != 0 {
-		t.Fatalf("create: %s", deref(r.ErrorMessage))
-	}
-	add := protocol.NewPtrAddTopicsToMirrorRequest()
-	add.MirrorName = "dr"
-	add.Topics = []protocol.AddTopicsToMirrorRequestTopic{{Name: "ledger", NumPartitions: -1}}
-	if r := request[*protocol.AddTopicsToMirrorResponse](t, cl, add); r.ErrorCode != 0 || r.Topics[0].ErrorCode != 0 {
-		t.Fatalf("add: %+v", r)
-	}
+	createMirror(t, cl, "dr", "bootstrap.servers", src.BootstrapString(), "fetch.max.bytes", "8192")
+	addTopics(t, cl, "dr", "ledger")
 
 	// Writers run until the end: plain records and transactions.
 	ctx, cancel := context.WithCancel(context.Background())

@@ -158,6 +158,38 @@ func waitMirrored(t *testing.T, cl *kgo.Client, mirror string, want map[string]i
 	})
 }
 
+// createMirror creates a mirror through cl; configs are name, value pairs.
+func createMirror(t *testing.T, cl *kgo.Client, name string, configs ...string) {
+	t.Helper()
+	create := protocol.NewPtrCreateMirrorRequest()
+	create.MirrorName = name
+	for i := 0; i+1 < len(configs); i += 2 {
+		create.Configs = append(create.Configs, protocol.CreateMirrorRequestConfig{Name: configs[i], Value: kmsg.StringPtr(configs[i+1])})
+	}
+	if r := request[*protocol.CreateMirrorResponse](t, cl, create); r.ErrorCode != 0 {
+		t.Fatalf("create mirror %s: %s", name, deref(r.ErrorMessage))
+	}
+}
+
+// addTopics adds topics to a mirror by name; every one must be accepted.
+func addTopics(t *testing.T, cl *kgo.Client, mirror string, topics ...string) {
+	t.Helper()
+	add := protocol.NewPtrAddTopicsToMirrorRequest()
+	add.MirrorName = mirror
+	for _, n := range topics {
+		add.Topics = append(add.Topics, protocol.AddTopicsToMirrorRequestTopic{Name: n, NumPartitions: -1})
+	}
+	r := request[*protocol.AddTopicsToMirrorResponse](t, cl, add)
+	if r.ErrorCode != 0 {
+		t.Fatalf("add %v to %s: %s", topics, mirror, deref(r.ErrorMessage))
+	}
+	for _, tr := range r.Topics {
+		if tr.ErrorCode != 0 {
+			t.Fatalf("add %s to %s: %s", tr.Name, mirror, deref(tr.ErrorMessage))
+		}
+	}
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""

@@ -134,35 +134,13 @@ func firstBatchBase(ctx context.Context, src *kgo.Client, topic string, partitio
 	if err != nil {
 		return 0, err
 	}
-	req := kmsg.NewPtrFetchRequest()
-	req.MaxWaitMillis = 500
-	req.MinBytes = 1
-	req.MaxBytes = 1 << 20
-	req.SessionEpoch = -1
-	t := kmsg.NewFetchRequestTopic()
-	t.Topic, t.TopicID = topic, m.topicID
-	fp := kmsg.NewFetchRequestTopicPartition()
-	fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = partition, offset, 1<<20, m.leaderEpoch
-	t.Partitions = append(t.Partitions, fp)
-	req.Topics = append(req.Topics, t)
-	kresp, err := src.Broker(int(m.leader)).Request(ctx, req)
+	r, err := fetchOnce(ctx, src, m, topic, partition, offset, 1<<20, 500*time.Millisecond)
 	if err != nil {
 		return 0, err
 	}
-	resp := kresp.(*kmsg.FetchResponse)
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return 0, err
-	}
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				return 0, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, err)
-			}
-			var b Batch
-			if NewBatchIterator(rp.RecordBatches).Next(&b) {
-				return min(b.BaseOffset, offset), nil
-			}
-		}
+	var b Batch
+	if NewBatchIterator(r.RecordBatches).Next(&b) {
+		return min(b.BaseOffset, offset), nil
 	}
 	return offset, nil // no batch yet (empty from the log start on)
 }

@@ -14,9 +14,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // pair is a source and a destination cluster shared by the real-Kafka tests
@@ -200,48 +198,11 @@ func (ev *events) failures() []Event {
 // watermark, raw as stored.
 func (e *env) rawBatches(cl *kgo.Client, topic string, partition int32, from int64) []Batch {
 	e.t.Helper()
-	m, err := partitionMetadata(e.ctx, cl, topic, partition)
+	out, err := StoredBatches(e.ctx, cl, topic, partition, from)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var out []Batch
-	offset := from
-	for {
-		req := kmsg.NewPtrFetchRequest()
-		req.MaxWaitMillis = 10
-		req.MinBytes = 0
-		req.MaxBytes = 4 << 20
-		req.SessionEpoch = -1
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic, rt.TopicID = topic, m.topicID
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = partition, offset, 4<<20
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		kresp, err := cl.Broker(int(m.leader)).Request(e.ctx, req)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		r := kresp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			e.t.Fatalf("fetch %s/%d at %d: %v", topic, partition, offset, err)
-		}
-		it := NewBatchIterator(r.RecordBatches)
-		var b Batch
-		n := 0
-		for it.Next(&b) {
-			n++
-			if b.NextOffset() <= offset {
-				continue
-			}
-			b.Raw = append([]byte(nil), b.Raw...)
-			out = append(out, b)
-			offset = b.NextOffset()
-		}
-		if offset >= r.HighWatermark || n == 0 {
-			return out
-		}
-	}
+	return out
 }
 
 // verifyPartition checks that the destination holds the source partition

@@ -8,6 +8,7 @@ package fetcher
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -29,38 +30,48 @@ type LogEntry struct {
 	Key    []byte
 }
 
-// LogEntries reads a partition's log from offset from up to its high
-// watermark, as stored (READ_UNCOMMITTED: aborted records and markers
-// included).
-func LogEntries(ctx context.Context, cl *kgo.Client, topic string, partition int32, from int64) ([]LogEntry, error) {
+// fetchOnce fetches a partition at offset from its leader, as stored
+// (READ_UNCOMMITTED: aborted records and markers included).
+func fetchOnce(ctx context.Context, cl *kgo.Client, m partitionMeta, topic string, partition int32, offset int64, maxBytes int32, wait time.Duration) (*kmsg.FetchResponseTopicPartition, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = int32(wait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = maxBytes
+	req.SessionEpoch = -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, m.topicID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = partition, offset, maxBytes, m.leaderEpoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	kresp, err := cl.Broker(int(m.leader)).Request(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, err)
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, errOr(kerr.ErrorForCode(resp.ErrorCode), kerr.UnknownServerError))
+	}
+	r := &resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, err)
+	}
+	return r, nil
+}
+
+// StoredBatches reads a partition's batches as stored, from the one that
+// holds offset from up to the high watermark; the batches are copies.
+func StoredBatches(ctx context.Context, cl *kgo.Client, topic string, partition int32, from int64) ([]Batch, error) {
 	m, err := partitionMetadata(ctx, cl, topic, partition)
 	if err != nil {
 		return nil, err
 	}
-	var out []LogEntry
+	var out []Batch
 	offset := from
 	for {
-		req := kmsg.NewPtrFetchRequest()
-		req.MaxWaitMillis = 10
-		req.MaxBytes = 8 << 20
-		req.SessionEpoch = -1
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic, rt.TopicID = topic, m.topicID
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = partition, offset, 8<<20, m.leaderEpoch
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		kresp, err := cl.Broker(int(m.leader)).Request(ctx, req)
+		r, err := fetchOnce(ctx, cl, m, topic, partition, offset, 8<<20, 10*time.Millisecond)
 		if err != nil {
-			return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, err)
-		}
-		resp := kresp.(*kmsg.FetchResponse)
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, kerr.ErrorForCode(resp.ErrorCode))
-		}
-		r := resp.Topics[0].Partitions[0]
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, err)
+			return nil, err
 		}
 		it := NewBatchIterator(r.RecordBatches)
 		var b Batch
@@ -70,33 +81,8 @@ func LogEntries(ctx context.Context, cl *kgo.Client, topic string, partition int
 			if b.NextOffset() <= offset {
 				continue
 			}
-			if !b.CRCValid() {
-				return nil, fmt.Errorf("%w: %s/%d: batch at %d has a bad CRC", ErrCorruptBatch, topic, partition, b.BaseOffset)
-			}
-			if b.IsControl() {
-				typ, err := b.controlType()
-				if err != nil {
-					return nil, fmt.Errorf("%s/%d: %w", topic, partition, err)
-				}
-				out = append(out, LogEntry{Offset: b.BaseOffset, Control: true, Commit: typ == controlCommit})
-			} else {
-				recs, err := b.records()
-				if err != nil {
-					return nil, fmt.Errorf("%s/%d: %w", topic, partition, err)
-				}
-				for _, rec := range recs {
-					if rec.offset < offset {
-						continue
-					}
-					key, _, err := recordKey(rec.tail)
-					if err != nil {
-						return nil, fmt.Errorf("%w: %s/%d: record at %d: %v", ErrCorruptBatch, topic, partition, rec.offset, err)
-					}
-					body := append([]byte{rec.attrs}, rec.tail...)
-					out = append(out, LogEntry{Offset: rec.offset, Transactional: b.IsTransactional(),
-						Timestamp: b.FirstTimestamp + rec.timestampDelta, Record: body, Key: key})
-				}
-			}
+			b.Raw = append([]byte(nil), b.Raw...)
+			out = append(out, b)
 			offset = b.NextOffset()
 		}
 		if err := it.Err(); err != nil {
@@ -106,6 +92,46 @@ func LogEntries(ctx context.Context, cl *kgo.Client, topic string, partition int
 			return out, nil
 		}
 	}
+}
+
+// LogEntries reads a partition's log from offset from up to its high
+// watermark, as stored (aborted records and markers included).
+func LogEntries(ctx context.Context, cl *kgo.Client, topic string, partition int32, from int64) ([]LogEntry, error) {
+	batches, err := StoredBatches(ctx, cl, topic, partition, from)
+	if err != nil {
+		return nil, err
+	}
+	var out []LogEntry
+	for i := range batches {
+		b := &batches[i]
+		if !b.CRCValid() {
+			return nil, fmt.Errorf("%w: %s/%d: batch at %d has a bad CRC", ErrCorruptBatch, topic, partition, b.BaseOffset)
+		}
+		if b.IsControl() {
+			typ, err := b.controlType()
+			if err != nil {
+				return nil, fmt.Errorf("%s/%d: %w", topic, partition, err)
+			}
+			out = append(out, LogEntry{Offset: b.BaseOffset, Control: true, Commit: typ == controlCommit})
+			continue
+		}
+		recs, err := b.records()
+		if err != nil {
+			return nil, fmt.Errorf("%s/%d: %w", topic, partition, err)
+		}
+		for _, rec := range recs {
+			if rec.offset < from {
+				continue
+			}
+			key, _, err := recordKey(rec.tail)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s/%d: record at %d: %v", ErrCorruptBatch, topic, partition, rec.offset, err)
+			}
+			out = append(out, LogEntry{Offset: rec.offset, Transactional: b.IsTransactional(),
+				Timestamp: b.FirstTimestamp + rec.timestampDelta, Record: append([]byte{rec.attrs}, rec.tail...), Key: key})
+		}
+	}
+	return out, nil
 }
 
 // CompareLogs checks what a mirror promises of one partition: every record

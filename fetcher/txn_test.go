@@ -257,19 +257,7 @@ func testCompactedSource(t *testing.T, e *env) {
 	e.ensureDestination(topic)
 	c := e.newCopier(Config{})
 	defer c.Close()
-	var evs events
-	if err := c.Start(e.ctx, Task{Topic: topic, Partition: 0, TransactionalID: "mirror-compacted-0"}, evs.on); err != nil {
-		t.Fatal(err)
-	}
-	last := e.sentinel(topic, 0)
-	e.waitCopied(c, topic, 0)
-	pr, err := c.Stop(topic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f := evs.failures(); len(f) > 0 {
-		t.Fatalf("events: %+v", f)
-	}
+	pr, last := e.runCopy(c, topic, nil)
 	n := e.verifyEntries(topic, 0, false)
 	e.sameConsumers(topic, 0, last)
 	e.sameLatestValues(topic, last)
@@ -289,14 +277,24 @@ func testCompactionWhileMirroring(t *testing.T, e *env) {
 	e.ensureDestination(topic)
 	c := e.newCopier(Config{})
 	defer c.Close()
-	var evs events
-	if err := c.Start(e.ctx, Task{Topic: topic, Partition: 0, TransactionalID: "mirror-compacting-0"}, evs.on); err != nil {
-		t.Fatal(err)
+	pr, last := e.runCopy(c, topic, func() {
+		e.compactWhileCopying(c, topic, write)
+	})
+	n := e.verifyEntries(topic, 0, true)
+	e.sameLatestValues(topic, last)
+	if pr.FillerMarkers == 0 {
+		t.Fatalf("progress %+v: the lagging copy should have met compacted batches", pr)
 	}
+	t.Logf("%d source records at identical offsets; %d offsets filled with markers", n, pr.FillerMarkers)
+}
+
+// compactWhileCopying writes keys so the source compacts: first while the
+// copy lags (its fetches are held) and meets batches the cleaner has been
+// through, then while it keeps up, and the cleaner goes through batches it
+// has already copied.
+func (e *env) compactWhileCopying(c *Copier, topic string, write func(keys ...string)) {
+	t := e.t
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"}
-	// First the copy lags (its fetches are held) and meets batches the
-	// cleaner has already been through; then it keeps up, and the cleaner
-	// goes through batches it has already copied.
 	c.hold(topic, 0, true, false)
 	began := time.Now()
 	for round := 0; ; round++ {
@@ -316,21 +314,6 @@ func testCompactionWhileMirroring(t *testing.T, e *env) {
 	for round := 0; round < 60; round++ {
 		write(keys[round%len(keys)], keys[(round*5+3)%len(keys)])
 	}
-	last := e.sentinel(topic, 0)
-	e.waitCopied(c, topic, 0)
-	pr, err := c.Stop(topic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f := evs.failures(); len(f) > 0 {
-		t.Fatalf("events: %+v", f)
-	}
-	n := e.verifyEntries(topic, 0, true)
-	e.sameLatestValues(topic, last)
-	if pr.FillerMarkers == 0 {
-		t.Fatalf("progress %+v: the lagging copy should have met compacted batches", pr)
-	}
-	t.Logf("%d source records at identical offsets; %d offsets filled with markers", n, pr.FillerMarkers)
 }
 
 // A rate limit paces the copy, and can be changed while it runs.
@@ -362,6 +345,31 @@ func testThrottledCopy(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	e.verifyPartition(topic, 0)
+}
+
+// runCopy starts copying partition 0 of topic, runs during (if any), then
+// waits until the copy reaches a fresh sentinel record and stops it; any
+// failure event fails the test. It returns the final progress and the
+// sentinel's offset.
+func (e *env) runCopy(c *Copier, topic string, during func()) (Progress, int64) {
+	e.t.Helper()
+	var evs events
+	if err := c.Start(e.ctx, Task{Topic: topic, Partition: 0, TransactionalID: "mirror-" + topic + "-0"}, evs.on); err != nil {
+		e.t.Fatal(err)
+	}
+	if during != nil {
+		during()
+	}
+	last := e.sentinel(topic, 0)
+	e.waitCopied(c, topic, 0)
+	pr, err := c.Stop(topic, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if f := evs.failures(); len(f) > 0 {
+		e.t.Fatalf("events: %+v", f)
+	}
+	return pr, last
 }
 
 func compactedConfigs() map[string]*string {

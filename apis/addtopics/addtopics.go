@@ -98,8 +98,8 @@ func add(ctx context.Context, b *apicore.Backend, req *protocol.AddTopicsToMirro
 			results = append(results, apicore.TopicResult(name, a.addOne(ctx, name, [16]byte{}, -1)))
 		}
 		conf := *m.Config
-		conf.IncludePatterns = appendNew(conf.IncludePatterns, req.IncludePatterns)
-		conf.ExcludePatterns = appendNew(conf.ExcludePatterns, req.ExcludePatterns)
+		conf.IncludePatterns = mirrorconfig.AppendNew(conf.IncludePatterns, req.IncludePatterns)
+		conf.ExcludePatterns = mirrorconfig.AppendNew(conf.ExcludePatterns, req.ExcludePatterns)
 		a.recs = append(a.recs, coordinator.Record{Key: statetopic.MirrorConfigKey(m.Name), Value: &conf})
 	}
 	if len(a.recs) > 0 {
@@ -248,18 +248,4 @@ func (a *adder) applyFailback(ctx context.Context, name string, plan failbackPla
 		}
 	}
 	return nil
-}
-
-func appendNew(have, add []string) []string {
-	seen := map[string]bool{}
-	for _, h := range have {
-		seen[h] = true
-	}
-	for _, a := range add {
-		if !seen[a] {
-			have = append(have, a)
-			seen[a] = true
-		}
-	}
-	return have
 }

@@ -32,8 +32,8 @@ const ResourceType = 64
 
 const mixedMessage = "a request naming mirror config resources (type 64) must name nothing else; send the mirror's configs in a request of their own"
 
-// Mixed reports whether a request names mirror resources only (all), some
-// of them (mixed), or none.
+// classify reports whether a request names mirror resources only (all) or
+// some of them (mixed).
 func classify(types []int8) (all, mixed bool) {
 	n := 0
 	for _, t := range types {
@@ -44,25 +44,33 @@ func classify(types []int8) (all, mixed bool) {
 	return n > 0 && n == len(types), n > 0 && n < len(types)
 }
 
-// AlterRequest reports whether an IncrementalAlterConfigs request is the
-// mirrors' (answered by Alter).
-func AlterRequest(req *kmsg.IncrementalAlterConfigsRequest) bool {
-	types := make([]int8, len(req.Resources))
-	for i, r := range req.Resources {
-		types[i] = int8(r.ResourceType)
+func resourceTypes[R any](rs []R, typ func(R) int8) []int8 {
+	out := make([]int8, len(rs))
+	for i, r := range rs {
+		out[i] = typ(r)
 	}
-	all, mixed := classify(types)
+	return out
+}
+
+func alterTypes(req *kmsg.IncrementalAlterConfigsRequest) []int8 {
+	return resourceTypes(req.Resources, func(r kmsg.IncrementalAlterConfigsRequestResource) int8 { return int8(r.ResourceType) })
+}
+
+func describeTypes(req *kmsg.DescribeConfigsRequest) []int8 {
+	return resourceTypes(req.Resources, func(r kmsg.DescribeConfigsRequestResource) int8 { return int8(r.ResourceType) })
+}
+
+// AlterRequest reports whether an IncrementalAlterConfigs request names
+// mirror resources (Alter answers it).
+func AlterRequest(req *kmsg.IncrementalAlterConfigsRequest) bool {
+	all, mixed := classify(alterTypes(req))
 	return all || mixed
 }
 
-// DescribeRequest reports whether a DescribeConfigs request is the
-// mirrors' (answered by Describe).
+// DescribeRequest reports whether a DescribeConfigs request names mirror
+// resources (Describe answers it).
 func DescribeRequest(req *kmsg.DescribeConfigsRequest) bool {
-	types := make([]int8, len(req.Resources))
-	for i, r := range req.Resources {
-		types[i] = int8(r.ResourceType)
-	}
-	all, mixed := classify(types)
+	all, mixed := classify(describeTypes(req))
 	return all || mixed
 }
 
@@ -71,11 +79,7 @@ func DescribeRequest(req *kmsg.DescribeConfigsRequest) bool {
 // anything is written, and ValidateOnly writes nothing.
 func Alter(ctx context.Context, b *apicore.Backend, req *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
 	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
-	types := make([]int8, len(req.Resources))
-	for i, r := range req.Resources {
-		types[i] = int8(r.ResourceType)
-	}
-	_, mixed := classify(types)
+	_, mixed := classify(alterTypes(req))
 	var recs []coordinator.Record
 	for _, r := range req.Resources {
 		out := kmsg.NewIncrementalAlterConfigsResponseResource()
@@ -141,7 +145,7 @@ func alterOne(ctx context.Context, b *apicore.Backend, r kmsg.IncrementalAlterCo
 		case kmsg.IncrementalAlterConfigOpDelete:
 			delete(rec.Configs, c.Name)
 		case kmsg.IncrementalAlterConfigOpAppend:
-			rec.Configs[c.Name] = strings.Join(appendList(mirrorconfig.List(current), mirrorconfig.List(value)), ",")
+			rec.Configs[c.Name] = strings.Join(mirrorconfig.AppendNew(mirrorconfig.List(current), mirrorconfig.List(value)), ",")
 		case kmsg.IncrementalAlterConfigOpSubtract:
 			rec.Configs[c.Name] = strings.Join(subtractList(mirrorconfig.List(current), mirrorconfig.List(value)), ",")
 		default:
@@ -158,11 +162,7 @@ func alterOne(ctx context.Context, b *apicore.Backend, r kmsg.IncrementalAlterCo
 // secrets are reported as sensitive with no value.
 func Describe(ctx context.Context, b *apicore.Backend, req *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
 	resp := kmsg.NewPtrDescribeConfigsResponse()
-	types := make([]int8, len(req.Resources))
-	for i, r := range req.Resources {
-		types[i] = int8(r.ResourceType)
-	}
-	_, mixed := classify(types)
+	_, mixed := classify(describeTypes(req))
 	for _, r := range req.Resources {
 		out := kmsg.NewDescribeConfigsResponseResource()
 		out.ResourceType, out.ResourceName = r.ResourceType, r.ResourceName
@@ -208,20 +208,6 @@ func Describe(ctx context.Context, b *apicore.Backend, req *kmsg.DescribeConfigs
 		resp.Resources = append(resp.Resources, out)
 	}
 	return resp
-}
-
-func appendList(have, add []string) []string {
-	seen := map[string]bool{}
-	for _, h := range have {
-		seen[h] = true
-	}
-	for _, a := range add {
-		if !seen[a] {
-			have = append(have, a)
-			seen[a] = true
-		}
-	}
-	return have
 }
 
 func subtractList(have, drop []string) []string {

@@ -184,6 +184,21 @@ func List(v string) []string {
 	return out
 }
 
+// AppendNew appends to have the entries of add it does not hold yet.
+func AppendNew(have, add []string) []string {
+	seen := map[string]bool{}
+	for _, h := range have {
+		seen[h] = true
+	}
+	for _, a := range add {
+		if !seen[a] {
+			have = append(have, a)
+			seen[a] = true
+		}
+	}
+	return have
+}
+
 // Config is a mirror's configs in typed form, defaults applied.
 type Config struct {
 	Bootstrap             []string

@@ -29,37 +29,19 @@ func VerifyIdentical(t testing.TB, src, dst *kgo.Client, topics ...string) map[s
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sadm, dadm := kadm.NewClient(src), kadm.NewClient(dst)
-	sStart, err := sadm.ListStartOffsets(ctx, topics...)
-	must(t, err, "source start offsets")
-	sEnd, err := sadm.ListEndOffsets(ctx, topics...)
-	must(t, err, "source end offsets")
-	dStart, err := dadm.ListStartOffsets(ctx, topics...)
-	must(t, err, "destination start offsets")
-	dEnd, err := dadm.ListEndOffsets(ctx, topics...)
-	must(t, err, "destination end offsets")
 	out := map[string]map[int32]Partition{}
-	sEnd.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			t.Fatalf("source %s/%d end offset: %v", o.Topic, o.Partition, o.Err)
+	for _, b := range logBounds(ctx, t, src, dst, topics) {
+		if b.dstEnd != b.srcEnd {
+			t.Fatalf("%s/%d: destination high watermark %d, source %d", b.topic, b.partition, b.dstEnd, b.srcEnd)
 		}
-		ss, _ := sStart.Lookup(o.Topic, o.Partition)
-		ds, _ := dStart.Lookup(o.Topic, o.Partition)
-		de, ok := dEnd.Lookup(o.Topic, o.Partition)
-		if !ok || de.Err != nil {
-			t.Fatalf("%s/%d missing on the destination: %v", o.Topic, o.Partition, de.Err)
+		if b.dstStart != b.srcStart {
+			t.Fatalf("%s/%d: destination log start %d, source %d", b.topic, b.partition, b.dstStart, b.srcStart)
 		}
-		if de.Offset != o.Offset {
-			t.Fatalf("%s/%d: destination high watermark %d, source %d", o.Topic, o.Partition, de.Offset, o.Offset)
+		if out[b.topic] == nil {
+			out[b.topic] = map[int32]Partition{}
 		}
-		if ds.Offset != ss.Offset {
-			t.Fatalf("%s/%d: destination log start %d, source %d", o.Topic, o.Partition, ds.Offset, ss.Offset)
-		}
-		if out[o.Topic] == nil {
-			out[o.Topic] = map[int32]Partition{}
-		}
-		out[o.Topic][o.Partition] = Partition{LogStart: ss.Offset, HighWatermark: o.Offset}
-	})
+		out[b.topic][b.partition] = Partition{LogStart: b.srcStart, HighWatermark: b.srcEnd}
+	}
 	for topic, parts := range out {
 		for p, info := range parts {
 			if info.HighWatermark == info.LogStart {
@@ -151,6 +133,35 @@ func VerifyLog(t testing.TB, src, dst *kgo.Client, compacting bool, topics ...st
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	n := 0
+	for _, b := range logBounds(ctx, t, src, dst, topics) {
+		if b.dstEnd != b.srcEnd {
+			t.Fatalf("%s/%d: destination log end %d, source %d", b.topic, b.partition, b.dstEnd, b.srcEnd)
+		}
+		a, err := fetcher.LogEntries(ctx, src, b.topic, b.partition, b.srcStart)
+		must(t, err, "source log")
+		d, err := fetcher.LogEntries(ctx, dst, b.topic, b.partition, b.dstStart)
+		must(t, err, "destination log")
+		if err := fetcher.CompareLogs(a, d, compacting); err != nil {
+			t.Fatalf("%s/%d: %v", b.topic, b.partition, err)
+		}
+		n += len(a)
+	}
+	return n
+}
+
+// bounds are one partition's log start and end on both clusters.
+type bounds struct {
+	topic            string
+	partition        int32
+	srcStart, srcEnd int64
+	dstStart, dstEnd int64
+}
+
+// logBounds lists the log starts and ends of every source partition of
+// topics and of the same partition on the destination.
+func logBounds(ctx context.Context, t testing.TB, src, dst *kgo.Client, topics []string) []bounds {
+	t.Helper()
 	sadm, dadm := kadm.NewClient(src), kadm.NewClient(dst)
 	sStart, err := sadm.ListStartOffsets(ctx, topics...)
 	must(t, err, "source start offsets")
@@ -160,24 +171,20 @@ func VerifyLog(t testing.TB, src, dst *kgo.Client, compacting bool, topics ...st
 	must(t, err, "destination start offsets")
 	dEnd, err := dadm.ListEndOffsets(ctx, topics...)
 	must(t, err, "destination end offsets")
-	n := 0
+	var out []bounds
 	sEnd.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			t.Fatalf("source %s/%d end offset: %v", o.Topic, o.Partition, o.Err)
+		}
 		ss, _ := sStart.Lookup(o.Topic, o.Partition)
 		ds, _ := dStart.Lookup(o.Topic, o.Partition)
-		de, _ := dEnd.Lookup(o.Topic, o.Partition)
-		if o.Err != nil || de.Err != nil || de.Offset != o.Offset {
-			t.Fatalf("%s/%d: destination log end %d (%v), source %d (%v)", o.Topic, o.Partition, de.Offset, de.Err, o.Offset, o.Err)
+		de, ok := dEnd.Lookup(o.Topic, o.Partition)
+		if !ok || de.Err != nil {
+			t.Fatalf("%s/%d missing on the destination: %v", o.Topic, o.Partition, de.Err)
 		}
-		a, err := fetcher.LogEntries(ctx, src, o.Topic, o.Partition, ss.Offset)
-		must(t, err, "source log")
-		b, err := fetcher.LogEntries(ctx, dst, o.Topic, o.Partition, ds.Offset)
-		must(t, err, "destination log")
-		if err := fetcher.CompareLogs(a, b, compacting); err != nil {
-			t.Fatalf("%s/%d: %v", o.Topic, o.Partition, err)
-		}
-		n += len(a)
+		out = append(out, bounds{o.Topic, o.Partition, ss.Offset, o.Offset, ds.Offset, de.Offset})
 	})
-	return n
+	return out
 }
 
 // Log reads one partition's stored log from its log start
