@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -100,6 +101,14 @@ func (t txnClient) settle(ctx context.Context, log *slog.Logger, prefix, topic s
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
 		listed, err := t.adm.ListTransactions(ctx, nil, inFlightStates)
 		if err != nil && len(listed) == 0 {
+			if unsupported(err) {
+				// Before Kafka 3.0 (KIP-664): no transactions of the mirror's
+				// can be found, so none is adopted. Plain topics copy as
+				// ever; a transactional source needs a newer destination.
+				log.Warn("the destination cannot list transactions (Kafka before 3.0): transactions left open by an earlier owner are not adopted",
+					"topic", topic, "partition", partition, "err", err)
+				return map[int64]*destTxn{}, nil
+			}
 			return nil, fmt.Errorf("listing the destination's transactions: %w", err)
 		}
 		var ids []string
@@ -193,6 +202,12 @@ func Failover(ctx context.Context, dst *kgo.Client, topic string, partition int3
 			return end, aborted, fmt.Errorf("waiting for failover abort markers: %w", err)
 		}
 	}
+}
+
+// unsupported reports an error of a broker that does not have the request.
+func unsupported(err error) bool {
+	return errors.Is(err, kerr.UnsupportedVersion) || strings.Contains(err.Error(), "broker is too old") ||
+		strings.Contains(err.Error(), "request key is unknown")
 }
 
 // NewWriter takes a producer id for a partition's idempotent writer. Keep it

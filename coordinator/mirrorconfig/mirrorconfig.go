@@ -66,6 +66,7 @@ var specs = map[string]spec{
 	"fetch.wait.max.ms":               {kind: kInt, def: "500", min: 0, doc: "longest wait of a fetch for new data"},
 	"metadata.refresh.interval.ms":    {kind: kInt, def: "30000", min: 100, doc: "how often source topics, patterns, topic configs, consumer group offsets and ACLs are synced"},
 	"replication.throttled.rate":      {kind: kInt, def: "0", min: 0, doc: "bytes/s copied for this mirror; 0 = unlimited"},
+	"copy.buffer.max.bytes":           {kind: kInt, def: "67108864", min: 1048576, doc: "fetched but not yet written bytes one instance holds for this mirror (memory bound); at least fetch.max.bytes"},
 	"failed.retry.initial.backoff.ms": {kind: kInt, def: "1000", min: 1, doc: "first wait before retrying a FAILED partition"},
 	"failed.retry.max.backoff.ms":     {kind: kInt, def: "300000", min: 1, doc: "longest wait between retries"},
 	"failed.retry.max.attempts":       {kind: kInt, def: "0", min: 0, doc: "retries before a partition needs the operator; 0 = unlimited"},
@@ -218,6 +219,7 @@ type Config struct {
 	FetchMaxWait          time.Duration
 	RefreshInterval       time.Duration
 	ThrottledRate         int64
+	BufferMaxBytes        int64
 	RetryInitialBackoff   time.Duration
 	RetryMaxBackoff       time.Duration
 	RetryMaxAttempts      int16
@@ -256,6 +258,7 @@ func Parse(configs map[string]string) Config {
 		FetchMaxWait:          ms("fetch.wait.max.ms"),
 		RefreshInterval:       ms("metadata.refresh.interval.ms"),
 		ThrottledRate:         num("replication.throttled.rate"),
+		BufferMaxBytes:        num("copy.buffer.max.bytes"),
 		RetryInitialBackoff:   ms("failed.retry.initial.backoff.ms"),
 		RetryMaxBackoff:       ms("failed.retry.max.backoff.ms"),
 		RetryMaxAttempts:      int16(min(num("failed.retry.max.attempts"), 32767)),

@@ -115,7 +115,8 @@ func (d *DataPath) copierFor(p coordinator.PartitionRef) (*mirrorCopier, error) 
 	cfg := mirrorconfig.Parse(p.Config.Configs)
 	c, err := fetcher.NewCopier(fetcher.Config{Source: src, Destination: d.dst, FetchMaxBytes: cfg.FetchMaxBytes,
 		FetchResponseMaxBytes: cfg.FetchResponseMaxBytes, FetchMaxWait: cfg.FetchMaxWait, RateLimit: cfg.ThrottledRate,
-		Lease: d.lease, Logger: d.log.With("mirror", p.Mirror)})
+		MaxBufferedBytes: max(cfg.BufferMaxBytes, int64(cfg.FetchMaxBytes)),
+		Lease:            d.lease, Logger: d.log.With("mirror", p.Mirror)})
 	if err != nil {
 		return nil, err
 	}
