@@ -140,11 +140,13 @@ type AtRisk struct {
 	Partitions int   // partitions counted (not failing over)
 	Behind     int   // partitions with records at risk
 	Unknown    int   // partitions counted whose figures are unknown
+	FailedOver int   // partitions not counted: STOPPING or STOPPED
 }
 
 // Add counts one partition.
 func (r *AtRisk) Add(p *DescribeMirrorsResponsePartition) {
 	if p.FailingOver() {
+		r.FailedOver++
 		return
 	}
 	r.Partitions++
@@ -165,6 +167,7 @@ func (r *AtRisk) Merge(o AtRisk) {
 	r.Partitions += o.Partitions
 	r.Behind += o.Behind
 	r.Unknown += o.Unknown
+	r.FailedOver += o.FailedOver
 }
 
 // AtRisk totals the topic's partitions.

@@ -209,10 +209,10 @@ func TestAtRiskTotals(t *testing.T) {
 			{State: "MIRRORING", RecordsAtRisk: 2, AtRiskAgeMs: -1}, // timestamp not read
 		}},
 	}}
-	if got, want := m.Topics[0].AtRisk(), (AtRisk{Records: 12, AgeMs: 9000, Partitions: 3, Behind: 2}); got != want {
+	if got, want := m.Topics[0].AtRisk(), (AtRisk{Records: 12, AgeMs: 9000, Partitions: 3, Behind: 2, FailedOver: 1}); got != want {
 		t.Errorf("orders: %+v, want %+v", got, want)
 	}
-	if got, want := m.AtRisk(), (AtRisk{Records: 14, AgeMs: 9000, Partitions: 5, Behind: 3, Unknown: 2}); got != want {
+	if got, want := m.AtRisk(), (AtRisk{Records: 14, AgeMs: 9000, Partitions: 5, Behind: 3, Unknown: 2, FailedOver: 1}); got != want {
 		t.Errorf("mirror: %+v, want %+v", got, want)
 	}
 }
