@@ -480,7 +480,9 @@ func (r *runner) waitStopped(ctx context.Context, topics []string) (*protocol.De
 		sort.Strings(pending)
 		if len(pending) == 0 {
 			fmt.Fprintf(r.out, "All %s of %s STOPPED after %s:\n", plural(total, "partition"), strings.Join(topics, ", "), time.Since(began).Round(time.Millisecond))
-			return filtered, RenderDescribeTable(r.out, filtered, false)
+			// The partitions only: totals over some of a mirror's topics
+			// would read as the mirror's.
+			return filtered, renderPartitions(r.out, filtered, false)
 		}
 		progress := fmt.Sprintf("Waiting for failover: %d of %s STOPPED; pending: %s", stopped, plural(total, "partition"), strings.Join(truncate(pending, 5), ", "))
 		if progress != lastProgress {

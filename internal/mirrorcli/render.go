@@ -77,6 +77,19 @@ func MirrorErrors(resp *protocol.DescribeMirrorsResponse) []string {
 // left out (MirrorErrors reports them); a mirror without topics gets one row
 // saying so. failedOnly keeps FAILED partitions and adds RETRY-ATTEMPT.
 func RenderDescribeTable(w io.Writer, resp *protocol.DescribeMirrorsResponse, failedOnly bool) error {
+	if err := renderPartitions(w, resp, failedOnly); err != nil {
+		return err
+	}
+	if !failedOnly {
+		if err := renderRecoveryPoint(w, resp); err != nil {
+			return err
+		}
+	}
+	return renderSyncTables(w, resp, failedOnly)
+}
+
+// renderPartitions writes the partition table of RenderDescribeTable.
+func renderPartitions(w io.Writer, resp *protocol.DescribeMirrorsResponse, failedOnly bool) error {
 	tw := newTable(w)
 	cols := DescribeColumns
 	if failedOnly {
@@ -108,15 +121,7 @@ func RenderDescribeTable(w io.Writer, resp *protocol.DescribeMirrorsResponse, fa
 			}
 		}
 	}
-	if err := tw.flush(); err != nil {
-		return err
-	}
-	if !failedOnly {
-		if err := renderRecoveryPoint(w, resp); err != nil {
-			return err
-		}
-	}
-	return renderSyncTables(w, resp, failedOnly)
+	return tw.flush()
 }
 
 // RecoveryPointColumns are the columns of the recovery point summary of
