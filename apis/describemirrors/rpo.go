@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -149,8 +148,8 @@ func oldestAtRisk(ctx context.Context, src *kgo.Client, from map[string]map[int3
 						}
 					}
 					for _, rp := range rt.Partitions {
-						if kerr.ErrorForCode(rp.ErrorCode) != nil {
-							continue
+						if rp.ErrorCode != 0 {
+							continue // e.g. OFFSET_OUT_OF_RANGE: retention took the records; age unknown
 						}
 						off, ok := from[name][rp.Partition]
 						if !ok {
