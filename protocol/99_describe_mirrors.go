@@ -17,6 +17,15 @@ import (
 // (topics, groups, topic-configs, acls). Ages are milliseconds before the
 // answering instance's clock, -1 for never, so the client's clock does not
 // matter.
+//
+// Each partition carries, as tagged fields too, what a failover right now
+// would lose (its recovery point): RecordsAtRisk (tag 0), the source high
+// watermark minus the destination log end, and AtRiskAgeMs (tag 1), the age
+// of the oldest of those records by its own timestamp. Both are -1 where
+// unknown or where the partition already fails over (STOPPING, STOPPED), and
+// -1 is also what a client reads from a server that predates them: absent
+// must never read as "nothing at risk". AtRisk sums them per topic and
+// mirror, so every client totals them the same way.
 
 // DescribeMirrorsRequest describes mirrors.
 type DescribeMirrorsRequest struct {
@@ -85,10 +94,20 @@ type DescribeMirrorsResponsePartition struct {
 	LastMirroredOffset       int64
 	RetryAttempt             int16
 	ErrorMessage             *string // why the partition FAILED, if it did
-	UnknownTags              kmsg.Tags
+	// RecordsAtRisk (tag 0) is how many source offsets a failover right now
+	// would lose: source high watermark minus destination log end, 0 when
+	// caught up; -1 unknown or failing over already.
+	RecordsAtRisk int64
+	// AtRiskAgeMs (tag 1) is the age, on the answering instance's clock, of
+	// the oldest record at risk (the source record at the destination log
+	// end), by the record's own timestamp; 0 when nothing is at risk, -1
+	// unknown or failing over already.
+	AtRiskAgeMs int64
+	UnknownTags kmsg.Tags
 }
 
-// Default sets the state to UNKNOWN and every offset to -1 (unknown).
+// Default sets the state to UNKNOWN and every offset and figure to -1
+// (unknown).
 func (v *DescribeMirrorsResponsePartition) Default() {
 	*v = DescribeMirrorsResponsePartition{
 		State:                    MirrorStateUnknown.String(),
@@ -96,7 +115,77 @@ func (v *DescribeMirrorsResponsePartition) Default() {
 		DestinationHighWatermark: -1,
 		Lag:                      -1,
 		LastMirroredOffset:       -1,
+		RecordsAtRisk:            -1,
+		AtRiskAgeMs:              -1,
 	}
+}
+
+// smallest leaves the recovery point fields at their default (-1), which is
+// not written: the zero value would write both tags.
+func (v *DescribeMirrorsResponsePartition) smallest() { v.RecordsAtRisk, v.AtRiskAgeMs = -1, -1 }
+
+// FailingOver reports whether the partition's failover has begun (STOPPING
+// or STOPPED): nothing more is at risk from a failover, it is under way.
+func (v *DescribeMirrorsResponsePartition) FailingOver() bool {
+	return v.State == MirrorStateStopping.String() || v.State == MirrorStateStopped.String()
+}
+
+// AtRisk totals what a failover right now would lose over partitions: the
+// records summed, the oldest age the largest. Partitions already failing
+// over are not counted; those whose figures are unknown are counted in
+// Unknown, which makes the totals a lower bound.
+type AtRisk struct {
+	Records    int64 // sum of the known RecordsAtRisk
+	AgeMs      int64 // largest known AtRiskAgeMs; 0 when nothing is at risk
+	Partitions int   // partitions counted (not failing over)
+	Behind     int   // partitions with records at risk
+	Unknown    int   // partitions counted whose figures are unknown
+	FailedOver int   // partitions not counted: STOPPING or STOPPED
+}
+
+// Add counts one partition.
+func (r *AtRisk) Add(p *DescribeMirrorsResponsePartition) {
+	if p.FailingOver() {
+		r.FailedOver++
+		return
+	}
+	r.Partitions++
+	if p.RecordsAtRisk < 0 || (p.RecordsAtRisk > 0 && p.AtRiskAgeMs < 0) {
+		r.Unknown++
+	}
+	if p.RecordsAtRisk > 0 {
+		r.Behind++
+		r.Records += p.RecordsAtRisk
+	}
+	r.AgeMs = max(r.AgeMs, p.AtRiskAgeMs)
+}
+
+// Merge adds another total.
+func (r *AtRisk) Merge(o AtRisk) {
+	r.Records += o.Records
+	r.AgeMs = max(r.AgeMs, o.AgeMs)
+	r.Partitions += o.Partitions
+	r.Behind += o.Behind
+	r.Unknown += o.Unknown
+	r.FailedOver += o.FailedOver
+}
+
+// AtRisk totals the topic's partitions.
+func (v *DescribeMirrorsResponseTopic) AtRisk() AtRisk {
+	var r AtRisk
+	for i := range v.Partitions {
+		r.Add(&v.Partitions[i])
+	}
+	return r
+}
+
+// AtRisk totals the mirror's topics.
+func (v *DescribeMirrorsResponseMirror) AtRisk() AtRisk {
+	var r AtRisk
+	for i := range v.Topics {
+		r.Merge(v.Topics[i].AtRisk())
+	}
+	return r
 }
 
 // NewDescribeMirrorsResponsePartition returns a partition with defaults set.
@@ -239,7 +328,12 @@ func (v *DescribeMirrorsResponsePartition) appendTo(dst []byte) []byte {
 	dst = kbin.AppendInt64(dst, v.LastMirroredOffset)
 	dst = kbin.AppendInt16(dst, v.RetryAttempt)
 	dst = appendNullableString(dst, v.ErrorMessage)
-	return appendTags(dst, &v.UnknownTags)
+	// -1 is the default, left out as Kafka leaves out defaults; 0 is
+	// written, so "nothing at risk" is always said explicitly.
+	return appendTags(dst, &v.UnknownTags,
+		taggedField{0, v.RecordsAtRisk != -1, func(dst []byte) []byte { return kbin.AppendInt64(dst, v.RecordsAtRisk) }},
+		taggedField{1, v.AtRiskAgeMs != -1, func(dst []byte) []byte { return kbin.AppendInt64(dst, v.AtRiskAgeMs) }},
+	)
 }
 
 func (v *DescribeMirrorsResponsePartition) readFrom(d *decoder) {
@@ -251,5 +345,16 @@ func (v *DescribeMirrorsResponsePartition) readFrom(d *decoder) {
 	v.LastMirroredOffset = d.int64()
 	v.RetryAttempt = d.int16()
 	v.ErrorMessage = d.nullableString()
-	d.tags(&v.UnknownTags, nil)
+	v.RecordsAtRisk, v.AtRiskAgeMs = -1, -1
+	d.tags(&v.UnknownTags, func(tag uint32, fd *decoder) bool {
+		switch tag {
+		case 0:
+			v.RecordsAtRisk = fd.int64()
+		case 1:
+			v.AtRiskAgeMs = fd.int64()
+		default:
+			return false
+		}
+		return true
+	})
 }

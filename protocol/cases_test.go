@@ -99,9 +99,12 @@ func roundTripCases() []roundTripCase {
 		{"DescribeMirrorsResponse/zero", &DescribeMirrorsResponse{}},
 		{"DescribeMirrorsResponse/full", &DescribeMirrorsResponse{ThrottleMillis: 5, Mirrors: []DescribeMirrorsResponseMirror{
 			{Name: "dr-east", Topics: []DescribeMirrorsResponseTopic{{Name: "orders", Partitions: []DescribeMirrorsResponsePartition{
-				{Partition: 0, State: "MIRRORING", SourceHighWatermark: 100, DestinationHighWatermark: 90, Lag: 10, LastMirroredOffset: -1},
+				{Partition: 0, State: "MIRRORING", SourceHighWatermark: 100, DestinationHighWatermark: 90, Lag: 10, LastMirroredOffset: -1,
+					RecordsAtRisk: 10, AtRiskAgeMs: 4321},
 				{Partition: 1, State: "FAILED", SourceHighWatermark: -1, DestinationHighWatermark: 7, Lag: -1, LastMirroredOffset: 6,
-					RetryAttempt: 3, ErrorMessage: strp("offset mismatch: expected 7, broker assigned 8"), UnknownTags: tagsOf(1, "p")},
+					RetryAttempt: 3, ErrorMessage: strp("offset mismatch: expected 7, broker assigned 8"), RecordsAtRisk: -1, AtRiskAgeMs: -1,
+					UnknownTags: tagsOf(5, "p")},
+				{Partition: 2, State: "MIRRORING", SourceHighWatermark: 5, DestinationHighWatermark: 5, Lag: 0, LastMirroredOffset: -1},
 			}, UnknownTags: tagsOf(2, "t")}},
 				Groups: []DescribeMirrorsResponseGroup{
 					{Name: "billing", State: "SYNCED", LastSyncAgeMs: 1200, Partitions: 6},

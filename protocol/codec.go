@@ -213,11 +213,19 @@ type element[T any] interface {
 	readFrom(d *decoder)
 }
 
+// smallester is an element whose zero value is not its smallest encoding:
+// a tagged field whose default (left out on the wire) is not Go's zero.
+type smallester interface{ smallest() }
+
 // readArray reads a non-nullable COMPACT_ARRAY of structs. The element
 // count is bounded by the encoded size of a zero element, which is the
-// smallest any element can be. Empty arrays decode as nil.
+// smallest any element can be (after smallest(), for elements with
+// non-zero tagged defaults). Empty arrays decode as nil.
 func readArray[T any, P element[T]](d *decoder) []T {
 	var zero T
+	if s, ok := any(P(&zero)).(smallester); ok {
+		s.smallest()
+	}
 	n := d.arrayLen(len(P(&zero).appendTo(nil)))
 	if n == 0 {
 		return nil

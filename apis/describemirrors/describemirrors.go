@@ -1,7 +1,9 @@
 // Package describemirrors answers DescribeMirrors (API key 99): per mirror
-// partition, the recorded state and the live high watermarks of both
-// clusters, so the lag shown is what a failover right now would lose; per
-// mirror, what its sync jobs and consumer group offset sync last achieved.
+// partition, the recorded state, the live high watermarks of both clusters
+// and the recovery point (what a failover right now would lose: records and
+// the age of the oldest of them, rpo.go); per mirror, what its sync jobs and
+// consumer group offset sync last achieved. Sampler publishes the recovery
+// point as metrics.
 package describemirrors
 
 import (
@@ -44,9 +46,29 @@ func describe(ctx context.Context, b *apicore.Backend, name string) protocol.Des
 	topics := m.TopicNames()
 	dstEnds := endOffsets(ctx, b.Destination, topics)
 	var srcEnds map[string]map[int32]int64
-	if src, err := b.SourceClient(m); err == nil {
+	src, srcErr := b.SourceClient(m)
+	if srcErr == nil {
 		srcEnds = endOffsets(ctx, kadm.NewClient(src), topics)
 	}
+	// Only lagging partitions cost a source fetch: a caught-up one has
+	// nothing at risk, whatever its records' age.
+	behind := map[string]map[int32]int64{}
+	for _, t := range topics {
+		for p, s := range apicore.TopicStates(m, t) {
+			srcHW, dstEnd := lookup(srcEnds, t, int32(p)), lookup(dstEnds, t, int32(p))
+			if !failingOver(s) && dstEnd >= 0 && srcHW > dstEnd {
+				if behind[t] == nil {
+					behind[t] = map[int32]int64{}
+				}
+				behind[t][int32(p)] = dstEnd
+			}
+		}
+	}
+	var oldest map[string]map[int32]time.Time
+	if len(behind) > 0 && srcErr == nil {
+		oldest = oldestAtRisk(ctx, src, behind)
+	}
+	now := b.NowTime()
 	for _, t := range topics {
 		dt := protocol.DescribeMirrorsResponseTopic{Name: t}
 		for p, s := range apicore.TopicStates(m, t) {
@@ -56,6 +78,7 @@ func describe(ctx context.Context, b *apicore.Backend, name string) protocol.Des
 			if dp.SourceHighWatermark >= 0 && dp.DestinationHighWatermark >= 0 {
 				dp.Lag = max(0, dp.SourceHighWatermark-dp.DestinationHighWatermark)
 			}
+			dp.RecordsAtRisk, dp.AtRiskAgeMs = atRisk(s, dp.SourceHighWatermark, dp.DestinationHighWatermark, oldest[t][part], now)
 			if s != nil {
 				dp.State, dp.RetryAttempt, dp.LastMirroredOffset = s.State.String(), s.RetryAttempt, s.LastMirroredOffset
 				if msg := message(s, m.Topics[t].Notes); msg != "" {
@@ -66,7 +89,7 @@ func describe(ctx context.Context, b *apicore.Backend, name string) protocol.Des
 		}
 		out.Topics = append(out.Topics, dt)
 	}
-	out.Groups, out.Syncs = syncs(m, b.NowTime())
+	out.Groups, out.Syncs = syncs(m, now)
 	return out
 }
 

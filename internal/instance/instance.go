@@ -19,6 +19,7 @@ import (
 
 	"github.com/kmirror/kmirror/apis"
 	"github.com/kmirror/kmirror/apis/apicore"
+	"github.com/kmirror/kmirror/apis/describemirrors"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
@@ -54,6 +55,7 @@ type Instance struct {
 	sources *sourceclient.Cache
 	dstCl   *kgo.Client
 	data    *DataPath
+	rpo     *describemirrors.Sampler
 }
 
 // New builds an instance; Run starts it.
@@ -99,7 +101,12 @@ func New(ctx context.Context, cfg Config) (*Instance, error) {
 	apis.Register(p.Handlers, in.Backend)
 	p.SetConfigResources(apis.ConfigResources(in.Backend))
 	p.SetGuard(in.Guard)
-	if err := in.Coord.RegisterMetrics(p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")); err != nil {
+	meter := p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")
+	if err := in.Coord.RegisterMetrics(meter); err != nil {
+		return nil, err
+	}
+	in.rpo = describemirrors.NewSampler(in.Backend, 0)
+	if err := in.rpo.RegisterMetrics(meter); err != nil {
 		return nil, err
 	}
 	return in, nil
@@ -135,7 +142,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var coordErr error
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		coordErr = in.Coord.Run(mctx)
@@ -147,6 +154,10 @@ func (in *Instance) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		in.followReadOnlySet(mctx)
+	}()
+	go func() {
+		defer wg.Done()
+		in.rpo.Run(mctx)
 	}()
 	err := in.Proxy.Run(ctx)
 	cancel()

@@ -51,7 +51,10 @@ type MirrorsArgs struct {
 	Exclude       []string       // --exclude, as regexes
 	Failed, JSON  bool
 	Wait          bool
-	Timeout       time.Duration
+	// WaitForSync (--wait-for-sync, with --remove) waits until nothing is
+	// at risk before failing over, and implies Wait.
+	WaitForSync bool
+	Timeout     time.Duration
 }
 
 // TopicSelection is a --topics value: either plain topic names or one
@@ -135,6 +138,7 @@ var flagUse = map[string][]Action{
 	"failed":        {ActDescribe},
 	"json":          {ActDescribe, ActList},
 	"wait":          {ActRemove},
+	"wait-for-sync": {ActRemove},
 }
 
 // ParseMirrorsArgs parses and validates a `kmirror mirrors` command line.
@@ -158,6 +162,7 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 	fs.BoolVar(&a.Failed, "failed", false, "")
 	fs.BoolVar(&a.JSON, "json", false, "")
 	fs.BoolVar(&a.Wait, "wait", false, "")
+	fs.BoolVar(&a.WaitForSync, "wait-for-sync", false, "")
 	fs.DurationVar(&a.Timeout, "timeout", 60*time.Second, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -189,7 +194,7 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 	if a.Bootstrap == "" {
 		return nil, usagef("--bootstrap-server is required: give the kmirror proxy's address, e.g. --bootstrap-server localhost:9092")
 	}
-	for _, name := range []string{"mirror", "mirror-config", "topics", "exclude", "failed", "json", "wait"} {
+	for _, name := range []string{"mirror", "mirror-config", "topics", "exclude", "failed", "json", "wait", "wait-for-sync"} {
 		if acts := flagUse[name]; set[name] && !hasAction(acts, a.Action) {
 			return nil, usagef("--%s does not apply to --%s (it is used with %s); remove it", name, a.Action, actionList(acts))
 		}
@@ -220,7 +225,15 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 		if sel.IsPattern() && (a.Action == ActPause || a.Action == ActResume) {
 			return nil, usagef("--%s takes topic names, not a pattern (%q has characters topic names cannot have); list the topics separated by commas (--describe --mirror %s shows them)", a.Action, topics, a.Mirror)
 		}
+		if sel.IsPattern() && a.WaitForSync {
+			// The proxy resolves a pattern when the failover is recorded:
+			// a topic created while waiting would be failed over unsynced.
+			return nil, usagef("--wait-for-sync takes topic names, not a pattern (%q has characters topic names cannot have): a topic matching it that is created while waiting would be failed over without being in sync; list the topics separated by commas (--describe --mirror %s shows them)", topics, a.Mirror)
+		}
 		a.Topics = sel
+	}
+	if a.WaitForSync {
+		a.Wait = true // the LMOs are the point of a graceful promote
 	}
 	if set["exclude"] {
 		sel, err := ParseTopics("--exclude", exclude)
@@ -314,7 +327,8 @@ Connection:
                                 ssl.key.location or ssl.keystore.location (PEM),
                                 ssl.endpoint.identification.algorithm, client.id
   --timeout DURATION            give up after this long (default 60s); with --wait,
-                                how long to wait for STOPPED
+                                how long to wait for STOPPED; with --wait-for-sync,
+                                how long to wait for sync, and then for STOPPED
 
 Actions (exactly one):
   --create --mirror M --mirror-config FILE
@@ -328,13 +342,31 @@ Actions (exactly one):
   --remove --mirror M --topics TOPICS [--wait]
         fail the topics over: they stop mirroring and become writable once STOPPED.
         --wait polls until every partition is STOPPED (bounded by --timeout).
+  --remove --mirror M --topics NAMES --wait-for-sync [--timeout D]
+        graceful promote: first wait until every partition of the topics is
+        MIRRORING with nothing at risk (0 records: the destination has caught up
+        with the source high watermark; the copy stops at the source's last stable
+        offset, so this also means no source transaction is open on them), then
+        fail over and wait for STOPPED as --wait does, printing the LMOs. Stop the
+        producers on the source first: a record written after the check is not
+        waited for (a warning names partitions whose source moved past the LMO).
+        If --timeout passes first, nothing is sent and the topics stay read-only
+        mirrors: it prints what a failover would lose per partition and in total,
+        and exits 1. Implies --wait; takes names, not a pattern.
   --pause --mirror M --topics NAMES     stop copying, keep the topics read-only
   --resume --mirror M --topics NAMES    continue copying paused topics
   --list [--json]                       list mirrors
   --describe [--mirror M] [--failed] [--json]
         per partition: state, source and destination high watermarks, lag, last
-        mirrored offset (LMO) and any error; --failed shows FAILED partitions only,
-        with their retry attempt.
+        mirrored offset (LMO), what a failover right now would lose and any error;
+        --failed shows FAILED partitions only, with their retry attempt. Then the
+        recovery point per topic, per mirror and per consumer group (how old its
+        synced offsets are).
+        AT-RISK-RECORDS: source high watermark minus destination log end (an open
+        source transaction counts: the copy waits for it to end). AT-RISK-SECONDS:
+        age of the oldest of those records by its own timestamp (CreateTime, set
+        by the producer: a producer's wrong clock makes it wrong too). - where
+        unknown, or the partition already fails over (STOPPING, STOPPED).
   --delete --mirror M                   delete a mirror whose topics are all STOPPED
 
 TOPICS is either topic names separated by commas (orders,payments), or, when the

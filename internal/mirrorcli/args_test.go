@@ -72,6 +72,10 @@ func TestParseMirrorsArgs(t *testing.T) {
 			&MirrorsArgs{Action: ActAdd, Mirror: "dr", Topics: TopicSelection{Pattern: "a.*"}, Exclude: []string{"a-(x|y)"}}, ""},
 		{"remove wait timeout", []string{"--remove", "--mirror", "dr", "--topics", "a", "--wait", "--timeout=2m"},
 			&MirrorsArgs{Action: ActRemove, Mirror: "dr", Topics: TopicSelection{Names: []string{"a"}}, Wait: true, Timeout: 2 * time.Minute}, ""},
+		{"remove wait for sync implies wait", []string{"--remove", "--mirror", "dr", "--topics", "a,b", "--wait-for-sync"},
+			&MirrorsArgs{Action: ActRemove, Mirror: "dr", Topics: TopicSelection{Names: []string{"a", "b"}}, Wait: true, WaitForSync: true}, ""},
+		{"remove wait for sync and wait", []string{"--remove", "--mirror", "dr", "--topics", "a", "--wait", "--wait-for-sync", "--timeout", "5m"},
+			&MirrorsArgs{Action: ActRemove, Mirror: "dr", Topics: TopicSelection{Names: []string{"a"}}, Wait: true, WaitForSync: true, Timeout: 5 * time.Minute}, ""},
 		{"pause", []string{"--pause", "--mirror", "dr", "--topics", "a"}, &MirrorsArgs{Action: ActPause, Mirror: "dr", Topics: TopicSelection{Names: []string{"a"}}}, ""},
 		{"resume", []string{"--resume", "--mirror", "dr", "--topics", "a"}, &MirrorsArgs{Action: ActResume, Mirror: "dr", Topics: TopicSelection{Names: []string{"a"}}}, ""},
 		{"delete", []string{"--delete", "--mirror", "dr"}, &MirrorsArgs{Action: ActDelete, Mirror: "dr"}, ""},
@@ -97,6 +101,15 @@ func TestParseMirrorsArgs(t *testing.T) {
 		{"empty mirror", []string{"--describe", "--mirror", ""}, nil, "--mirror is empty"},
 		{"delete without mirror", []string{"--delete"}, nil, "--delete needs --mirror NAME"},
 		{"bad timeout", []string{"--list", "--timeout", "0s"}, nil, "--timeout 0s must be positive"},
+		{"wait for sync without remove", []string{"--describe", "--wait-for-sync"}, nil, "--wait-for-sync does not apply to --describe (it is used with --remove)"},
+		{"wait for sync with pause", []string{"--pause", "--mirror", "dr", "--topics", "a", "--wait-for-sync"}, nil, "--wait-for-sync does not apply to --pause"},
+		{"wait for sync with a pattern", []string{"--remove", "--mirror", "dr", "--topics", "a.*", "--wait-for-sync"}, nil,
+			"--wait-for-sync takes topic names, not a pattern"},
+		{"wait for sync, negative timeout", []string{"--remove", "--mirror", "dr", "--topics", "a", "--wait-for-sync", "--timeout", "-5s"}, nil,
+			"--timeout -5s must be positive"},
+		{"wait for sync, timeout without unit", []string{"--remove", "--mirror", "dr", "--topics", "a", "--wait-for-sync", "--timeout", "60"}, nil,
+			`invalid value "60" for flag -timeout`},
+		{"wait for sync without topics", []string{"--remove", "--mirror", "dr", "--wait-for-sync"}, nil, "--remove needs --topics"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseMirrorsArgs(append(append([]string{}, bs...), tc.args...), &bytes.Buffer{})
@@ -129,7 +142,8 @@ func TestParseMirrorsArgsNeedsBootstrapAndHelps(t *testing.T) {
 	if _, err := ParseMirrorsArgs([]string{"-h"}, &help); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	for _, want := range []string{"--create --mirror M --mirror-config FILE", "--describe [--mirror M] [--failed] [--json]", "ONE regular expression", "Exit status"} {
+	for _, want := range []string{"--create --mirror M --mirror-config FILE", "--describe [--mirror M] [--failed] [--json]", "ONE regular expression", "Exit status",
+		"--wait-for-sync [--timeout D]", "no source transaction is open", "nothing is sent", "CreateTime, set\n        by the producer"} {
 		if !strings.Contains(help.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}

@@ -16,9 +16,8 @@ import (
 	"github.com/kmirror/kmirror/proxy"
 )
 
-// describeStates runs --describe --json for a mirror and returns
-// topic -> partition -> state.
-func describeStates(t *testing.T, s *server, mirror string) (map[string]map[int32]string, result) {
+// describeJSON runs --describe --json for a mirror.
+func describeJSON(t *testing.T, s *server, mirror string) (*DescribeJSON, result) {
 	t.Helper()
 	r := runMirrors(t, "--bootstrap-server", s.addr(), "--describe", "--mirror", mirror, "--json")
 	if r.code != 0 {
@@ -27,6 +26,17 @@ func describeStates(t *testing.T, s *server, mirror string) (map[string]map[int3
 	var d DescribeJSON
 	if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
 		t.Fatalf("describe --json is not JSON: %v\n%s", err, r.stdout)
+	}
+	return &d, r
+}
+
+// describeStates runs --describe --json for a mirror and returns
+// topic -> partition -> state.
+func describeStates(t *testing.T, s *server, mirror string) (map[string]map[int32]string, result) {
+	t.Helper()
+	d, r := describeJSON(t, s, mirror)
+	if d == nil {
+		return nil, r
 	}
 	out := map[string]map[int32]string{}
 	for _, m := range d.Mirrors {
@@ -169,11 +179,47 @@ func TestMirrorsEndToEnd(t *testing.T) {
 	}
 
 	r = mustRun(t, 0, run("--describe", "--failed"))
-	if got := rows(r.stdout); len(got) != 1 || !regexp.MustCompile(`^dr poison 0 FAILED 0 - - - none \(needs operator\) source partition poison-0 is poisoned \(test\)`).MatchString(strings.Join(got[0], " ")) {
+	if got := rows(r.stdout); len(got) != 1 || !regexp.MustCompile(`^dr poison 0 FAILED 0 - - - - - none \(needs operator\) source partition poison-0 is poisoned \(test\)`).MatchString(strings.Join(got[0], " ")) {
 		t.Fatalf("describe --failed: %s", r)
 	}
 	r = mustRun(t, 1, run("--describe", "--mirror", "nosuch"))
 	mustContain(t, "describe unknown mirror", r.stderr, `error: mirror nosuch: UNKNOWN_MIRROR: mirror "nosuch" does not exist`)
+
+	// The recovery point: the fake data path copies nothing, so orders-0's
+	// ten source records are at risk, aged by their timestamps (read from
+	// the source); payments has no destination topic, so its figures are
+	// unknown.
+	d, _ := describeJSON(t, s, "dr")
+	for _, tj := range d.Mirrors[0].Topics {
+		for _, p := range tj.Partitions {
+			switch {
+			case tj.Name == "orders" && p.Partition == 0:
+				if p.RecordsAtRisk == nil || *p.RecordsAtRisk != 10 || p.SecondsAtRisk == nil || *p.SecondsAtRisk <= 0 {
+					t.Fatalf("orders-%s; want 10 records at risk and the age of the first", show(p))
+				}
+			case tj.Name == "payments":
+				if p.RecordsAtRisk != nil || p.SecondsAtRisk != nil {
+					t.Fatalf("payments-%s without a destination topic; want records and seconds at risk unknown (null)", show(p))
+				}
+			}
+		}
+		if tj.Name == "orders" && (tj.AtRisk.Records != 10 || tj.AtRisk.PartitionsBehind != 1 || tj.AtRisk.Partitions != 3) {
+			t.Fatalf("orders total at risk %+v", tj.AtRisk)
+		}
+	}
+
+	// --wait-for-sync: a topic that is not in the mirror, and one that
+	// never catches up, end with nothing sent.
+	r = mustRun(t, 1, run("--remove", "--mirror", "dr", "--topics", "orders,nosuch", "--wait-for-sync"))
+	mustContain(t, "wait for sync, unknown topic", r.stderr, "topic nosuch is not in mirror dr; nothing was sent")
+	r = mustRun(t, 1, run("--remove", "--mirror", "dr", "--topics", "orders", "--wait-for-sync", "--timeout", "1s"))
+	mustContain(t, "wait for sync timeout", r.stdout, "Waiting for sync: 2 of 3 partitions in sync; pending: orders-0 MIRRORING, 10 records at risk",
+		"Not failing over: after --timeout 1s")
+	if !regexp.MustCompile(`(?m)^orders\s+0\s+MIRRORING\s+10\s+\d+\.\d$`).MatchString(r.stdout) || strings.Contains(r.stdout, "failover requested") {
+		t.Fatalf("wait for sync timeout: %s", r)
+	}
+	mustContain(t, "wait for sync timeout", r.stderr, "a failover now would lose 10 records", "nothing was sent")
+	waitStates(t, s, "dr", map[string]string{"orders": "MIRRORING"})
 
 	// Pause and resume.
 	r = mustRun(t, 0, run("--pause", "--mirror", "dr", "--topics", "orders"))
@@ -192,9 +238,11 @@ func TestMirrorsEndToEnd(t *testing.T) {
 	r = mustRun(t, 0, run("--remove", "--mirror", "dr", "--topics", "orders,payments", "--wait", "--timeout", "30s"))
 	t.Logf("remove --wait:\n%s", r)
 	mustContain(t, "remove --wait", r.stdout, "Topic orders: failover requested", "All 5 partitions of orders, payments STOPPED")
-	if !regexp.MustCompile(`(?m)^dr\s+orders\s+2\s+STOPPED\s+0\s+0\s+0\s+42\s*$`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`(?m)^dr\s+orders\s+2\s+STOPPED\s+0\s+0\s+0\s+42\s+-\s+-\s*$`).MatchString(r.stdout) {
 		t.Fatalf("remove --wait does not show orders-2 STOPPED with LMO 42:\n%s", r)
 	}
+	r = mustRun(t, 1, run("--remove", "--mirror", "dr", "--topics", "orders", "--wait-for-sync"))
+	mustContain(t, "wait for sync of a failed-over topic", r.stderr, "topic orders is already failing over (partition 0 is STOPPED)", "nothing was sent")
 	r = mustRun(t, 0, run("--remove", "--mirror", "dr", "--topics", "logs-.*|poison", "--wait"))
 	mustContain(t, "remove pattern", r.stdout, "Topic logs-a: failover requested", "Topic poison: failover requested", "STOPPED after")
 	r = mustRun(t, 1, run("--pause", "--mirror", "dr", "--topics", "orders"))

@@ -224,11 +224,15 @@ func mustContain(t *testing.T, what, s string, subs ...string) {
 	}
 }
 
-// rows splits a table into rows of fields, without the header.
+// rows splits the first table of an output into rows of fields, without
+// the header; tables that follow (after a blank line) are left out.
 func rows(table string) [][]string {
 	var out [][]string
 	for i, line := range strings.Split(strings.TrimRight(table, "\n"), "\n") {
-		if i == 0 || strings.TrimSpace(line) == "" {
+		if strings.TrimSpace(line) == "" {
+			break
+		}
+		if i == 0 {
 			continue
 		}
 		out = append(out, strings.Fields(line))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,7 +47,13 @@ func RunMirrors(ctx context.Context, a *MirrorsArgs, stdout, stderr io.Writer) e
 		return err
 	}
 	defer r.c.close()
-	ctx, cancel := context.WithTimeout(ctx, a.Timeout)
+	total := a.Timeout
+	if a.WaitForSync {
+		// --timeout bounds the wait for sync; the failover that follows
+		// gets a --timeout of its own to reach STOPPED.
+		total = 2 * a.Timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, total)
 	defer cancel()
 
 	switch a.Action {
@@ -217,6 +224,11 @@ func (r *runner) add(ctx context.Context) error {
 }
 
 func (r *runner) remove(ctx context.Context) error {
+	if r.a.WaitForSync {
+		if err := r.waitSynced(ctx, r.a.Topics.Names); err != nil {
+			return err
+		}
+	}
 	req := &protocol.RemoveTopicsFromMirrorRequest{MirrorName: r.a.Mirror}
 	if r.a.Topics.IsPattern() {
 		req.Patterns = []string{r.a.Topics.Pattern}
@@ -247,15 +259,182 @@ func (r *runner) remove(ctx context.Context) error {
 			wait = append(wait, t.Name)
 		}
 	}
-	return errors.Join(topicErr, r.waitStopped(ctx, wait))
+	stopped, err := r.waitStopped(ctx, wait)
+	if err == nil && r.a.WaitForSync {
+		r.warnPastLMO(stopped)
+	}
+	return errors.Join(topicErr, err)
+}
+
+// warnPastLMO names the partitions whose source moved past the last
+// mirrored offset after the sync check: those records were written to the
+// source after it and are not on the destination.
+func (r *runner) warnPastLMO(resp *protocol.DescribeMirrorsResponse) {
+	for _, m := range resp.Mirrors {
+		for _, t := range m.Topics {
+			for _, p := range t.Partitions {
+				if p.LastMirroredOffset >= 0 && p.SourceHighWatermark > p.LastMirroredOffset {
+					fmt.Fprintf(r.errw, "warning: %s-%d: the source high watermark is %d, %d past the LMO %d: records written to the source after the sync check are not on the destination; stop the producers on the source before promoting\n",
+						t.Name, p.Partition, p.SourceHighWatermark, p.SourceHighWatermark-p.LastMirroredOffset, p.LastMirroredOffset)
+				}
+			}
+		}
+	}
+}
+
+// inSync reports whether a partition can fail over without losing
+// anything: MIRRORING, and the destination has every source offset.
+func inSync(p *protocol.DescribeMirrorsResponsePartition) bool {
+	return p.State == protocol.MirrorStateMirroring.String() && p.RecordsAtRisk == 0
+}
+
+// notInSync says why a partition is not in sync, for the progress line.
+func notInSync(topic string, p *protocol.DescribeMirrorsResponsePartition) string {
+	switch {
+	case p.RecordsAtRisk < 0:
+		return fmt.Sprintf("%s-%d %s, records at risk unknown", topic, p.Partition, p.State)
+	case p.RecordsAtRisk == 0:
+		return fmt.Sprintf("%s-%d %s", topic, p.Partition, p.State)
+	}
+	return fmt.Sprintf("%s-%d %s, %s at risk", topic, p.Partition, p.State, plural(int(p.RecordsAtRisk), "record"))
+}
+
+// waitSynced polls DescribeMirrors until every partition of topics is in
+// sync, for at most --timeout. On timeout it prints what a failover would
+// lose and returns an error: the caller then sends nothing.
+func (r *runner) waitSynced(ctx context.Context, topics []string) error {
+	ctx, cancel := context.WithTimeout(ctx, r.a.Timeout)
+	defer cancel()
+	began := time.Now()
+	lastProgress := ""
+	wait := 100 * time.Millisecond
+	var last *protocol.DescribeMirrorsResponse
+	for {
+		resp, err := r.describeOnce(ctx, []string{r.a.Mirror})
+		switch {
+		case err != nil && last != nil && ctx.Err() != nil:
+			return r.syncTimedOut(last, topics)
+		case err != nil:
+			return fmt.Errorf("%w; nothing was sent, the topics still mirror", err)
+		}
+		if errs := MirrorErrors(resp); len(errs) > 0 {
+			return fmt.Errorf("%s; nothing was sent", errs[0])
+		}
+		last = filterTopics(resp, topics)
+		described := map[string]*protocol.DescribeMirrorsResponseTopic{}
+		for i := range last.Mirrors[0].Topics {
+			described[last.Mirrors[0].Topics[i].Name] = &last.Mirrors[0].Topics[i]
+		}
+		total, synced := 0, 0
+		var pending []string
+		for _, name := range topics {
+			t := described[name]
+			if t == nil {
+				return fmt.Errorf("topic %s is not in mirror %s; nothing was sent (--describe --mirror %s lists its topics)", name, r.a.Mirror, r.a.Mirror)
+			}
+			for i := range t.Partitions {
+				p := &t.Partitions[i]
+				if p.FailingOver() {
+					return fmt.Errorf("topic %s is already failing over (partition %d is %s): there is no sync left to wait for; nothing was sent. Drop it from --topics, or follow it with --remove --wait",
+						name, p.Partition, p.State)
+				}
+				total++
+				if inSync(p) {
+					synced++
+				} else {
+					pending = append(pending, notInSync(name, p))
+				}
+			}
+		}
+		if len(pending) == 0 {
+			fmt.Fprintf(r.out, "All %s of %s in sync (nothing at risk) after %s; failing over.\n", plural(total, "partition"), strings.Join(topics, ", "), time.Since(began).Round(time.Millisecond))
+			return nil
+		}
+		progress := fmt.Sprintf("Waiting for sync: %d of %s in sync; pending: %s", synced, plural(total, "partition"), strings.Join(truncate(pending, 5), "; "))
+		if progress != lastProgress {
+			fmt.Fprintln(r.out, progress)
+			lastProgress = progress
+		}
+		select {
+		case <-ctx.Done():
+			return r.syncTimedOut(last, topics)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// syncTimedOut prints, from the last describe, what a failover would lose
+// per partition and in total, and returns the error that ends the command.
+func (r *runner) syncTimedOut(resp *protocol.DescribeMirrorsResponse, topics []string) error {
+	fmt.Fprintf(r.out, "Not failing over: after --timeout %s these partitions are not in sync; a failover now would lose:\n", r.a.Timeout)
+	tw := newTable(r.out)
+	tw.row(SyncWaitColumns...)
+	m := resp.Mirrors[0]
+	for _, t := range m.Topics {
+		for i := range t.Partitions {
+			p := &t.Partitions[i]
+			if !inSync(p) {
+				tw.row(t.Name, strconv.Itoa(int(p.Partition)), p.State, offset(p.RecordsAtRisk), seconds(p.AtRiskAgeMs))
+			}
+		}
+	}
+	risk := m.AtRisk()
+	rec, sec := riskCells(risk)
+	tw.row("TOTAL", "-", "-", rec, sec)
+	if err := tw.flush(); err != nil {
+		return err
+	}
+	var what string
+	switch {
+	case risk.Records > 0:
+		what = fmt.Sprintf("a failover now would lose %s (the oldest %ss old)", plural(int(risk.Records), "record"), seconds(risk.AgeMs))
+		if risk.Unknown > 0 {
+			what += fmt.Sprintf(", or more: the figures of %s are unknown", plural(risk.Unknown, "partition"))
+		}
+	case risk.Unknown > 0:
+		what = fmt.Sprintf("what a failover now would lose is unknown for %s (a cluster did not answer)", plural(risk.Unknown, "partition"))
+	default:
+		what = "no records are at risk, but not every partition is MIRRORING (see STATE)"
+	}
+	return fmt.Errorf("timed out after --timeout %s waiting for %s to be in sync: %s; nothing was sent, the topics still mirror and stay read-only. "+
+		"Stop the producers and end (commit or abort) open transactions on the source, resume PAUSED topics, fix FAILED partitions (--describe --mirror %s), or raise --timeout; --remove --wait fails over without waiting",
+		r.a.Timeout, strings.Join(topics, ", "), what, r.a.Mirror)
+}
+
+// SyncWaitColumns are the columns of the table --wait-for-sync prints when
+// it gives up.
+var SyncWaitColumns = []string{"TOPIC", "PARTITION", "STATE", "AT-RISK-RECORDS", "AT-RISK-SECONDS"}
+
+// filterTopics keeps the first mirror of resp and, of it, only the topics
+// named.
+func filterTopics(resp *protocol.DescribeMirrorsResponse, topics []string) *protocol.DescribeMirrorsResponse {
+	want := map[string]bool{}
+	for _, t := range topics {
+		want[t] = true
+	}
+	out := &protocol.DescribeMirrorsResponse{}
+	for _, m := range resp.Mirrors {
+		fm := protocol.DescribeMirrorsResponseMirror{Name: m.Name}
+		for _, t := range m.Topics {
+			if want[t.Name] {
+				fm.Topics = append(fm.Topics, t)
+			}
+		}
+		out.Mirrors = append(out.Mirrors, fm)
+	}
+	if len(out.Mirrors) == 0 {
+		out.Mirrors = []protocol.DescribeMirrorsResponseMirror{{}}
+	}
+	return out
 }
 
 // waitStopped polls DescribeMirrors until every partition of topics is
 // STOPPED, printing progress when it changes, then prints their rows (with
 // the last mirrored offsets).
-func (r *runner) waitStopped(ctx context.Context, topics []string) error {
+func (r *runner) waitStopped(ctx context.Context, topics []string) (*protocol.DescribeMirrorsResponse, error) {
 	if len(topics) == 0 {
-		return nil
+		return &protocol.DescribeMirrorsResponse{}, nil
 	}
 	want := map[string]bool{}
 	for _, t := range topics {
@@ -267,10 +446,10 @@ func (r *runner) waitStopped(ctx context.Context, topics []string) error {
 	for {
 		resp, err := r.describeOnce(ctx, []string{r.a.Mirror})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if errs := MirrorErrors(resp); len(errs) > 0 {
-			return errors.New(errs[0])
+			return nil, errors.New(errs[0])
 		}
 		stopped, total, pending, seen := 0, 0, []string{}, map[string]bool{}
 		filtered := &protocol.DescribeMirrorsResponse{}
@@ -301,7 +480,9 @@ func (r *runner) waitStopped(ctx context.Context, topics []string) error {
 		sort.Strings(pending)
 		if len(pending) == 0 {
 			fmt.Fprintf(r.out, "All %s of %s STOPPED after %s:\n", plural(total, "partition"), strings.Join(topics, ", "), time.Since(began).Round(time.Millisecond))
-			return RenderDescribeTable(r.out, filtered, false)
+			// The partitions only: totals over some of a mirror's topics
+			// would read as the mirror's.
+			return filtered, renderPartitions(r.out, filtered, false)
 		}
 		progress := fmt.Sprintf("Waiting for failover: %d of %s STOPPED; pending: %s", stopped, plural(total, "partition"), strings.Join(truncate(pending, 5), ", "))
 		if progress != lastProgress {
@@ -310,7 +491,7 @@ func (r *runner) waitStopped(ctx context.Context, topics []string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("timed out after --timeout %s: %d of %s not STOPPED yet (%s); run --describe --mirror %s to follow them, or raise --timeout",
+			return nil, fmt.Errorf("timed out after --timeout %s: %d of %s not STOPPED yet (%s); run --describe --mirror %s to follow them, or raise --timeout",
 				r.a.Timeout, len(pending), plural(total, "partition"), strings.Join(truncate(pending, 5), ", "), r.a.Mirror)
 		case <-time.After(wait):
 		}

@@ -17,9 +17,20 @@ import (
 // DescribeColumns are the columns of `--describe`; FailedColumns those of
 // `--describe --failed`.
 var (
-	DescribeColumns = []string{"MIRROR", "TOPIC", "PARTITION", "STATE", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "LMO", "MESSAGE"}
-	FailedColumns   = []string{"MIRROR", "TOPIC", "PARTITION", "STATE", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "LMO", "RETRY-ATTEMPT", "MESSAGE"}
+	DescribeColumns = []string{"MIRROR", "TOPIC", "PARTITION", "STATE", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "LMO",
+		"AT-RISK-RECORDS", "AT-RISK-SECONDS", "MESSAGE"}
+	FailedColumns = []string{"MIRROR", "TOPIC", "PARTITION", "STATE", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "LMO",
+		"AT-RISK-RECORDS", "AT-RISK-SECONDS", "RETRY-ATTEMPT", "MESSAGE"}
 )
+
+// seconds prints an age in milliseconds as seconds; -1 (unknown or not
+// applicable) prints as -.
+func seconds(ms int64) string {
+	if ms < 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64)
+}
 
 // offset prints an offset or lag; negative values (-1 = unknown) print as -.
 func offset(o int64) string {
@@ -66,6 +77,19 @@ func MirrorErrors(resp *protocol.DescribeMirrorsResponse) []string {
 // left out (MirrorErrors reports them); a mirror without topics gets one row
 // saying so. failedOnly keeps FAILED partitions and adds RETRY-ATTEMPT.
 func RenderDescribeTable(w io.Writer, resp *protocol.DescribeMirrorsResponse, failedOnly bool) error {
+	if err := renderPartitions(w, resp, failedOnly); err != nil {
+		return err
+	}
+	if !failedOnly {
+		if err := renderRecoveryPoint(w, resp); err != nil {
+			return err
+		}
+	}
+	return renderSyncTables(w, resp, failedOnly)
+}
+
+// renderPartitions writes the partition table of RenderDescribeTable.
+func renderPartitions(w io.Writer, resp *protocol.DescribeMirrorsResponse, failedOnly bool) error {
 	tw := newTable(w)
 	cols := DescribeColumns
 	if failedOnly {
@@ -77,7 +101,7 @@ func RenderDescribeTable(w io.Writer, resp *protocol.DescribeMirrorsResponse, fa
 			continue
 		}
 		if len(m.Topics) == 0 && !failedOnly {
-			tw.row(m.Name, "-", "-", "-", "-", "-", "-", "-", "no topics; add some with --add --mirror "+m.Name+" --topics ...")
+			tw.row(m.Name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "no topics; add some with --add --mirror "+m.Name+" --topics ...")
 			continue
 		}
 		for _, t := range m.Topics {
@@ -87,7 +111,8 @@ func RenderDescribeTable(w io.Writer, resp *protocol.DescribeMirrorsResponse, fa
 					continue
 				}
 				row := []string{m.Name, t.Name, strconv.Itoa(int(p.Partition)), p.State,
-					offset(p.SourceHighWatermark), offset(p.DestinationHighWatermark), offset(p.Lag), offset(p.LastMirroredOffset)}
+					offset(p.SourceHighWatermark), offset(p.DestinationHighWatermark), offset(p.Lag), offset(p.LastMirroredOffset),
+					offset(p.RecordsAtRisk), seconds(p.AtRiskAgeMs)}
 				if failedOnly {
 					row = append(row, retryAttempt(p.RetryAttempt))
 				}
@@ -96,10 +121,83 @@ func RenderDescribeTable(w io.Writer, resp *protocol.DescribeMirrorsResponse, fa
 			}
 		}
 	}
-	if err := tw.flush(); err != nil {
+	return tw.flush()
+}
+
+// RecoveryPointColumns are the columns of the recovery point summary of
+// `--describe`: per topic and per mirror, what a failover right now would
+// lose; per consumer group, how old its synced offsets are.
+var RecoveryPointColumns = []string{"MIRROR", "RECOVERY-POINT-OF", "AT-RISK-RECORDS", "AT-RISK-SECONDS", "DETAIL"}
+
+// riskDetail says how complete a total is.
+func riskDetail(r protocol.AtRisk) string {
+	if r.Partitions == 0 {
+		return "failed over: every partition is STOPPING or STOPPED"
+	}
+	d := fmt.Sprintf("%d of %s behind", r.Behind, plural(r.Partitions, "partition"))
+	if r.Behind == 0 && r.Unknown == 0 {
+		d = "in sync: nothing at risk"
+	}
+	if r.FailedOver > 0 {
+		d += fmt.Sprintf("; %d more failed over (not counted)", r.FailedOver)
+	}
+	switch {
+	case r.Unknown == r.Partitions:
+		d = "unknown: a cluster did not answer, or the proxy predates this report"
+		if r.FailedOver > 0 {
+			d += fmt.Sprintf("; %d more failed over (not counted)", r.FailedOver)
+		}
+	case r.Unknown > 0:
+		d += fmt.Sprintf("; %d unknown (a cluster did not answer, or the proxy predates this report): the totals are a lower bound", r.Unknown)
+	}
+	return d
+}
+
+// riskCells prints a total's records and seconds.
+func riskCells(r protocol.AtRisk) (string, string) {
+	if r.Partitions == 0 || r.Unknown == r.Partitions {
+		return "-", "-"
+	}
+	return offset(r.Records), seconds(r.AgeMs)
+}
+
+// renderRecoveryPoint writes the recovery point summary: one row per topic
+// and one per mirror with the totals, then one per consumer group with the
+// age of its synced offsets (consumers that move to the destination resume
+// from offsets that old, so they re-read, never skip).
+func renderRecoveryPoint(w io.Writer, resp *protocol.DescribeMirrorsResponse) error {
+	tw := newTable(w)
+	tw.row(RecoveryPointColumns...)
+	n := 0
+	for _, m := range resp.Mirrors {
+		if m.ErrorCode != 0 || len(m.Topics) == 0 {
+			continue
+		}
+		for i := range m.Topics {
+			r := m.Topics[i].AtRisk()
+			rec, sec := riskCells(r)
+			tw.row(m.Name, "topic "+m.Topics[i].Name, rec, sec, riskDetail(r))
+			n++
+		}
+		r := m.AtRisk()
+		rec, sec := riskCells(r)
+		tw.row(m.Name, "mirror "+m.Name, rec, sec, riskDetail(r))
+		for i := range m.Groups {
+			g := &m.Groups[i]
+			detail := fmt.Sprintf("offsets synced %s (%s)", age(g.LastSyncAgeMs), g.State)
+			if g.LastSyncAgeMs < 0 {
+				detail = fmt.Sprintf("offsets never synced (%s)", g.State)
+			}
+			tw.row(m.Name, "group "+g.Name, "-", seconds(g.LastSyncAgeMs), detail)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := io.WriteString(w, "\n"); err != nil {
 		return err
 	}
-	return renderSyncTables(w, resp, failedOnly)
+	return tw.flush()
 }
 
 // SyncColumns are the columns of the sync jobs table of `--describe`,
@@ -184,6 +282,7 @@ type (
 		Name   string      `json:"name"`
 		Error  *ErrorJSON  `json:"error,omitempty"`
 		Topics []TopicJSON `json:"topics"`
+		AtRisk *AtRiskJSON `json:"at_risk,omitempty"`
 		Syncs  []SyncJSON  `json:"syncs"`
 		Groups []GroupJSON `json:"groups"`
 	}
@@ -212,6 +311,19 @@ type (
 	TopicJSON struct {
 		Name       string          `json:"name"`
 		Partitions []PartitionJSON `json:"partitions"`
+		AtRisk     AtRiskJSON      `json:"at_risk"`
+	}
+	// AtRiskJSON totals what a failover right now would lose over the
+	// partitions not yet failed over (all of them, also with --failed).
+	// Partitions whose figures are unknown make the totals a lower bound.
+	AtRiskJSON struct {
+		Records           int64   `json:"records_at_risk"`
+		Seconds           float64 `json:"seconds_at_risk"`
+		Partitions        int     `json:"partitions"`
+		PartitionsBehind  int     `json:"partitions_behind"`
+		PartitionsUnknown int     `json:"partitions_unknown"`
+		// Not counted: STOPPING or STOPPED.
+		PartitionsFailedOver int `json:"partitions_failed_over"`
 	}
 	PartitionJSON struct {
 		Partition                int32  `json:"partition"`
@@ -221,9 +333,25 @@ type (
 		Lag                      *int64 `json:"lag"`
 		LastMirroredOffset       *int64 `json:"last_mirrored_offset"`
 		RetryAttempt             int16  `json:"retry_attempt"`
-		Message                  string `json:"message,omitempty"`
+		// Null where unknown or already failing over (STOPPING, STOPPED).
+		RecordsAtRisk *int64   `json:"records_at_risk"`
+		SecondsAtRisk *float64 `json:"seconds_at_risk"`
+		Message       string   `json:"message,omitempty"`
 	}
 )
+
+func atRiskJSON(r protocol.AtRisk) AtRiskJSON {
+	return AtRiskJSON{Records: r.Records, Seconds: float64(r.AgeMs) / 1000, Partitions: r.Partitions,
+		PartitionsBehind: r.Behind, PartitionsUnknown: r.Unknown, PartitionsFailedOver: r.FailedOver}
+}
+
+func knownSeconds(ms int64) *float64 {
+	if ms < 0 {
+		return nil
+	}
+	s := float64(ms) / 1000
+	return &s
+}
 
 func known(o int64) *int64 {
 	if o < 0 {
@@ -265,8 +393,12 @@ func DescribeToJSON(resp *protocol.DescribeMirrorsResponse, failedOnly bool) Des
 			mj.Groups = append(mj.Groups, GroupJSON{Group: g.Name, State: g.State, LastSyncAgeMs: known(g.LastSyncAgeMs),
 				Partitions: g.Partitions, Message: oneLine(g.Message)})
 		}
+		if m.ErrorCode == 0 {
+			r := atRiskJSON(m.AtRisk())
+			mj.AtRisk = &r
+		}
 		for _, t := range m.Topics {
-			tj := TopicJSON{Name: t.Name, Partitions: []PartitionJSON{}}
+			tj := TopicJSON{Name: t.Name, Partitions: []PartitionJSON{}, AtRisk: atRiskJSON(t.AtRisk())}
 			for i := range t.Partitions {
 				p := &t.Partitions[i]
 				if failedOnly && !isFailed(p) {
@@ -276,7 +408,8 @@ func DescribeToJSON(resp *protocol.DescribeMirrorsResponse, failedOnly bool) Des
 					Partition: p.Partition, State: p.State,
 					SourceHighWatermark: known(p.SourceHighWatermark), DestinationHighWatermark: known(p.DestinationHighWatermark),
 					Lag: known(p.Lag), LastMirroredOffset: known(p.LastMirroredOffset),
-					RetryAttempt: p.RetryAttempt, Message: oneLine(p.ErrorMessage),
+					RetryAttempt: p.RetryAttempt, RecordsAtRisk: known(p.RecordsAtRisk), SecondsAtRisk: knownSeconds(p.AtRiskAgeMs),
+					Message: oneLine(p.ErrorMessage),
 				})
 			}
 			if failedOnly && len(tj.Partitions) == 0 {

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/kmirror/kmirror/protocol"
 )
@@ -35,21 +37,33 @@ func sp(s string) *string { return &s }
 // describeFixture covers every rendering rule: known and unknown (-1)
 // offsets, LMO, a FAILED partition that is retried and one that gave up, a
 // multi-line message, a note, a mirror without topics and a mirror error,
-// sync jobs (one failed) and groups (synced, active, never synced).
+// sync jobs (one failed) and groups (synced, active, never synced); records
+// at risk and their age (behind, caught up, unknown, failed over), so the
+// recovery point totals cover a lagging topic, one with an unknown
+// partition, one in sync and one failed over.
 func describeFixture() *protocol.DescribeMirrorsResponse {
 	return &protocol.DescribeMirrorsResponse{Mirrors: []protocol.DescribeMirrorsResponseMirror{
 		{Name: "dr", Topics: []protocol.DescribeMirrorsResponseTopic{
 			{Name: "orders", Partitions: []protocol.DescribeMirrorsResponsePartition{
-				{Partition: 0, State: "MIRRORING", SourceHighWatermark: 1200, DestinationHighWatermark: 1187, Lag: 13, LastMirroredOffset: -1},
+				{Partition: 0, State: "MIRRORING", SourceHighWatermark: 1200, DestinationHighWatermark: 1187, Lag: 13, LastMirroredOffset: -1,
+					RecordsAtRisk: 13, AtRiskAgeMs: 4250},
 				{Partition: 1, State: "FAILED", SourceHighWatermark: 900, DestinationHighWatermark: 850, Lag: 50, LastMirroredOffset: -1, RetryAttempt: 3,
-					ErrorMessage: sp("offset mismatch: produced at 851,\nexpected 850")},
-				{Partition: 2, State: "STOPPED", SourceHighWatermark: -1, DestinationHighWatermark: 400, Lag: -1, LastMirroredOffset: 400},
+					ErrorMessage: sp("offset mismatch: produced at 851,\nexpected 850"), RecordsAtRisk: 50, AtRiskAgeMs: 93500},
+				{Partition: 2, State: "STOPPED", SourceHighWatermark: -1, DestinationHighWatermark: 400, Lag: -1, LastMirroredOffset: 400,
+					RecordsAtRisk: -1, AtRiskAgeMs: -1},
 			}},
 			{Name: "payments", Partitions: []protocol.DescribeMirrorsResponsePartition{
 				{Partition: 0, State: "FAILED", SourceHighWatermark: -1, DestinationHighWatermark: -1, Lag: -1, LastMirroredOffset: -1, RetryAttempt: -1,
-					ErrorMessage: sp("source topic was re-created (id changed)")},
+					ErrorMessage: sp("source topic was re-created (id changed)"), RecordsAtRisk: -1, AtRiskAgeMs: -1},
 				{Partition: 1, State: "MIRRORING", SourceHighWatermark: 10, DestinationHighWatermark: 10, Lag: 0, LastMirroredOffset: -1,
 					ErrorMessage: sp("note: source retention overtook the copy; offsets 0..4 filled")},
+			}},
+			{Name: "audit", Partitions: []protocol.DescribeMirrorsResponsePartition{
+				{Partition: 0, State: "MIRRORING", SourceHighWatermark: 7, DestinationHighWatermark: 7, Lag: 0, LastMirroredOffset: -1},
+			}},
+			{Name: "logs", Partitions: []protocol.DescribeMirrorsResponsePartition{
+				{Partition: 0, State: "STOPPED", SourceHighWatermark: 90, DestinationHighWatermark: 95, Lag: 0, LastMirroredOffset: 88,
+					RecordsAtRisk: -1, AtRiskAgeMs: -1},
 			}},
 		},
 			Syncs: []protocol.DescribeMirrorsResponseSync{
@@ -117,4 +131,29 @@ func TestRenderList(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "list.json.golden", buf.Bytes())
+}
+
+// TestSyncTimedOut is what --wait-for-sync prints when it gives up: every
+// partition not in sync (behind, PAUSED with nothing at risk, unknown) with
+// what it would lose, the total, and an error that says nothing was sent.
+func TestSyncTimedOut(t *testing.T) {
+	resp := &protocol.DescribeMirrorsResponse{Mirrors: []protocol.DescribeMirrorsResponseMirror{{Name: "dr", Topics: []protocol.DescribeMirrorsResponseTopic{
+		{Name: "orders", Partitions: []protocol.DescribeMirrorsResponsePartition{
+			{Partition: 0, State: "MIRRORING", SourceHighWatermark: 12, DestinationHighWatermark: 5, RecordsAtRisk: 7, AtRiskAgeMs: 12_340},
+			{Partition: 1, State: "MIRRORING", SourceHighWatermark: 3, DestinationHighWatermark: 3},
+			{Partition: 2, State: "PAUSED", SourceHighWatermark: 4, DestinationHighWatermark: 4},
+		}},
+		{Name: "payments", Partitions: []protocol.DescribeMirrorsResponsePartition{
+			{Partition: 0, State: "MIRRORING", SourceHighWatermark: 9, DestinationHighWatermark: 8, RecordsAtRisk: 1, AtRiskAgeMs: 800},
+			{Partition: 1, State: "FAILED", SourceHighWatermark: -1, DestinationHighWatermark: 8, RecordsAtRisk: -1, AtRiskAgeMs: -1},
+		}},
+	}}}}
+	var out bytes.Buffer
+	r := &runner{a: &MirrorsArgs{Mirror: "dr", Timeout: 30 * time.Second}, out: &out, errw: &out}
+	err := r.syncTimedOut(resp, []string{"orders", "payments"})
+	if err == nil {
+		t.Fatal("no error: the command would exit 0")
+	}
+	fmt.Fprintf(&out, "error: %v\n", err)
+	golden(t, "wait_for_sync_timeout.golden", out.Bytes())
 }
