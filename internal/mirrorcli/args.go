@@ -36,9 +36,10 @@ const (
 	ActList     Action = "list"
 	ActDescribe Action = "describe"
 	ActDelete   Action = "delete"
+	ActAlter    Action = "alter"
 )
 
-var actions = []Action{ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActList, ActDescribe, ActDelete}
+var actions = []Action{ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActList, ActDescribe, ActDelete, ActAlter}
 
 // MirrorsArgs is a parsed `kmirror mirrors` command line.
 type MirrorsArgs struct {
@@ -55,6 +56,12 @@ type MirrorsArgs struct {
 	// at risk before failing over, and implies Wait.
 	WaitForSync bool
 	Timeout     time.Duration
+	// --alter: configs to set (--add-config, and --mirror-config's lines) and
+	// to put back to their defaults (--delete-config).
+	AddConfig    []KV
+	DeleteConfig []string
+	// --describe --configs: the mirror's configs instead of its partitions.
+	Configs bool
 }
 
 // TopicSelection is a --topics value: either plain topic names or one
@@ -131,8 +138,11 @@ func ParseTopics(flagName, v string) (TopicSelection, error) {
 
 // flagUse lists which actions take each optional flag.
 var flagUse = map[string][]Action{
-	"mirror":        {ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActDescribe, ActDelete},
-	"mirror-config": {ActCreate},
+	"mirror":        {ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActDescribe, ActDelete, ActAlter},
+	"mirror-config": {ActCreate, ActAlter},
+	"add-config":    {ActAlter},
+	"delete-config": {ActAlter},
+	"configs":       {ActDescribe},
 	"topics":        {ActAdd, ActRemove, ActPause, ActResume},
 	"exclude":       {ActAdd},
 	"failed":        {ActDescribe},
@@ -152,7 +162,7 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 	for _, act := range actions {
 		picked[act] = fs.Bool(string(act), false, "")
 	}
-	var topics, exclude string
+	var topics, exclude, addConfig, deleteConfig string
 	fs.StringVar(&a.Bootstrap, "bootstrap-server", "", "")
 	fs.StringVar(&a.CommandConfig, "command-config", "", "")
 	fs.StringVar(&a.Mirror, "mirror", "", "")
@@ -163,6 +173,9 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 	fs.BoolVar(&a.JSON, "json", false, "")
 	fs.BoolVar(&a.Wait, "wait", false, "")
 	fs.BoolVar(&a.WaitForSync, "wait-for-sync", false, "")
+	fs.StringVar(&addConfig, "add-config", "", "")
+	fs.StringVar(&deleteConfig, "delete-config", "", "")
+	fs.BoolVar(&a.Configs, "configs", false, "")
 	fs.DurationVar(&a.Timeout, "timeout", 60*time.Second, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -186,7 +199,7 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 	}
 	switch len(chosen) {
 	case 0:
-		return nil, usagef("no action given; give exactly one of --create, --add, --remove, --pause, --resume, --list, --describe, --delete")
+		return nil, usagef("no action given; give exactly one of --create, --add, --remove, --pause, --resume, --list, --describe, --delete, --alter")
 	case 1:
 	default:
 		return nil, usagef("%s given together; give exactly one action per command", strings.Join(chosen, " and "))
@@ -194,7 +207,7 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 	if a.Bootstrap == "" {
 		return nil, usagef("--bootstrap-server is required: give the kmirror proxy's address, e.g. --bootstrap-server localhost:9092")
 	}
-	for _, name := range []string{"mirror", "mirror-config", "topics", "exclude", "failed", "json", "wait", "wait-for-sync"} {
+	for _, name := range []string{"mirror", "mirror-config", "topics", "exclude", "failed", "json", "wait", "wait-for-sync", "add-config", "delete-config", "configs"} {
 		if acts := flagUse[name]; set[name] && !hasAction(acts, a.Action) {
 			return nil, usagef("--%s does not apply to --%s (it is used with %s); remove it", name, a.Action, actionList(acts))
 		}
@@ -212,6 +225,30 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 	}
 	if a.Action == ActCreate && a.MirrorConfig == "" {
 		return nil, usagef("--create needs --mirror-config FILE: a properties file with at least bootstrap.servers=SOURCE:PORT of the source cluster")
+	}
+	if a.Action == ActDescribe && a.Configs && a.Mirror == "" {
+		return nil, usagef("--describe --configs needs --mirror NAME")
+	}
+	if a.Action == ActAlter {
+		var err error
+		if a.AddConfig, err = parseKVs("--add-config", addConfig); err != nil {
+			return nil, err
+		}
+		for _, k := range strings.Split(deleteConfig, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				a.DeleteConfig = append(a.DeleteConfig, k)
+			}
+		}
+		for _, kv := range a.AddConfig {
+			for _, d := range a.DeleteConfig {
+				if kv.Key == d {
+					return nil, usagef("%s is both in --add-config and --delete-config; keep one", d)
+				}
+			}
+		}
+		if len(a.AddConfig) == 0 && len(a.DeleteConfig) == 0 && a.MirrorConfig == "" {
+			return nil, usagef("--alter needs --add-config K=V[,K=V], --delete-config K[,K] or --mirror-config FILE")
+		}
 	}
 	switch a.Action {
 	case ActAdd, ActRemove, ActPause, ActResume:
@@ -252,6 +289,26 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 		}
 	}
 	return a, nil
+}
+
+// KV is one key=value of --add-config.
+type KV struct{ Key, Value string }
+
+// parseKVs reads K=V[,K=V]. A value cannot hold a comma; a list value goes
+// in --mirror-config's file instead.
+func parseKVs(flagName, v string) ([]KV, error) {
+	var out []KV
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(part, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, usagef("%s %q: give KEY=VALUE pairs separated by commas (a list value goes in a --mirror-config file)", flagName, part)
+		}
+		out = append(out, KV{strings.TrimSpace(k), strings.TrimSpace(val)})
+	}
+	return out, nil
 }
 
 // didYouMean suggests the closest flag for "flag provided but not defined".
@@ -368,6 +425,13 @@ Actions (exactly one):
         by the producer: a producer's wrong clock makes it wrong too). - where
         unknown, or the partition already fails over (STOPPING, STOPPED).
   --delete --mirror M                   delete a mirror whose topics are all STOPPED
+  --alter --mirror M [--add-config K=V[,K=V]] [--delete-config K[,K]] [--mirror-config FILE]
+        change a mirror's configs while it runs (replication.throttled.rate applies
+        within a second; patterns, group and ACL filters at the next refresh; fetch
+        sizes when copies restart). --delete-config puts a key back to its default;
+        FILE's lines are set too. The keys naming the source (bootstrap.servers,
+        source.cluster.id, security.protocol, sasl.*, ssl.*) cannot change.
+  --describe --mirror M --configs       the mirror's configs, with defaults
 
 TOPICS is either topic names separated by commas (orders,payments), or, when the
 value has any character a topic name cannot have, ONE regular expression matched

@@ -137,6 +137,7 @@ func startServer(t *testing.T) *server {
 		t.Fatal(err)
 	}
 	apis.Register(p.Handlers, backend)
+	p.SetConfigResources(apis.ConfigResources(backend))
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 	defer scancel()
 	if err := p.Start(sctx); err != nil {

@@ -37,7 +37,7 @@ func RunMirrors(ctx context.Context, a *MirrorsArgs, stdout, stderr io.Writer) e
 	// Read the mirror config before connecting, so a bad file is reported
 	// without waiting on the network.
 	var configs []protocol.CreateMirrorRequestConfig
-	if a.Action == ActCreate {
+	if a.Action == ActCreate || (a.Action == ActAlter && a.MirrorConfig != "") {
 		if configs, err = readMirrorConfig(a.MirrorConfig); err != nil {
 			return err
 		}
@@ -68,9 +68,14 @@ func RunMirrors(ctx context.Context, a *MirrorsArgs, stdout, stderr io.Writer) e
 	case ActList:
 		return r.list(ctx)
 	case ActDescribe:
+		if a.Configs {
+			return r.describeConfigs(ctx)
+		}
 		return r.describe(ctx)
 	case ActDelete:
 		return r.delete(ctx)
+	case ActAlter:
+		return r.alter(ctx, configs)
 	}
 	return usagef("unknown action %q", a.Action)
 }
