@@ -162,49 +162,59 @@ func (c *Copier) endTxn(p *partition, o *op) error {
 }
 
 // fillMarkers fills [o.base, o.base+o.n) with markers of empty aborted
-// transactions, up to FillerTransactions at a time (their order does not
-// matter: every one is the same invisible abort marker). Offset s is filled
-// by filler id s mod FillerTransactions, so two owners filling the same
-// offsets use the same ids: on a transaction.version 2 destination the
-// second EndTxn for an epoch is answered as a retry and the second
-// AddPartitionsToTxn after it as fenced, never with a second marker.
+// transactions, FillerTransactions in flight at once: filler id j writes the
+// markers of the offsets s with s mod FillerTransactions == j, one after the
+// other (its next transaction begins as soon as the coordinator has written
+// the previous one's marker). Which marker lands at which offset does not
+// matter, every one is the same invisible abort marker; their number does,
+// and the log end is checked against it when all are written. Two owners
+// filling the same offsets use the same ids in the same order: on a
+// transaction.version 2 destination a repeated EndTxn of an epoch is
+// answered as a retry and a stale epoch is fenced, never with a second
+// marker.
 func (c *Copier) fillMarkers(p *partition, o *op) error {
-	for {
-		end, err := c.logEnd(p)
-		if err != nil {
-			return err
-		}
-		switch {
-		case end < o.base || end > o.base+o.n:
-			return fmt.Errorf("%w: destination log end %d is outside the filler range %d..%d", ErrOffsetMismatch, end, o.base, o.base+o.n)
-		case end == o.base+o.n:
-			c.mu.Lock()
-			p.progress.DestinationLogEnd = end
-			c.mu.Unlock()
-			return nil
-		}
-		k := int(min(o.base+o.n-end, int64(len(p.fillers))))
-		errs := make([]error, k)
-		var wg sync.WaitGroup
-		for i := range k {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = c.emptyAbort(p, p.fillers[(end+int64(i))%int64(len(p.fillers))])
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return err
-		}
-		if err := c.waitLanded(p, end+int64(k)); err != nil {
-			return err
-		}
-		c.mu.Lock()
-		p.progress.FillerMarkers += int64(k)
-		p.progress.DestinationLogEnd = end + int64(k)
-		c.mu.Unlock()
+	end, err := c.logEnd(p)
+	if err != nil {
+		return err
 	}
+	target := o.base + o.n
+	if end < o.base || end > target {
+		return fmt.Errorf("%w: destination log end %d is outside the filler range %d..%d", ErrOffsetMismatch, end, o.base, target)
+	}
+	k := int64(len(p.fillers))
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	for j := range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f := p.fillers[j]
+			for s := end + (j-end%k+k)%k; s < target; s += k {
+				if err := c.lease(); err != nil {
+					errs[j] = err
+					return
+				}
+				if err := c.emptyAbort(p, f); err != nil {
+					errs[j] = err
+					return
+				}
+				c.mu.Lock()
+				p.progress.FillerMarkers++
+				c.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := c.waitLanded(p, target); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	p.progress.DestinationLogEnd = target
+	c.mu.Unlock()
+	return nil
 }
 
 // emptyAbort writes one abort marker with no transaction data before it.

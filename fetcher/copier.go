@@ -74,7 +74,7 @@ type Config struct {
 	RateLimit int64
 	// FillerTransactions is how many empty aborted transactions may be in
 	// flight at once per partition to fill offsets the source has no record
-	// at (default 8).
+	// at (default 32).
 	FillerTransactions int
 	// Lease, if set, is asked before every write to the destination; an
 	// error holds the write back (the caller may have lost the partition).
@@ -343,7 +343,7 @@ func NewCopier(cfg Config) (*Copier, error) {
 		cfg.ProduceTimeout = 30 * time.Second
 	}
 	if cfg.FillerTransactions <= 0 {
-		cfg.FillerTransactions = 8
+		cfg.FillerTransactions = 32
 	}
 	if cfg.MaxBufferedBytes < int64(cfg.FetchMaxBytes) {
 		return nil, fmt.Errorf("fetcher: MaxBufferedBytes %d is below FetchMaxBytes %d", cfg.MaxBufferedBytes, cfg.FetchMaxBytes)

@@ -121,7 +121,9 @@ func retryTxn(ctx context.Context, what string, do func() error) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: still failing after 30s: %w", what, err)
 		}
-		t := time.NewTimer(min(time.Duration(attempt+1)*10*time.Millisecond, 500*time.Millisecond))
+		// CONCURRENT_TRANSACTIONS clears within milliseconds (the previous
+		// marker being written): retry soon, then back off.
+		t := time.NewTimer(min(time.Duration(1<<min(attempt, 8))*time.Millisecond, 500*time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -18,7 +18,7 @@ import (
 // compacted source costs: a topic whose records mostly share a few keys,
 // compacted on the source until most offsets hold no record, is copied by
 // the fetcher; each offset without a record becomes the marker of an empty
-// aborted transaction on the destination (8 in flight per partition).
+// aborted transaction on the destination (32 in flight per partition).
 // Reported: offsets filled per second and the copy's wall time, next to a
 // dense copy of a topic with as many offsets, in the same run.
 func BenchmarkCompactedFiller(b *testing.B) {
@@ -66,14 +66,27 @@ func BenchmarkCompactedFiller(b *testing.B) {
 		h := holes()
 		return h > offsets*9/10, fmt.Sprintf("%d of %d offsets without a record", h, offsets)
 	})
-	for _, topic := range []string{"compacted", "dense"} {
-		b.Run(topic, func(b *testing.B) {
+	type run struct {
+		topic   string
+		fillers int
+	}
+	for _, r := range []run{{"compacted", 32}, {"compacted", 128}, {"dense", 32}} {
+		topic := r.topic
+		b.Run(fmt.Sprintf("%s/fillers=%d", topic, r.fillers), func(b *testing.B) {
 			for range b.N {
 				dadm := kadm.NewClient(dst.Client(b))
+				// A fresh destination topic per run.
+				if _, err := dadm.DeleteTopics(ctx, topic); err != nil {
+					b.Fatal(err)
+				}
+				polltest.Eventually(b, time.Minute, "the previous destination topic deleted", func() (bool, string) {
+					md, err := dadm.Metadata(kadm.WithAuthorizedOps(ctx), topic)
+					return err == nil && md.Topics[topic].Err != nil, fmt.Sprint(err)
+				})
 				if _, err := fetcher.EnsureDestinationTopic(ctx, sadm, dadm, topic, nil); err != nil {
 					b.Fatal(err)
 				}
-				c, err := fetcher.NewCopier(fetcher.Config{Source: src.Client(b), Destination: dst.Client(b)})
+				c, err := fetcher.NewCopier(fetcher.Config{Source: src.Client(b), Destination: dst.Client(b), FillerTransactions: r.fillers})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -83,7 +96,7 @@ func BenchmarkCompactedFiller(b *testing.B) {
 				}
 				end, _ := ends.Lookup(topic, 0)
 				began := time.Now()
-				if err := c.Start(ctx, fetcher.Task{Topic: topic, Partition: 0, TransactionalID: "bench-" + topic}, nil); err != nil {
+				if err := c.Start(ctx, fetcher.Task{Topic: topic, Partition: 0, TransactionalID: fmt.Sprintf("bench-%s-%d", topic, r.fillers)}, nil); err != nil {
 					b.Fatal(err)
 				}
 				var p fetcher.Progress
