@@ -94,8 +94,9 @@ type Task struct {
 	// (txn.go); every owner of the partition must use the same one.
 	TransactionalID string
 	// Writer is the partition's idempotent writer (NewWriter), the same for
-	// every owner of the partition. Zero: Start takes a new one (tests).
-	Writer ProducerIdentity
+	// every owner of the partition. Nil: Start takes a new one (tests).
+	// (Producer id 0 is a valid id: the first a cluster hands out.)
+	Writer *ProducerIdentity
 }
 
 // Progress is where a partition's copy stands.
@@ -519,12 +520,12 @@ func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) erro
 	if task.TransactionalID == "" {
 		return fmt.Errorf("fetcher: %s/%d: Task.TransactionalID is required (it names the partition's writers)", task.Topic, task.Partition)
 	}
-	if task.Writer == (ProducerIdentity{}) {
+	if task.Writer == nil {
 		w, err := NewWriter(ctx, c.cfg.Destination)
 		if err != nil {
 			return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
 		}
-		task.Writer = w
+		task.Writer = &w
 	}
 	if err := c.lease(); err != nil {
 		return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
@@ -566,7 +567,7 @@ func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) erro
 		tp:             tp,
 		task:           task,
 		onEvent:        onEvent,
-		writer:         task.Writer,
+		writer:         *task.Writer,
 		nextSeq:        rp.writerNextSeq,
 		txns:           rp.txns,
 		seqHints:       rp.seqHints,

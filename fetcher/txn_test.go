@@ -160,7 +160,7 @@ func testTransactionResume(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := Task{Topic: topic, Partition: 0, TransactionalID: "mirror-txn-resume-0", Writer: writer}
+	task := Task{Topic: topic, Partition: 0, TransactionalID: "mirror-txn-resume-0", Writer: &writer}
 
 	first := e.newCopier(Config{})
 	first.holdOpsFrom(topic, 0, markerAt)
@@ -480,7 +480,7 @@ func testZombie(t *testing.T, e *env) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			task := Task{Topic: topic, Partition: 0, TransactionalID: "mirror-" + topic + "-0", Writer: writer}
+			task := Task{Topic: topic, Partition: 0, TransactionalID: "mirror-" + topic + "-0", Writer: &writer}
 			var lost atomic.Bool
 			a := e.newCopier(Config{Lease: func() error {
 				if leased && lost.Load() {

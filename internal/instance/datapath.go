@@ -135,7 +135,7 @@ func (d *DataPath) Start(ctx context.Context, p coordinator.PartitionRef, w coor
 		return errors.New("internal: starting a copy without the partition's data writer")
 	}
 	task := fetcher.Task{Topic: p.Topic, Partition: p.Partition, SourceTopicID: p.SourceTopicID, TransactionalID: p.TransactionalID(),
-		Writer: fetcher.ProducerIdentity{ID: w.Data.ID, Epoch: w.Data.Epoch}}
+		Writer: &fetcher.ProducerIdentity{ID: w.Data.ID, Epoch: w.Data.Epoch}}
 	if err := mc.copier.Start(ctx, task, func(ev fetcher.Event) { events(translate(ev)) }); err != nil {
 		return permanent(err)
 	}
