@@ -302,6 +302,7 @@ type Copier struct {
 	events                 []func()
 	closed                 bool
 
+	fetchTurn int          // rotates the partition order of fetches (under mu)
 	rate      atomic.Int64 // bytes/s, 0 unlimited
 	nextFetch time.Time    // rate limit: when the next fetch may go (under mu)
 
@@ -321,6 +322,11 @@ const (
 	// is recognised only among a producer's last 5 batches.
 	maxInFlightPerPartition = 5
 	maxRequestsInFlight     = 5
+	// maxRequestBytes bounds one Produce request (about; a request holds at
+	// least one batch): smaller requests keep the broker busy while the next
+	// is on the wire, where one request of every partition's batch would
+	// leave it idle between huge requests.
+	maxRequestBytes = 4 << 20
 )
 
 // NewCopier starts a Copier's background goroutines; Close stops them.

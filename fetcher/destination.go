@@ -147,7 +147,11 @@ func (c *Copier) collectSends(w *worker) (sends []sendPart, txnID string, prev, 
 	}
 	var rewrites []rewrite
 	var fills []*sendPart
+	var reqBytes int
 	for _, p := range ps {
+		if reqBytes >= maxRequestBytes {
+			break // the rest go in the next request, in flight behind this one
+		}
 		o := p.queue[p.inFlight]
 		switch {
 		case o.control() || c.heldLocked(p, o):
@@ -184,6 +188,7 @@ func (c *Copier) collectSends(w *worker) (sends []sendPart, txnID string, prev, 
 			o.seqSet, o.seqEpoch = true, epoch
 			rewrites = append(rewrites, rewrite{o.raw, pid, epoch, o.seq})
 		}
+		reqBytes += len(o.raw)
 		sends = append(sends, sendPart{p: p, o: o, gen: p.gen, next: o.base + o.n})
 	}
 	if len(sends) == 0 {

@@ -114,6 +114,14 @@ func (c *Copier) collectFetch(leader int32) ([]fetchPart, int64, int32) {
 		}
 	}
 	sortedParts(ps)
+	// Rotate where the request starts: a broker fills a response in request
+	// order up to its byte limit, so a fixed order would serve the first
+	// partitions again and again while the others wait.
+	if len(ps) > 1 && !ps[0].bigFirst {
+		c.fetchTurn++
+		k := c.fetchTurn % len(ps)
+		ps = append(ps[k:], ps[:k]...)
+	}
 	partMax, respMax := c.cfg.FetchMaxBytes, c.cfg.FetchResponseMaxBytes
 	if r := c.rate.Load(); r > 0 {
 		burst := int32(min(max(r/5, 16<<10), int64(respMax)))
