@@ -1,6 +1,7 @@
 // Package proxybench measures what the kmirror proxy costs a Kafka client: produce and
 // consume throughput (MB/s) and produce request latency (p50/p99), direct to a real
-// single-node Apache Kafka and through an in-process proxy, side by side in one run.
+// single-node Apache Kafka and through the proxy (the kmirror binary in its own process),
+// side by side in one run.
 //
 //	make bench        (or: go test -run '^$' -bench . -benchtime 1x ./bench/proxy/)
 //
@@ -10,18 +11,24 @@
 package proxybench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/proxy"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -49,25 +56,7 @@ type result struct {
 
 func BenchmarkProxy(b *testing.B) {
 	cluster := kafkatest.Start(b, kafkatest.Real(), kafkatest.Brokers(1))
-	p, err := proxy.New(proxy.Config{
-		Upstream:       cluster.Bootstrap(),
-		Listen:         "127.0.0.1:0",
-		AdvertisedHost: "127.0.0.1",
-		BrokerPortBase: 0,
-		IdleTimeout:    time.Hour,
-	}, proxy.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = p.Shutdown(ctx)
-	}()
-	paths := map[string]string{"direct": cluster.BootstrapString(), "proxy": p.AdvertisedAddr()}
+	paths := map[string]string{"direct": cluster.BootstrapString(), "proxy": startProxy(b, cluster)}
 
 	for _, sc := range scenarios {
 		var rounds []map[string]result
@@ -120,6 +109,82 @@ func BenchmarkProxy(b *testing.B) {
 			med("direct", p50), med("proxy", p50), median(addedP50),
 			med("direct", p99), med("proxy", p99), median(addedP99))
 	}
+}
+
+// startProxy starts the proxy under test in front of cluster and returns its bootstrap
+// address. By default it is the kmirror binary in a process of its own (`kmirror proxy
+// --mirroring=false`), as it is deployed. KMIRROR_BENCH_PROXY=inprocess runs it inside the
+// benchmark process instead, where it shares the client's Go runtime: two Ps for client and
+// proxy goroutines together, scheduled by the runtime rather than the kernel, and one garbage
+// collector driven by the consumer's allocations. That couples the proxy's forwarding to the
+// client's scheduling in a way no deployment has, so it is kept only for comparison.
+func startProxy(b *testing.B, cluster *kafkatest.Cluster) string {
+	b.Helper()
+	if os.Getenv("KMIRROR_BENCH_PROXY") == "inprocess" {
+		p, err := proxy.New(proxy.Config{
+			Upstream:       cluster.Bootstrap(),
+			Listen:         "127.0.0.1:0",
+			AdvertisedHost: "127.0.0.1",
+			BrokerPortBase: 0,
+			IdleTimeout:    time.Hour,
+		}, proxy.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = p.Shutdown(ctx)
+		})
+		return p.AdvertisedAddr()
+	}
+	bin := filepath.Join(b.TempDir(), "kmirror")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/kmirror").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	cmd := exec.Command(bin, "proxy", "--upstream", cluster.BootstrapString(), "--listen", addr,
+		"--advertised-host", "127.0.0.1", "--broker-ports", "0", "--idle-timeout", "1h",
+		"--mirroring=false", "--log-level", "warn")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	polltest.Eventually(b, 30*time.Second, "kmirror proxy listens on "+addr, func() (bool, string) {
+		select {
+		case <-exited:
+			b.Fatalf("kmirror proxy exited at start:\n%s", logs.String())
+		default:
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false, err.Error()
+		}
+		_ = c.Close()
+		return true, ""
+	})
+	return addr
 }
 
 // benchRounds is the number of paired trials per scenario (KMIRROR_BENCH_ROUNDS, default 5);
