@@ -5,9 +5,10 @@
 //
 //	make bench        (or: go test -run '^$' -bench . -benchtime 1x ./bench/proxy/)
 //
-// Every scenario runs benchRounds paired trials (direct and proxied back to back, the order
-// alternating) and reports medians: on a shared 2-core machine, where the broker, the client
-// and the proxy compete for the CPU, single runs vary by a factor of two.
+// Every scenario runs one warm-up round and then benchRounds paired rounds (each
+// measurement on both paths back to back, the order alternating) and reports medians: on a
+// shared 2-core machine, where the broker, the client and the proxy compete for the CPU,
+// single runs vary by a factor of two.
 package proxybench
 
 import (
@@ -60,18 +61,13 @@ func BenchmarkProxy(b *testing.B) {
 
 	for _, sc := range scenarios {
 		var rounds []map[string]result
-		for round := range benchRounds() {
-			// Paired trials, order alternating: drift and neighbours' load hit both paths.
-			order := []string{"direct", "proxy"}
-			if round%2 == 1 {
-				order = []string{"proxy", "direct"}
-			}
-			res := map[string]result{}
-			for _, path := range order {
-				res[path] = runScenario(b, paths[path], sc, fmt.Sprintf("%s-%s-%d-%d", sc.name, path, round, time.Now().UnixNano()))
-			}
-			rounds = append(rounds, res)
+		// Round 0 only warms up (the broker's JIT, both paths' connections and buffers) and is
+		// not counted: the first rounds of a fresh broker are up to twice as slow as later
+		// ones, which only adds noise to a paired ratio.
+		for round := range benchRounds() + 1 {
+			rounds = append(rounds, runRound(b, paths, sc, round))
 		}
+		rounds = rounds[1:]
 		med := func(path string, f func(result) float64) float64 {
 			var v []float64
 			for _, r := range rounds {
@@ -79,12 +75,14 @@ func BenchmarkProxy(b *testing.B) {
 			}
 			return median(v)
 		}
-		ratio := func(f func(result) float64) float64 {
+		// ratios returns the median, minimum and maximum over the rounds of proxy/direct.
+		ratios := func(f func(result) float64) (float64, float64, float64) {
 			var v []float64
 			for _, r := range rounds {
 				v = append(v, f(r["proxy"])/f(r["direct"]))
 			}
-			return median(v)
+			slices.Sort(v)
+			return median(v), v[0], v[len(v)-1]
 		}
 		prodMBs := func(r result) float64 { return r.produceMBs }
 		consMBs := func(r result) float64 { return r.consumeMBs }
@@ -103,12 +101,51 @@ func BenchmarkProxy(b *testing.B) {
 			addedP50 = append(addedP50, p50(r["proxy"])-p50(r["direct"]))
 			addedP99 = append(addedP99, p99(r["proxy"])-p99(r["direct"]))
 		}
-		b.Logf("%-5s medians of %d paired rounds: produce %.1f -> %.1f MB/s (proxy/direct %.0f%%), consume %.1f -> %.1f MB/s (%.0f%%), p50 %.0f -> %.0f µs (added %+.0f µs), p99 %.0f -> %.0f µs (added %+.0f µs)",
-			sc.name, len(rounds), med("direct", prodMBs), med("proxy", prodMBs), 100*ratio(prodMBs),
-			med("direct", consMBs), med("proxy", consMBs), 100*ratio(consMBs),
+		pm, plo, phi := ratios(prodMBs)
+		cm, clo, chi := ratios(consMBs)
+		b.Logf("%-5s medians of %d paired rounds: produce %.1f -> %.1f MB/s (proxy/direct %.0f%%, rounds %.0f…%.0f%%), consume %.1f -> %.1f MB/s (%.0f%%, rounds %.0f…%.0f%%), p50 %.0f -> %.0f µs (added %+.0f µs), p99 %.0f -> %.0f µs (added %+.0f µs)",
+			sc.name, len(rounds), med("direct", prodMBs), med("proxy", prodMBs), 100*pm, 100*plo, 100*phi,
+			med("direct", consMBs), med("proxy", consMBs), 100*cm, 100*clo, 100*chi,
 			med("direct", p50), med("proxy", p50), median(addedP50),
 			med("direct", p99), med("proxy", p99), median(addedP99))
 	}
+}
+
+// runRound runs one paired trial of sc on both paths. Each measurement runs on both paths
+// back to back (both latency runs, then both produce runs, then both consumes), the order
+// alternating between rounds, so that the two halves of a pair are a fraction of a second
+// apart and meet the same load from the machine's other tenants.
+func runRound(b *testing.B, paths map[string]string, sc scenario, round int) map[string]result {
+	order := []string{"direct", "proxy"}
+	if round%2 == 1 {
+		order = []string{"proxy", "direct"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res := map[string]result{}
+	topics := map[string]string{}
+	for _, path := range order {
+		topics[path] = fmt.Sprintf("%s-%s-%d-%d", sc.name, path, round, time.Now().UnixNano())
+		createTopic(ctx, b, paths[path], topics[path])
+	}
+	var latencyRecords int
+	for _, path := range order {
+		r := res[path]
+		r.p50, r.p99, latencyRecords = measureLatency(ctx, b, paths[path], topics[path], sc)
+		res[path] = r
+	}
+	var produced int
+	for _, path := range order {
+		r := res[path]
+		r.produceMBs, produced = measureProduce(ctx, b, paths[path], topics[path], sc)
+		res[path] = r
+	}
+	for _, path := range order {
+		r := res[path]
+		r.consumeMBs = measureConsume(ctx, b, paths[path], topics[path], sc, produced+latencyRecords)
+		res[path] = r
+	}
+	return res
 }
 
 // startProxy starts the proxy under test in front of cluster and returns its bootstrap
@@ -204,9 +241,7 @@ func median(v []float64) float64 {
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
-func runScenario(b *testing.B, bootstrap string, sc scenario, topic string) result {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+func createTopic(ctx context.Context, b *testing.B, bootstrap, topic string) {
 	adm, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
 	if err != nil {
 		b.Fatal(err)
@@ -215,13 +250,16 @@ func runScenario(b *testing.B, bootstrap string, sc scenario, topic string) resu
 	if _, err := kadm.NewClient(adm).CreateTopic(ctx, 3, 1, nil, topic); err != nil {
 		b.Fatalf("create %s: %v", topic, err)
 	}
-	var r result
+}
 
-	// Latency: one record at a time, acks=all, so each sample is one Produce round trip.
+// measureLatency produces 1000 records one at a time, acks=all, so each sample is one
+// Produce round trip; it returns p50, p99 and the number of records written.
+func measureLatency(ctx context.Context, b *testing.B, bootstrap, topic string, sc scenario) (p50, p99 time.Duration, n int) {
 	lat, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0))
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer lat.Close()
 	value := make([]byte, sc.recordSize)
 	samples := make([]time.Duration, 0, 1000)
 	for range 1000 {
@@ -231,17 +269,19 @@ func runScenario(b *testing.B, bootstrap string, sc scenario, topic string) resu
 		}
 		samples = append(samples, time.Since(start))
 	}
-	lat.Close()
 	slices.Sort(samples)
-	r.p50, r.p99 = samples[len(samples)/2], samples[len(samples)*99/100]
+	return samples[len(samples)/2], samples[len(samples)*99/100], len(samples)
+}
 
-	// Produce throughput.
+// measureProduce writes sc.totalBytes and returns MB/s and the number of records.
+func measureProduce(ctx context.Context, b *testing.B, bootstrap, topic string, sc scenario) (float64, int) {
 	prod, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic(topic),
 		kgo.ProducerLinger(sc.linger), kgo.ProducerBatchMaxBytes(sc.batchBytes),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedBytes(64<<20))
 	if err != nil {
 		b.Fatal(err)
 	}
+	value := make([]byte, sc.recordSize)
 	n := sc.totalBytes / sc.recordSize
 	var wg sync.WaitGroup
 	var firstErr error
@@ -264,10 +304,12 @@ func runScenario(b *testing.B, bootstrap string, sc scenario, topic string) resu
 	if firstErr != nil {
 		b.Fatalf("produce: %v", firstErr)
 	}
-	r.produceMBs = float64(n*sc.recordSize) / el.Seconds() / (1 << 20)
+	return float64(n*sc.recordSize) / el.Seconds() / (1 << 20), n
+}
 
-	// Consume throughput: everything from the start (the latency records included).
-	want := n + len(samples)
+// measureConsume reads the topic's want records from the start with a fresh consumer and
+// returns MB/s.
+func measureConsume(ctx context.Context, b *testing.B, bootstrap, topic string, sc scenario, want int) float64 {
 	cons, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(50<<20), kgo.FetchMaxPartitionBytes(1<<20)) // the Java client's defaults
 	if err != nil {
@@ -276,6 +318,7 @@ func runScenario(b *testing.B, bootstrap string, sc scenario, topic string) resu
 	defer cons.Close()
 	// Steady state: the clock starts with the first records, so connection set-up (a few
 	// round trips, measured by the latency figures) does not count as throughput.
+	var start time.Time
 	got, counted := 0, 0
 	for got < want {
 		fs := cons.PollFetches(ctx)
@@ -290,6 +333,5 @@ func runScenario(b *testing.B, bootstrap string, sc scenario, topic string) resu
 		got += fs.NumRecords()
 		counted += fs.NumRecords()
 	}
-	r.consumeMBs = float64(counted*sc.recordSize) / time.Since(start).Seconds() / (1 << 20)
-	return r
+	return float64(counted*sc.recordSize) / time.Since(start).Seconds() / (1 << 20)
 }
