@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -52,12 +53,15 @@ var scenarios = []scenario{
 
 type result struct {
 	produceMBs, consumeMBs float64
+	// CPU of the proxy process per GiB it forwarded (proxy path, own process only).
+	produceCPU, consumeCPU time.Duration
 	p50, p99               time.Duration
 }
 
 func BenchmarkProxy(b *testing.B) {
 	cluster := kafkatest.Start(b, kafkatest.Real(), kafkatest.Brokers(1))
-	paths := map[string]string{"direct": cluster.BootstrapString(), "proxy": startProxy(b, cluster)}
+	proxyAddr, proxyCPU := startProxy(b, cluster)
+	paths := map[string]string{"direct": cluster.BootstrapString(), "proxy": proxyAddr}
 
 	for _, sc := range scenarios {
 		var rounds []map[string]result
@@ -65,7 +69,7 @@ func BenchmarkProxy(b *testing.B) {
 		// not counted: the first rounds of a fresh broker are up to twice as slow as later
 		// ones, which only adds noise to a paired ratio.
 		for round := range benchRounds() + 1 {
-			rounds = append(rounds, runRound(b, paths, sc, round))
+			rounds = append(rounds, runRound(b, paths, proxyCPU, sc, round))
 		}
 		rounds = rounds[1:]
 		med := func(path string, f func(result) float64) float64 {
@@ -103,6 +107,11 @@ func BenchmarkProxy(b *testing.B) {
 		}
 		pm, plo, phi := ratios(prodMBs)
 		cm, clo, chi := ratios(consMBs)
+		prodCPU := func(r result) float64 { return float64(r.produceCPU.Milliseconds()) }
+		consCPU := func(r result) float64 { return float64(r.consumeCPU.Milliseconds()) }
+		if med("proxy", consCPU) > 0 {
+			b.Logf("%-5s proxy process CPU per GiB forwarded (median): produce %.0f ms, consume %.0f ms", sc.name, med("proxy", prodCPU), med("proxy", consCPU))
+		}
 		b.Logf("%-5s medians of %d paired rounds: produce %.1f -> %.1f MB/s (proxy/direct %.0f%%, rounds %.0f…%.0f%%), consume %.1f -> %.1f MB/s (%.0f%%, rounds %.0f…%.0f%%), p50 %.0f -> %.0f µs (added %+.0f µs), p99 %.0f -> %.0f µs (added %+.0f µs)",
 			sc.name, len(rounds), med("direct", prodMBs), med("proxy", prodMBs), 100*pm, 100*plo, 100*phi,
 			med("direct", consMBs), med("proxy", consMBs), 100*cm, 100*clo, 100*chi,
@@ -115,7 +124,7 @@ func BenchmarkProxy(b *testing.B) {
 // back to back (both latency runs, then both produce runs, then both consumes), the order
 // alternating between rounds, so that the two halves of a pair are a fraction of a second
 // apart and meet the same load from the machine's other tenants.
-func runRound(b *testing.B, paths map[string]string, sc scenario, round int) map[string]result {
+func runRound(b *testing.B, paths map[string]string, proxyCPU func() time.Duration, sc scenario, round int) map[string]result {
 	order := []string{"direct", "proxy"}
 	if round%2 == 1 {
 		order = []string{"proxy", "direct"}
@@ -134,15 +143,29 @@ func runRound(b *testing.B, paths map[string]string, sc scenario, round int) map
 		r.p50, r.p99, latencyRecords = measureLatency(ctx, b, paths[path], topics[path], sc)
 		res[path] = r
 	}
+	// cpuPerGiB runs fn and returns the proxy's CPU per GiB moved, when it can be told.
+	cpuPerGiB := func(path string, bytes int, fn func()) time.Duration {
+		if path != "proxy" || proxyCPU == nil {
+			fn()
+			return 0
+		}
+		before := proxyCPU()
+		fn()
+		return time.Duration(float64(proxyCPU()-before) * float64(1<<30) / float64(bytes))
+	}
 	var produced int
 	for _, path := range order {
 		r := res[path]
-		r.produceMBs, produced = measureProduce(ctx, b, paths[path], topics[path], sc)
+		r.produceCPU = cpuPerGiB(path, sc.totalBytes, func() {
+			r.produceMBs, produced = measureProduce(ctx, b, paths[path], topics[path], sc)
+		})
 		res[path] = r
 	}
 	for _, path := range order {
 		r := res[path]
-		r.consumeMBs = measureConsume(ctx, b, paths[path], topics[path], sc, produced+latencyRecords)
+		r.consumeCPU = cpuPerGiB(path, (produced+latencyRecords)*sc.recordSize, func() {
+			r.consumeMBs = measureConsume(ctx, b, paths[path], topics[path], sc, produced+latencyRecords)
+		})
 		res[path] = r
 	}
 	return res
@@ -155,7 +178,9 @@ func runRound(b *testing.B, paths map[string]string, sc scenario, round int) map
 // proxy goroutines together, scheduled by the runtime rather than the kernel, and one garbage
 // collector driven by the consumer's allocations. That couples the proxy's forwarding to the
 // client's scheduling in a way no deployment has, so it is kept only for comparison.
-func startProxy(b *testing.B, cluster *kafkatest.Cluster) string {
+// cpu reports the proxy process's CPU time so far (nil in-process, where it cannot be told
+// from the client's).
+func startProxy(b *testing.B, cluster *kafkatest.Cluster) (addr string, cpu func() time.Duration) {
 	b.Helper()
 	if os.Getenv("KMIRROR_BENCH_PROXY") == "inprocess" {
 		p, err := proxy.New(proxy.Config{
@@ -176,7 +201,7 @@ func startProxy(b *testing.B, cluster *kafkatest.Cluster) string {
 			defer cancel()
 			_ = p.Shutdown(ctx)
 		})
-		return p.AdvertisedAddr()
+		return p.AdvertisedAddr(), nil
 	}
 	bin := filepath.Join(b.TempDir(), "kmirror")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/kmirror").CombinedOutput(); err != nil {
@@ -186,7 +211,7 @@ func startProxy(b *testing.B, cluster *kafkatest.Cluster) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	addr := l.Addr().String()
+	addr = l.Addr().String()
 	_ = l.Close()
 	cmd := exec.Command(bin, "proxy", "--upstream", cluster.BootstrapString(), "--listen", addr,
 		"--advertised-host", "127.0.0.1", "--broker-ports", "0", "--idle-timeout", "1h",
@@ -221,7 +246,25 @@ func startProxy(b *testing.B, cluster *kafkatest.Cluster) string {
 		_ = c.Close()
 		return true, ""
 	})
-	return addr
+	return addr, func() time.Duration { return processCPU(cmd.Process.Pid) }
+}
+
+// processCPU sums the CPU time of pid's threads (schedstat, in nanoseconds); 0 when /proc
+// does not say.
+func processCPU(pid int) time.Duration {
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var sum time.Duration
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread exited
+		}
+		if fields := strings.Fields(string(b)); len(fields) > 0 {
+			ns, _ := strconv.ParseInt(fields[0], 10, 64)
+			sum += time.Duration(ns)
+		}
+	}
+	return sum
 }
 
 // benchRounds is the number of paired trials per scenario (KMIRROR_BENCH_ROUNDS, default 5);
