@@ -72,6 +72,13 @@ func runKmirror(ctx context.Context, b *testing.B, e *env, s spec) result {
 	create := protocol.NewPtrCreateMirrorRequest()
 	create.MirrorName = mirror
 	create.Configs = []protocol.CreateMirrorRequestConfig{{Name: "bootstrap.servers", Value: kmsg.StringPtr(e.src.BootstrapString())}}
+	// KMIRROR_BENCH_MIRROR_CONFIGS=name=value,... tries other mirror settings (the figures
+	// in bench/README.md are the defaults').
+	for _, kv := range strings.Split(os.Getenv("KMIRROR_BENCH_MIRROR_CONFIGS"), ",") {
+		if name, value, ok := strings.Cut(kv, "="); ok {
+			create.Configs = append(create.Configs, protocol.CreateMirrorRequestConfig{Name: name, Value: kmsg.StringPtr(value)})
+		}
+	}
 	if cr := request[*protocol.CreateMirrorResponse](ctx, b, adm, create); cr.ErrorCode != 0 {
 		b.Fatalf("create mirror %s: %s", mirror, deref(cr.ErrorMessage))
 	}
@@ -198,8 +205,18 @@ func (w watched) describe(bytes int64) string {
 	n1 := totalRecords - w.samples[0].copied - n2
 	d1, cpu1 := w.done.Sub(w.first)-d2, w.cpuDone-w.cpuFirst-cpu2
 	gb := func(n int64) float64 { return float64(n) / float64(totalRecords) * float64(bytes) / 1e9 }
-	return fmt.Sprintf("%d polls (%d before them not ready: %v), first readable at %d records; first half %.1f MB/s %.1f CPU s/GB; second half %.1f MB/s %.1f CPU s/GB",
-		len(w.samples), w.notReady, w.notReadyErr, w.samples[0].copied, gb(n1)*1e3/d1.Seconds(), cpu1.Seconds()/gb(n1), gb(n2)*1e3/d2.Seconds(), cpu2.Seconds()/gb(n2))
+	// When each tenth of the records had become readable, from the first: where a slow
+	// stretch sits (start-up, steady state, a tail).
+	var tenths strings.Builder
+	next := int64(1)
+	for _, s := range w.samples {
+		for next <= 10 && s.copied >= totalRecords*next/10 {
+			fmt.Fprintf(&tenths, " %d0%%@%dms", next, s.at.Sub(w.first).Milliseconds())
+			next++
+		}
+	}
+	return fmt.Sprintf("%d polls (%d before them not ready: %v), first readable at %d records; first half %.1f MB/s %.1f CPU s/GB; second half %.1f MB/s %.1f CPU s/GB; readable:%s",
+		len(w.samples), w.notReady, w.notReadyErr, w.samples[0].copied, gb(n1)*1e3/d1.Seconds(), cpu1.Seconds()/gb(n1), gb(n2)*1e3/d2.Seconds(), cpu2.Seconds()/gb(n2), tenths.String())
 }
 
 // watchCopy polls the destination topic's end offsets every 10 ms until all
