@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/flight"
 )
 
 func (c *Copier) adminLoop() {
@@ -138,15 +140,29 @@ type partitionMeta struct {
 	leaderEpoch int32
 }
 
+// metadataFlight shares one uncached Metadata request for a topic among the
+// callers that ask at the same moment: the partitions of a topic start
+// together (64 partitions would otherwise send 64 identical requests, several
+// times each, to brokers that share the machine with the copy). A caller that
+// joins gets an answer at most one round trip older than its question, which
+// leader routing tolerates (a stale leader is refused and asked again).
+var metadataFlight flight.Group
+
+func topicMetadata(ctx context.Context, cl *kgo.Client, topic string) (*kmsg.MetadataResponse, error) {
+	return flight.Do(ctx, &metadataFlight, fmt.Sprintf("%p/%s", cl, topic), 30*time.Second, func(ctx context.Context) (*kmsg.MetadataResponse, error) {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		return req.RequestWith(ctx, cl)
+	})
+}
+
 // partitionMetadata asks the cluster (not a cache) for a partition's leader
 // and its topic's id. kgo learns the brokers from the response, so
 // Broker(leader) works afterwards.
 func partitionMetadata(ctx context.Context, cl *kgo.Client, topic string, partition int32) (partitionMeta, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
+	resp, err := topicMetadata(ctx, cl, topic)
 	if err != nil {
 		return partitionMeta{}, err
 	}
@@ -307,7 +323,16 @@ type topicLimits struct {
 
 // destinationTopicLimits reads the destination topic's batch size limit and
 // whether it is compacted.
+// limitsFlight shares the DescribeConfigs of a topic among its partitions starting together.
+var limitsFlight flight.Group
+
 func destinationTopicLimits(ctx context.Context, adm *kadm.Client, topic string) (topicLimits, error) {
+	return flight.Do(ctx, &limitsFlight, fmt.Sprintf("%p/%s", adm, topic), 30*time.Second, func(ctx context.Context) (topicLimits, error) {
+		return describeTopicLimits(ctx, adm, topic)
+	})
+}
+
+func describeTopicLimits(ctx context.Context, adm *kadm.Client, topic string) (topicLimits, error) {
 	l := topicLimits{maxMessageBytes: 1048588}
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {

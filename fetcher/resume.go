@@ -24,6 +24,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/flight"
 )
 
 type resumePoint struct {
@@ -92,6 +94,10 @@ func (c *Copier) resume(ctx context.Context, task Task) (resumePoint, error) {
 	return rp, nil
 }
 
+// listTxnsFlight shares one ListTransactions (it asks every broker for the
+// whole cluster's transactions) among the partitions that start together.
+var listTxnsFlight flight.Group
+
 // settle waits until none of a partition's destination transactional ids
 // (prefix) is committing or aborting, ends filler transactions left open,
 // and returns the source producers' transactions that are open with the
@@ -99,7 +105,13 @@ func (c *Copier) resume(ctx context.Context, task Task) (resumePoint, error) {
 func (t txnClient) settle(ctx context.Context, log *slog.Logger, prefix, topic string, partition int32) (map[int64]*destTxn, error) {
 	deadline := time.Now().Add(time.Minute)
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
-		listed, err := t.adm.ListTransactions(ctx, nil, inFlightStates)
+		listed, err := flight.Do(ctx, &listTxnsFlight, fmt.Sprintf("%p", t.adm), 30*time.Second, func(ctx context.Context) (kadm.ListedTransactions, error) {
+			l, err := t.adm.ListTransactions(ctx, nil, inFlightStates)
+			if len(l) > 0 {
+				err = nil // some brokers answered: what they list is used, as before
+			}
+			return l, err
+		})
 		if err != nil && len(listed) == 0 {
 			if unsupported(err) {
 				// Before Kafka 3.0 (KIP-664): no transactions of the mirror's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -15,6 +16,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/internal/flight"
 )
 
 // DataPath is the coordinator's DataPath on top of fetcher: one Copier per
@@ -29,6 +31,8 @@ type DataPath struct {
 
 	mu      sync.Mutex
 	copiers map[string]*mirrorCopier
+
+	flights flight.Group // Prepare's per-mirror and per-topic calls
 }
 
 type mirrorCopier struct {
@@ -72,7 +76,9 @@ func (d *DataPath) Prepare(ctx context.Context, p coordinator.PartitionRef, data
 		return coordinator.Writer{}, nil, coordinator.Permanent(err)
 	}
 	if want := p.Config.SourceClusterID; want != "" {
-		got, err := sourceclient.ClusterID(ctx, src)
+		got, err := flight.Do(ctx, &d.flights, "cluster-id/"+p.Mirror, time.Minute, func(ctx context.Context) (string, error) {
+			return sourceclient.ClusterID(ctx, src)
+		})
 		if err != nil {
 			return coordinator.Writer{}, nil, fmt.Errorf("reaching the source cluster: %w", err)
 		}
@@ -83,8 +89,12 @@ func (d *DataPath) Prepare(ctx context.Context, p coordinator.PartitionRef, data
 		}
 	}
 	excluded := mirrorconfig.Parse(p.Config.Configs).TopicPropertyExcluded
-	if _, err := fetcher.EnsureDestinationTopic(ctx, kadm.NewClient(src), d.dstAdm, p.Topic, func(name string) bool {
-		return excluded[name] || fetcher.DefaultExcludedConfig(name)
+	// The partitions of a topic prepare together: one of them creates or checks the
+	// destination topic for all that ask at the same moment.
+	if _, err := flight.Do(ctx, &d.flights, "topic/"+p.Mirror+"/"+p.Topic, 2*time.Minute, func(ctx context.Context) (fetcher.DestinationTopic, error) {
+		return fetcher.EnsureDestinationTopic(ctx, kadm.NewClient(src), d.dstAdm, p.Topic, func(name string) bool {
+			return excluded[name] || fetcher.DefaultExcludedConfig(name)
+		})
 	}); err != nil {
 		return coordinator.Writer{}, nil, permanent(fmt.Errorf("preparing destination topic %s: %w", p.Topic, err))
 	}
