@@ -98,6 +98,8 @@ type result struct {
 	// The second half of the copy alone (see watched.secondHalf).
 	records2    int64
 	copy2, cpu2 time.Duration
+	// The source and destination brokers' CPU over the window.
+	srcBrokerCPU, dstBrokerCPU time.Duration
 }
 
 func (r *result) setWindow(began time.Time, w watched) {
@@ -105,6 +107,7 @@ func (r *result) setWindow(began time.Time, w watched) {
 	r.start, r.copy, r.cpu = w.first.Sub(began), w.done.Sub(w.first), w.cpuDone-w.cpuFirst
 	r.windowRec = totalRecords - w.samples[0].copied
 	r.records2, r.copy2, r.cpu2 = w.secondHalf()
+	r.srcBrokerCPU, r.dstBrokerCPU = w.srcBrokerCPU, w.dstBrokerCPU
 }
 
 func BenchmarkMirror(b *testing.B) {
@@ -358,8 +361,8 @@ func table(results []result, before, after string) string {
 		}
 	}
 	sb.WriteString("\n\n")
-	sb.WriteString("| codec | partitions | path | MB/s | records/s | start s | lag p50 ms | lag p99 ms | CPU s/GB | peak RSS MiB | 2nd half MB/s | 2nd half CPU s/GB | load |\n")
-	sb.WriteString("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	sb.WriteString("| codec | partitions | path | MB/s | records/s | start s | lag p50 ms | lag p99 ms | CPU s/GB | peak RSS MiB | 2nd half MB/s | 2nd half CPU s/GB | brokers CPU s/GB src / dst | load |\n")
+	sb.WriteString("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var summary strings.Builder
 	for _, c := range codecs {
 		for _, parts := range partitionCounts {
@@ -369,7 +372,7 @@ func table(results []result, before, after string) string {
 						continue
 					}
 					if r.failure != "" {
-						fmt.Fprintf(&sb, "| %s | %d | %s | did not finish: %s |||||||||| %s |\n", c.name, parts, path, r.failure, r.load)
+						fmt.Fprintf(&sb, "| %s | %d | %s | did not finish: %s ||||||||||| %s |\n", c.name, parts, path, r.failure, r.load)
 						continue
 					}
 					// A copy done between two polls after its midpoint has no 2nd half.
@@ -377,9 +380,10 @@ func table(results []result, before, after string) string {
 					if r.records2 > 0 {
 						half = fmt.Sprintf("%.1f | %.1f", r.mbps2(), r.cpuPerGB2())
 					}
-					fmt.Fprintf(&sb, "| %s | %d | %s | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %.0f | %s | %s |\n", c.name, parts, path,
+					gb := r.bytes1() / 1e9
+					fmt.Fprintf(&sb, "| %s | %d | %s | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %.0f | %s | %.1f / %.1f | %s |\n", c.name, parts, path,
 						r.mbps(), thousands(r.recordsPerSec()), r.start.Seconds(), ms(r.p50), ms(r.p99), r.cpuPerGB(), float64(r.rss)/(1<<20),
-						half, r.load)
+						half, r.srcBrokerCPU.Seconds()/gb, r.dstBrokerCPU.Seconds()/gb, r.load)
 				}
 			}
 			summary.WriteString(ratios(results, c.name, parts))

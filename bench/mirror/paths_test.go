@@ -39,7 +39,7 @@ func runRaw(ctx context.Context, b *testing.B, e *env, s spec) result {
 	if _, err := child.stdin.Write([]byte("go\n")); err != nil {
 		b.Fatalf("start raw producer: %v", err)
 	}
-	w, err := watchCopy(ctx, e.dst.Client(b), topic, s.partitions, pid, child.exited)
+	w, err := watchCopy(ctx, e, e.dst.Client(b), topic, s.partitions, pid, child.exited)
 	if err != nil {
 		b.Fatalf("raw produce: %v", err)
 	}
@@ -90,7 +90,7 @@ func runKmirror(ctx context.Context, b *testing.B, e *env, s spec) result {
 		b.Fatalf("add %s to mirror: %s %+v", s.topic, deref(ar.ErrorMessage), ar.Topics)
 	}
 	dstCl := e.dst.Client(b)
-	w, err := watchCopy(ctx, dstCl, s.topic, s.partitions, k.pid(), k.exited)
+	w, err := watchCopy(ctx, e, dstCl, s.topic, s.partitions, k.pid(), k.exited)
 	r.copiedRec = w.copied
 	if err != nil {
 		r.failure = fmt.Sprintf("%v; kmirror says: %s", err, describe(ctx, adm, mirror))
@@ -148,7 +148,7 @@ func runMM2(ctx context.Context, b *testing.B, e *env, s spec) result {
 	}
 	b.Cleanup(func() { _ = m.Stop() })
 	dstCl := e.dst.Client(b)
-	w, err := watchCopy(ctx, dstCl, topic, s.partitions, m.Pid(), m.Exited())
+	w, err := watchCopy(ctx, e, dstCl, topic, s.partitions, m.Pid(), m.Exited())
 	r.copiedRec = w.copied
 	if err != nil {
 		r.failure = err.Error()
@@ -175,28 +175,52 @@ type watched struct {
 	samples           []sample // every poll from the first record on
 	notReady          int      // polls before the first sample that found the topic not ready
 	notReadyErr       error    // the last reason
+	// The brokers' CPU over the window: the copy's cost on each side, and what
+	// the copier left of the machine's two cores.
+	srcBrokerCPU, dstBrokerCPU time.Duration
+}
+
+// clusterCPU is the CPU time the cluster's broker processes have used.
+func clusterCPU(c *kafkatest.Cluster) time.Duration {
+	var sum time.Duration
+	for _, pid := range c.Real().PIDs() {
+		if cpu, err := cpuOf(pid); err == nil {
+			sum += cpu
+		}
+	}
+	return sum
 }
 
 type sample struct {
-	at     time.Time
-	copied int64
-	cpu    time.Duration
+	at       time.Time
+	copied   int64
+	cpu      time.Duration
+	src, dst time.Duration // the brokers' CPU
 }
 
 // secondHalf is the stretch from the first sample with half the records
 // readable to the end: the steady state, after a JVM's JIT has warmed up
 // and a mirror's partitions have all started.
 func (w watched) secondHalf() (records int64, d, cpu time.Duration) {
-	if len(w.samples) < 2 {
+	h, ok := w.half()
+	if !ok {
 		return 0, 0, 0
 	}
 	last := w.samples[len(w.samples)-1]
+	return last.copied - h.copied, last.at.Sub(h.at), last.cpu - h.cpu
+}
+
+// half is the first sample with half the records readable.
+func (w watched) half() (sample, bool) {
+	if len(w.samples) < 2 {
+		return sample{}, false
+	}
 	for _, s := range w.samples {
 		if s.copied >= totalRecords/2 {
-			return last.copied - s.copied, last.at.Sub(s.at), last.cpu - s.cpu
+			return s, true
 		}
 	}
-	return 0, 0, 0
+	return sample{}, false
 }
 
 // describe says where the window started and how the halves compared.
@@ -215,14 +239,21 @@ func (w watched) describe(bytes int64) string {
 			next++
 		}
 	}
-	return fmt.Sprintf("%d polls (%d before them not ready: %v), first readable at %d records; first half %.1f MB/s %.1f CPU s/GB; second half %.1f MB/s %.1f CPU s/GB; readable:%s",
-		len(w.samples), w.notReady, w.notReadyErr, w.samples[0].copied, gb(n1)*1e3/d1.Seconds(), cpu1.Seconds()/gb(n1), gb(n2)*1e3/d2.Seconds(), cpu2.Seconds()/gb(n2), tenths.String())
+	all := gb(totalRecords - w.samples[0].copied)
+	var src2, dst2 time.Duration
+	if h, ok := w.half(); ok {
+		last := w.samples[len(w.samples)-1]
+		src2, dst2 = last.src-h.src, last.dst-h.dst
+	}
+	return fmt.Sprintf("%d polls (%d before them not ready: %v), first readable at %d records; first half %.1f MB/s %.1f CPU s/GB; second half %.1f MB/s %.1f CPU s/GB; brokers' CPU s/GB: source %.1f (2nd half %.1f), destination %.1f (2nd half %.1f); readable:%s",
+		len(w.samples), w.notReady, w.notReadyErr, w.samples[0].copied, gb(n1)*1e3/d1.Seconds(), cpu1.Seconds()/gb(n1), gb(n2)*1e3/d2.Seconds(), cpu2.Seconds()/gb(n2),
+		w.srcBrokerCPU.Seconds()/all, src2.Seconds()/gb(n2), w.dstBrokerCPU.Seconds()/all, dst2.Seconds()/gb(n2), tenths.String())
 }
 
 // watchCopy polls the destination topic's end offsets every 10 ms until all
 // totalRecords are readable, sampling the copying process's CPU at each poll
 // from the first readable record on.
-func watchCopy(ctx context.Context, cl *kgo.Client, topic string, parts int32, pid int, exited <-chan struct{}) (watched, error) {
+func watchCopy(ctx context.Context, e *env, cl *kgo.Client, topic string, parts int32, pid int, exited <-chan struct{}) (watched, error) {
 	var w watched
 	deadline := time.Now().Add(copyLimit)
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -261,12 +292,14 @@ func watchCopy(ctx context.Context, cl *kgo.Client, topic string, parts int32, p
 		if n == 0 {
 			continue
 		}
-		w.samples = append(w.samples, sample{at: now, copied: n, cpu: cpu})
+		w.samples = append(w.samples, sample{at: now, copied: n, cpu: cpu, src: clusterCPU(e.src), dst: clusterCPU(e.dst)})
 		if w.first.IsZero() {
 			w.first, w.cpuFirst = now, cpu
 		}
 		if n >= totalRecords {
 			w.done, w.cpuDone = now, cpu
+			first, last := w.samples[0], w.samples[len(w.samples)-1]
+			w.srcBrokerCPU, w.dstBrokerCPU = last.src-first.src, last.dst-first.dst
 			return w, nil
 		}
 	}

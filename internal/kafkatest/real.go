@@ -549,3 +549,16 @@ func randomClusterID() string {
 		}
 	}
 }
+
+// PIDs are the process ids of the running brokers (benchmarks read their CPU from /proc).
+func (c *RealCluster) PIDs() []int {
+	var pids []int
+	for _, n := range c.nodes {
+		n.mu.Lock()
+		if n.cmd != nil {
+			pids = append(pids, n.pid)
+		}
+		n.mu.Unlock()
+	}
+	return pids
+}
