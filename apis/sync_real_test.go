@@ -10,9 +10,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,12 +22,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/instance"
+	"github.com/kmirror/kmirror/internal/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/mirrorcli"
 	"github.com/kmirror/kmirror/internal/mirrortest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
-	"github.com/kmirror/kmirror/proxy"
 )
 
 // refreshMs is the tests' metadata.refresh.interval.ms.
@@ -54,27 +52,7 @@ func startSyncEnv(t *testing.T) *syncEnv {
 		kafkatest.ServerProperty("super.users", "User:ANONYMOUS"),
 	}
 	e := &syncEnv{t: t, src: kafkatest.Start(t, authz...), dst: kafkatest.Start(t, authz...)}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	in, err := instance.New(context.Background(), instance.Config{
-		Proxy:     proxy.Config{Upstream: e.dst.Bootstrap(), Listen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0"},
-		Mirroring: true, StatePartitions: 10, SessionTimeout: 6 * time.Second, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := in.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- in.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Logf("kmirror stopped: %v", err)
-		}
-	})
+	in := instancetest.Start(t, e.dst, nil)
 	e.in = in
 	e.proxy = kafkatest.NewClient(t, []string{in.Proxy.Addr()}, kgo.MaxVersions(protocol.KgoMaxVersions(nil)))
 	e.srcAdm = kadm.NewClient(e.src.Client(t))

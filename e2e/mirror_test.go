@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -19,38 +17,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/instance"
+	"github.com/kmirror/kmirror/internal/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/mirrortest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
-	"github.com/kmirror/kmirror/proxy"
 )
 
 // kmirror runs an in-process instance in front of dst until the test ends.
 func kmirror(t *testing.T, dst *kafkatest.Cluster) *instance.Instance {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	in, err := instance.New(context.Background(), instance.Config{
-		Proxy:     proxy.Config{Upstream: dst.Bootstrap(), Listen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0"},
-		Mirroring: true, StatePartitions: 10, SessionTimeout: 6 * time.Second, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := in.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- in.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Logf("kmirror stopped: %v", err)
-		}
-	})
-	return in
+	return instancetest.Start(t, dst, nil)
 }
 
 // admin is a franz-go client for the proxy that can send mirror RPCs.

@@ -29,9 +29,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/instance"
+	"github.com/kmirror/kmirror/internal/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
-	"github.com/kmirror/kmirror/proxy"
 )
 
 // promoteWait bounds how long a subtest waits for the copy, on a machine
@@ -52,26 +52,7 @@ func startPromoteEnv(t *testing.T) *promoteEnv {
 	if os.Getenv("KMIRROR_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	in, err := instance.New(context.Background(), instance.Config{
-		Proxy:     proxy.Config{Upstream: e.dst.Bootstrap(), Listen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0"},
-		Mirroring: true, StatePartitions: 10, SessionTimeout: 6 * time.Second, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := in.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- in.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Logf("kmirror stopped: %v", err)
-		}
-	})
+	in := instancetest.Start(t, e.dst, log)
 	e.in = in
 	e.srcCl = e.src.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	e.srcAdm = kadm.NewClient(e.srcCl)
