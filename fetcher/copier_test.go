@@ -673,6 +673,11 @@ func TestRealLeaderChanges(t *testing.T) {
 		goleak.VerifyNone(t, snap, goleak.IgnoreAnyFunction("github.com/kmirror/kmirror/internal/kafkatest.(*RealCluster).launch.func1"))
 	})
 	e := newEnv(t, p)
+	// Two broker kills and restarts take minutes on a loaded machine: a budget of its own,
+	// beyond newEnv's 2 minutes (each wait below still has its own limit).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	e.ctx = ctx
 	const topic = "failover"
 	resp, err := e.srcAdm.CreateTopic(e.ctx, 2, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
 	if err == nil {
