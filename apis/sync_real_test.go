@@ -79,13 +79,7 @@ func (e *syncEnv) request(req kmsg.Request) kmsg.Response {
 // records to each partition.
 func (e *syncEnv) topic(name string, partitions int32, n int) {
 	e.t.Helper()
-	resp, err := e.srcAdm.CreateTopic(e.ctx(), partitions, 1, map[string]*string{"retention.ms": kadm.StringPtr("-1")}, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		e.t.Fatalf("create %s: %v", name, err)
-	}
+	e.src.CreateKeptTopic(e.t, name, partitions)
 	e.produce(name, 0, partitions, n)
 }
 

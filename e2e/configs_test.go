@@ -56,7 +56,7 @@ func TestMirrorConfigsChangeWhileMirroring(t *testing.T) {
 	dst := kafkatest.Start(t)
 	km := kmirror(t, dst)
 	cl := admin(t, km.Proxy.Addr())
-	createTopic(t, src, "metrics", 1)
+	src.CreateKeptTopic(t, "metrics", 1)
 	produce(t, src, "metrics", 1, 20_000, kgo.NoCompression())
 
 	createMirror(t, cl, "dr", "bootstrap.servers", src.BootstrapString(), "replication.throttled.rate", "100000", "fetch.max.bytes", "16384")

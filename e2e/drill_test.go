@@ -255,8 +255,8 @@ func TestDisasterRecoveryDrill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	l := &ledger{committed: map[string]map[string]bool{}}
-	createTopic(t, a.cluster, "orders", 2)
-	createTopic(t, a.cluster, "events", 2)
+	a.cluster.CreateKeptTopic(t, "orders", 2)
+	a.cluster.CreateKeptTopic(t, "events", 2)
 	writeOrders(t, ctx, []string{a.addr}, "shop", "a1", 30, l)
 	writeEvents(t, ctx, []string{a.addr}, "a1", 400, l)
 

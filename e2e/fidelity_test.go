@@ -147,7 +147,7 @@ func TestTransactionalAndCompactedMirror(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	const parts = 4
-	createTopic(t, src, "orders", parts)
+	src.CreateKeptTopic(t, "orders", parts)
 	compactedTopic(t, src, "balances", 2)
 	c1, a1 := txnRounds(t, ctx, src, "orders-app", "orders", parts, 9, "before")
 	balances := src.Client(t, kgo.ProducerBatchCompression(kgo.ZstdCompression()))

@@ -185,7 +185,7 @@ func TestInstancesSplitSurviveKillAndRestart(t *testing.T) {
 	// 8 it was once in 130).
 	const parts = 12
 	const perPartition = 27_000
-	createTopic(t, src, "events", parts)
+	src.CreateKeptTopic(t, "events", parts)
 	produce(t, src, "events", parts, perPartition, kgo.Lz4Compression())
 
 	a := startProcess(t, bin, "a", dst)
@@ -242,7 +242,7 @@ func TestFrozenInstanceWakesUpAsZombie(t *testing.T) {
 	dst := kafkatest.Start(t)
 	bin := buildKmirror(t)
 	const parts = 4
-	createTopic(t, src, "ledger", parts)
+	src.CreateKeptTopic(t, "ledger", parts)
 	produce(t, src, "ledger", parts, 5000, kgo.Lz4Compression())
 
 	a := startProcess(t, bin, "a", dst)

@@ -87,22 +87,6 @@ func produce(t *testing.T, c *kafkatest.Cluster, topic string, partitions int32,
 	}
 }
 
-// createTopic creates a source topic that keeps its records: the tests write
-// timestamps 30 days old, which default retention (7 days) would delete on
-// each cluster at its own moment, making the log starts differ.
-func createTopic(t *testing.T, c *kafkatest.Cluster, topic string, partitions int32) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	resp, err := kadm.NewClient(c.Client(t)).CreateTopic(ctx, partitions, 1, map[string]*string{"retention.ms": kadm.StringPtr("-1")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatalf("create %s: %v", topic, err)
-	}
-}
-
 // waitMirrored polls DescribeMirrors until every partition of the topics is
 // MIRRORING with lag 0 and the source high watermark as given.
 func waitMirrored(t *testing.T, cl *kgo.Client, mirror string, want map[string]int64) {
@@ -186,12 +170,12 @@ func TestMirrorEndToEnd(t *testing.T) {
 	codecs := map[string]kgo.CompressionCodec{"orders": kgo.NoCompression(), "payments": kgo.Lz4Compression(), "clicks-eu": kgo.ZstdCompression()}
 	want := map[string]int64{}
 	for topic, codec := range codecs {
-		createTopic(t, src, topic, parts)
+		src.CreateKeptTopic(t, topic, parts)
 		produce(t, src, topic, parts, perPartition, codec)
 		want[topic] = perPartition * parts
 	}
 	// A topic whose log start is above 0 before it is mirrored.
-	createTopic(t, src, "trimmed", 2)
+	src.CreateKeptTopic(t, "trimmed", 2)
 	produce(t, src, "trimmed", 2, 1000, kgo.ZstdCompression())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -257,13 +257,7 @@ func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
 
 func createTopic(ctx context.Context, b *testing.B, c *kafkatest.Cluster, topic string, parts int32) {
 	b.Helper()
-	resp, err := kadm.NewClient(c.Client(b)).CreateTopic(ctx, parts, 1, map[string]*string{"retention.ms": kadm.StringPtr("-1")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		b.Fatalf("create %s: %v", topic, err)
-	}
+	c.CreateKeptTopic(b, topic, parts)
 	// A producer that arrives before the broker leads every new partition
 	// retries with backoff, which would be counted as produce time.
 	cl := c.Client(b)

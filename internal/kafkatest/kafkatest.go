@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -165,6 +166,22 @@ func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// CreateKeptTopic creates a topic (replication factor 1) that keeps its records: tests
+// write old timestamps, which default retention (7 days) would delete on each cluster at
+// its own moment, making the log starts differ. It fails the test on error.
+func (c *Cluster) CreateKeptTopic(t testing.TB, topic string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := kadm.NewClient(c.Client(t)).CreateTopic(ctx, partitions, 1, map[string]*string{"retention.ms": kadm.StringPtr("-1")}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("kafkatest: create %s: %v", topic, err)
+	}
 }
 
 // StopBroker stops broker i (0-based index into Bootstrap) gracefully.

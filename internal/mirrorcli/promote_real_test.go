@@ -76,13 +76,7 @@ func (e *promoteEnv) ctx() context.Context {
 // timestamps) and adds it to the mirror.
 func (e *promoteEnv) topic(name string, partitions int32) {
 	e.t.Helper()
-	resp, err := e.srcAdm.CreateTopic(e.ctx(), partitions, 1, map[string]*string{"retention.ms": kadm.StringPtr("-1")}, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		e.t.Fatalf("create %s: %v", name, err)
-	}
+	e.src.CreateKeptTopic(e.t, name, partitions)
 	mustRun(e.t, 0, e.run("--add", "--mirror", "dr", "--topics", name))
 }
 
