@@ -14,10 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kmirror/kmirror/internal/flight"
 )
@@ -149,13 +151,37 @@ type partitionMeta struct {
 var metadataFlight flight.Group
 
 func topicMetadata(ctx context.Context, cl *kgo.Client, topic string) (*kmsg.MetadataResponse, error) {
-	return flight.Do(ctx, &metadataFlight, fmt.Sprintf("%p/%s", cl, topic), 30*time.Second, func(ctx context.Context) (*kmsg.MetadataResponse, error) {
+	key := fmt.Sprintf("%p/%s", cl, topic)
+	return flight.Do(ctx, &metadataFlight, key, 30*time.Second, func(ctx context.Context) (*kmsg.MetadataResponse, error) {
 		req := kmsg.NewPtrMetadataRequest()
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(topic)
 		req.Topics = append(req.Topics, rt)
-		return req.RequestWith(ctx, cl)
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			recentMetadata.Add(key, resp)
+		}
+		return resp, err
 	})
+}
+
+// recentMetadata keeps each topic's latest Metadata answer for a moment, for
+// the first try of atLeader only. A partition's start sends five requests to
+// its leaders one after another; asking Metadata before each doubled the round
+// trips, and on a busy broker each one waits behind the connection's other
+// requests. A leader that moved within the moment answers NOT_LEADER, and the
+// retry asks afresh.
+var recentMetadata = expirable.NewLRU[string, *kmsg.MetadataResponse](4096, nil, time.Second)
+
+// recentPartitionMetadata is partitionMetadata from an answer at most a
+// second old, when there is one.
+func recentPartitionMetadata(ctx context.Context, cl *kgo.Client, topic string, partition int32) (partitionMeta, error) {
+	if resp, ok := recentMetadata.Get(fmt.Sprintf("%p/%s", cl, topic)); ok {
+		if m, err := partitionMetaFrom(resp, topic, partition); err == nil {
+			return m, nil
+		}
+	}
+	return partitionMetadata(ctx, cl, topic, partition)
 }
 
 // partitionMetadata asks the cluster (not a cache) for a partition's leader
@@ -166,6 +192,10 @@ func partitionMetadata(ctx context.Context, cl *kgo.Client, topic string, partit
 	if err != nil {
 		return partitionMeta{}, err
 	}
+	return partitionMetaFrom(resp, topic, partition)
+}
+
+func partitionMetaFrom(resp *kmsg.MetadataResponse, topic string, partition int32) (partitionMeta, error) {
 	for _, t := range resp.Topics {
 		if t.Topic == nil || *t.Topic != topic {
 			continue
@@ -199,23 +229,24 @@ type offsets struct {
 // nil, the destination log start and end (ListOffsets LATEST answers the high
 // watermark, which after acks=all appends is the log end).
 func listOffsets(ctx context.Context, src, dst *kgo.Client, topic string, partition int32) (offsets, error) {
+	// Four independent reads: at once, not one round trip after another.
 	var o offsets
-	var err error
-	if o.srcStart, err = listOffset(ctx, src, topic, partition, -2); err != nil {
-		return o, fmt.Errorf("source log start: %w", err)
+	g, ctx := errgroup.WithContext(ctx)
+	read := func(cl *kgo.Client, ts int64, into *int64, what string) {
+		g.Go(func() (err error) {
+			if *into, err = listOffset(ctx, cl, topic, partition, ts); err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			return nil
+		})
 	}
-	if o.srcHW, err = listOffset(ctx, src, topic, partition, -1); err != nil {
-		return o, fmt.Errorf("source high watermark: %w", err)
-	}
+	read(src, -2, &o.srcStart, "source log start")
+	read(src, -1, &o.srcHW, "source high watermark")
 	if dst != nil {
-		if o.dstStart, err = listOffset(ctx, dst, topic, partition, -2); err != nil {
-			return o, fmt.Errorf("destination log start: %w", err)
-		}
-		if o.dstEnd, err = listOffset(ctx, dst, topic, partition, -1); err != nil {
-			return o, fmt.Errorf("destination log end: %w", err)
-		}
+		read(dst, -2, &o.dstStart, "destination log start")
+		read(dst, -1, &o.dstEnd, "destination log end")
 	}
-	return o, nil
+	return o, g.Wait()
 }
 
 // leaderErr reports errors that a metadata refresh and a retry may cure
@@ -227,9 +258,9 @@ func leaderErr(err error) bool {
 }
 
 // atLeader sends a request built for a partition to its current leader,
-// found with an uncached Metadata request (kadm's cached metadata can lag a
-// topic creation or a leader change by seconds), retrying leadership errors
-// for a few seconds.
+// found with Metadata of at most a second ago on the first try and an uncached
+// one on each retry (kadm's cached metadata can lag a topic creation or a
+// leader change by seconds), retrying leadership errors for a few seconds.
 func atLeader(ctx context.Context, cl *kgo.Client, topic string, partition int32, do func(m partitionMeta, b *kgo.Broker) error) error {
 	var err error
 	for attempt := 0; attempt < 30; attempt++ {
@@ -243,7 +274,11 @@ func atLeader(ctx context.Context, cl *kgo.Client, topic string, partition int32
 			}
 		}
 		var m partitionMeta
-		if m, err = partitionMetadata(ctx, cl, topic, partition); err == nil {
+		lookup := partitionMetadata
+		if attempt == 0 {
+			lookup = recentPartitionMetadata
+		}
+		if m, err = lookup(ctx, cl, topic, partition); err == nil {
 			err = do(m, cl.Broker(int(m.leader)))
 		}
 		if err == nil || ctx.Err() != nil || !leaderErr(err) {
@@ -258,32 +293,93 @@ func atLeader(ctx context.Context, cl *kgo.Client, topic string, partition int32
 func listOffset(ctx context.Context, cl *kgo.Client, topic string, partition int32, ts int64) (int64, error) {
 	var offset int64
 	err := atLeader(ctx, cl, topic, partition, func(m partitionMeta, b *kgo.Broker) error {
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.ReplicaID = -1
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = topic
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = partition, m.leaderEpoch, ts
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, b)
-		if err != nil {
-			return err
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if p.Partition == partition {
-					offset = p.Offset
-					return kerr.ErrorForCode(p.ErrorCode)
-				}
-			}
-		}
-		return kerr.UnknownTopicOrPartition
+		var err error
+		offset, err = listOffsetsBatcher.Do(ctx, fmt.Sprintf("%p/%d/%d", cl, m.leader, ts),
+			leaderPartition{topic, partition, m.leaderEpoch}, 30*time.Second,
+			func(ctx context.Context, ps []leaderPartition) []flight.Result[int64] {
+				return listOffsetsAt(ctx, b, ts, ps)
+			})
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("ListOffsets(%s/%d, %d): %w", topic, partition, ts, err)
 	}
 	return offset, nil
+}
+
+// leaderPartition is a partition asked of its leader, with the leader epoch it
+// is believed to have.
+type leaderPartition struct {
+	topic       string
+	partition   int32
+	leaderEpoch int32
+}
+
+// listOffsetsBatcher merges the ListOffsets of partitions that start together
+// (per client, leader and timestamp): 64 partitions make one request, not 64
+// queued behind each other on the leader's connection.
+var listOffsetsBatcher flight.Batcher[leaderPartition, int64]
+
+// listOffsetsAt sends one ListOffsets for ps (each partition once) to b and
+// answers them in order.
+func listOffsetsAt(ctx context.Context, b *kgo.Broker, ts int64, ps []leaderPartition) []flight.Result[int64] {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	for _, p := range dedupePartitions(ps) {
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = p.topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = p.partition, p.leaderEpoch, ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, b)
+	if err != nil {
+		return allFailed[int64](len(ps), err)
+	}
+	got := map[topicPartition]flight.Result[int64]{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			got[topicPartition{t.Topic, p.Partition}] = flight.Result[int64]{Val: p.Offset, Err: kerr.ErrorForCode(p.ErrorCode)}
+		}
+	}
+	return answersFor(ps, got)
+}
+
+// dedupePartitions is ps with each topic-partition once: two callers may ask
+// for the same one in one batch, and a request may name it only once.
+func dedupePartitions(ps []leaderPartition) []leaderPartition {
+	seen := map[topicPartition]bool{}
+	var out []leaderPartition
+	for _, p := range ps {
+		if tp := (topicPartition{p.topic, p.partition}); !seen[tp] {
+			seen[tp] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// answersFor answers each of ps from got; a partition the broker left out of
+// its response is unknown to it.
+func answersFor[T any](ps []leaderPartition, got map[topicPartition]flight.Result[T]) []flight.Result[T] {
+	out := make([]flight.Result[T], len(ps))
+	for i, p := range ps {
+		r, ok := got[topicPartition{p.topic, p.partition}]
+		if !ok {
+			r.Err = kerr.UnknownTopicOrPartition
+		}
+		out[i] = r
+	}
+	return out
+}
+
+func allFailed[T any](n int, err error) []flight.Result[T] {
+	out := make([]flight.Result[T], n)
+	for i := range out {
+		out[i].Err = err
+	}
+	return out
 }
 
 // deleteRecords moves a destination partition's log start to offset.

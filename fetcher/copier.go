@@ -50,6 +50,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
 )
 
 // Config configures a Copier.
@@ -537,36 +538,64 @@ func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) erro
 		return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
 	}
 
-	src, err := partitionMetadata(ctx, c.cfg.Source, task.Topic, task.Partition)
-	if err != nil {
-		if errors.Is(err, kerr.UnknownTopicOrPartition) && task.SourceTopicID != ([16]byte{}) {
-			return fmt.Errorf("%w: %s/%d is not on the source: %v", ErrSourceTopicChanged, task.Topic, task.Partition, err)
+	// The lookups that do not depend on each other go at once: a partition's
+	// start is a chain of round trips, and 64 partitions starting together
+	// meet brokers busy with the first ones' copies.
+	var src, dst partitionMeta
+	meta, mctx := errgroup.WithContext(ctx)
+	meta.Go(func() (err error) {
+		src, err = partitionMetadata(mctx, c.cfg.Source, task.Topic, task.Partition)
+		if err != nil {
+			if errors.Is(err, kerr.UnknownTopicOrPartition) && task.SourceTopicID != ([16]byte{}) {
+				return fmt.Errorf("%w: %s/%d is not on the source: %v", ErrSourceTopicChanged, task.Topic, task.Partition, err)
+			}
+			return fmt.Errorf("fetcher: source %s/%d: %w", task.Topic, task.Partition, err)
 		}
-		return fmt.Errorf("fetcher: source %s/%d: %w", task.Topic, task.Partition, err)
+		if task.SourceTopicID != ([16]byte{}) && src.topicID != task.SourceTopicID {
+			return fmt.Errorf("%w: %s has id %s on the source, the mirror recorded %s", ErrSourceTopicChanged,
+				task.Topic, kadm.TopicID(src.topicID), kadm.TopicID(task.SourceTopicID))
+		}
+		return nil
+	})
+	meta.Go(func() (err error) {
+		if dst, err = partitionMetadata(mctx, c.cfg.Destination, task.Topic, task.Partition); err != nil {
+			return fmt.Errorf("fetcher: destination %s/%d (prepare it with EnsureDestinationTopic): %w", task.Topic, task.Partition, err)
+		}
+		return nil
+	})
+	if err := meta.Wait(); err != nil {
+		return err
 	}
-	if task.SourceTopicID != ([16]byte{}) && src.topicID != task.SourceTopicID {
-		return fmt.Errorf("%w: %s has id %s on the source, the mirror recorded %s", ErrSourceTopicChanged,
-			task.Topic, kadm.TopicID(src.topicID), kadm.TopicID(task.SourceTopicID))
-	}
-	dst, err := partitionMetadata(ctx, c.cfg.Destination, task.Topic, task.Partition)
-	if err != nil {
-		return fmt.Errorf("fetcher: destination %s/%d (prepare it with EnsureDestinationTopic): %w", task.Topic, task.Partition, err)
-	}
-	rp, err := c.resume(ctx, task)
-	if err != nil {
-		return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
-	}
-	offs, err := listOffsets(ctx, c.cfg.Source, nil, task.Topic, task.Partition)
-	if err != nil {
-		return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
+	var (
+		rp   resumePoint
+		offs offsets
+		tc   topicLimits
+	)
+	look, lctx := errgroup.WithContext(ctx)
+	look.Go(func() (err error) {
+		if tc, err = destinationTopicLimits(lctx, c.dstAdm, task.Topic); err != nil {
+			return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
+		}
+		return nil
+	})
+	look.Go(func() (err error) {
+		if rp, err = c.resume(lctx, task); err != nil {
+			return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
+		}
+		// The source's offsets are read after the destination's log end: every
+		// record on the destination came from the source before, so a
+		// destination ahead of this high watermark truly diverged.
+		if offs, err = listOffsets(lctx, c.cfg.Source, nil, task.Topic, task.Partition); err != nil {
+			return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
+		}
+		return nil
+	})
+	if err := look.Wait(); err != nil {
+		return err
 	}
 	if rp.logEnd > offs.srcHW {
 		return fmt.Errorf("%w: destination log of %s/%d has %d records more than the source (destination log end %d, source high watermark %d); it diverged",
 			ErrDiverged, task.Topic, task.Partition, rp.logEnd-offs.srcHW, rp.logEnd, offs.srcHW)
-	}
-	tc, err := destinationTopicLimits(ctx, c.dstAdm, task.Topic)
-	if err != nil {
-		return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
 	}
 
 	p := &partition{

@@ -34,6 +34,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/flight"
 )
 
 // destTxn is a destination transactional id of a mirror partition.
@@ -283,28 +285,49 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // epoch, last sequence and open transaction.
 func destinationProducers(ctx context.Context, cl *kgo.Client, topic string, partition int32) ([]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, error) {
 	var out []kmsg.DescribeProducersResponseTopicPartitionActiveProducer
-	err := atLeader(ctx, cl, topic, partition, func(_ partitionMeta, b *kgo.Broker) error {
-		req := kmsg.NewPtrDescribeProducersRequest()
-		rt := kmsg.NewDescribeProducersRequestTopic()
-		rt.Topic = topic
-		rt.Partitions = []int32{partition}
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, b)
-		if err != nil {
-			return err
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if p.Partition == partition {
-					out = p.ActiveProducers
-					return kerr.ErrorForCode(p.ErrorCode)
-				}
-			}
-		}
-		return kerr.UnknownTopicOrPartition
+	err := atLeader(ctx, cl, topic, partition, func(m partitionMeta, b *kgo.Broker) error {
+		var err error
+		out, err = describeProducersBatcher.Do(ctx, fmt.Sprintf("%p/%d", cl, m.leader), leaderPartition{topic, partition, m.leaderEpoch}, 30*time.Second,
+			func(ctx context.Context, ps []leaderPartition) []flight.Result[[]kmsg.DescribeProducersResponseTopicPartitionActiveProducer] {
+				return describeProducersAt(ctx, b, ps)
+			})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("DescribeProducers(%s/%d) on the destination: %w", topic, partition, err)
 	}
 	return out, nil
+}
+
+// describeProducersBatcher merges the DescribeProducers of partitions that
+// start together (per client and leader) into one request.
+var describeProducersBatcher flight.Batcher[leaderPartition, []kmsg.DescribeProducersResponseTopicPartitionActiveProducer]
+
+// describeProducersAt sends one DescribeProducers for ps to b and answers them in order.
+func describeProducersAt(ctx context.Context, b *kgo.Broker, ps []leaderPartition) []flight.Result[[]kmsg.DescribeProducersResponseTopicPartitionActiveProducer] {
+	req := kmsg.NewPtrDescribeProducersRequest()
+	byTopic := map[string]int{}
+	for _, p := range dedupePartitions(ps) {
+		i, ok := byTopic[p.topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[p.topic] = i
+			rt := kmsg.NewDescribeProducersRequestTopic()
+			rt.Topic = p.topic
+			req.Topics = append(req.Topics, rt)
+		}
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p.partition)
+	}
+	resp, err := req.RequestWith(ctx, b)
+	if err != nil {
+		return allFailed[[]kmsg.DescribeProducersResponseTopicPartitionActiveProducer](len(ps), err)
+	}
+	got := map[topicPartition]flight.Result[[]kmsg.DescribeProducersResponseTopicPartitionActiveProducer]{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			got[topicPartition{t.Topic, p.Partition}] = flight.Result[[]kmsg.DescribeProducersResponseTopicPartitionActiveProducer]{
+				Val: p.ActiveProducers, Err: kerr.ErrorForCode(p.ErrorCode)}
+		}
+	}
+	return answersFor(ps, got)
 }

@@ -1,7 +1,8 @@
-// Package flight shares one call among the callers that make it at the same
-// moment (golang.org/x/sync/singleflight), with each caller keeping its own
-// context: a caller that gives up returns at once, and the call it shared goes
-// on for the others under a context of its own.
+// Package flight shares work among the callers that ask at the same moment,
+// with each caller keeping its own context: a caller that gives up returns at
+// once, and the call it shared goes on for the others under a context of its
+// own. Group shares one identical call (golang.org/x/sync/singleflight);
+// Batcher merges different items into one request.
 package flight
 
 import (
