@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"time"
@@ -33,6 +34,13 @@ type DataPath struct {
 	copiers map[string]*mirrorCopier
 
 	flights flight.Group // Prepare's per-mirror and per-topic calls
+
+	// identities takes the partitions' writer identities (InitProducerId). A
+	// broker serves one connection's requests one at a time and answers each
+	// InitProducerId after a transaction log append, so on one connection the
+	// 64 partitions of a new topic took theirs one after another (0.3–1.1 s
+	// on the development machine, against 0.14–0.2 s over 8 connections).
+	identities []*kgo.Client
 }
 
 type mirrorCopier struct {
@@ -40,9 +48,22 @@ type mirrorCopier struct {
 	parts  map[coordinator.PartitionRef]bool // running partitions (Config cleared)
 }
 
-// NewDataPath copies into the destination reached through dst.
-func NewDataPath(sources *sourceclient.Cache, dst *kgo.Client, log *slog.Logger) *DataPath {
-	return &DataPath{sources: sources, dst: dst, dstAdm: kadm.NewClient(dst), log: log, copiers: map[string]*mirrorCopier{}}
+// NewDataPath copies into the destination reached through dst. identities
+// are further clients of the destination that writer identities are taken
+// through, spread by transactional id (dst when there are none); the DataPath
+// owns and closes them.
+func NewDataPath(sources *sourceclient.Cache, dst *kgo.Client, identities []*kgo.Client, log *slog.Logger) *DataPath {
+	return &DataPath{sources: sources, dst: dst, dstAdm: kadm.NewClient(dst), identities: identities, log: log, copiers: map[string]*mirrorCopier{}}
+}
+
+// identityClient is the client that takes the writer identity named key.
+func (d *DataPath) identityClient(key string) *kgo.Client {
+	if len(d.identities) == 0 {
+		return d.dst
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return d.identities[h.Sum32()%uint32(len(d.identities))]
 }
 
 // permanent marks the fetcher errors that retrying cannot fix.
@@ -98,12 +119,12 @@ func (d *DataPath) Prepare(ctx context.Context, p coordinator.PartitionRef, data
 	}); err != nil {
 		return coordinator.Writer{}, nil, permanent(fmt.Errorf("preparing destination topic %s: %w", p.Topic, err))
 	}
-	id, err := fetcher.InitProducer(ctx, d.dst, p.TransactionalID())
+	id, err := fetcher.InitProducer(ctx, d.identityClient(p.TransactionalID()), p.TransactionalID())
 	if err != nil {
 		return coordinator.Writer{}, nil, err
 	}
 	if data == nil {
-		w, err := fetcher.NewWriter(ctx, d.dst)
+		w, err := fetcher.NewWriter(ctx, d.identityClient(p.TransactionalID()+"/data"))
 		if err != nil {
 			return coordinator.Writer{}, nil, fmt.Errorf("taking the partition's data writer: %w", err)
 		}
@@ -281,5 +302,8 @@ func (d *DataPath) Close() {
 	d.mu.Unlock()
 	for _, mc := range copiers {
 		mc.copier.Close()
+	}
+	for _, cl := range d.identities {
+		cl.Close()
 	}
 }

@@ -86,13 +86,19 @@ func New(ctx context.Context, cfg Config) (*Instance, error) {
 		return nil, err
 	}
 	in.sources = sourceclient.NewCache()
-	in.data = NewDataPath(in.sources, in.dstCl, log)
+	identities, err := identityClients(dstOpts)
+	if err != nil {
+		in.dstCl.Close()
+		return nil, err
+	}
+	in.data = NewDataPath(in.sources, in.dstCl, identities, log)
 	in.Coord, err = coordinator.New(ctx, coordinator.Config{
 		Client: dstOpts, StateTopic: cfg.StateTopic, StatePartitions: cfg.StatePartitions,
 		StateReplicationFactor: cfg.StateReplicationFactor, GroupID: cfg.GroupID,
 		SessionTimeout: cfg.SessionTimeout, DataPath: in.data, Logger: log,
 	})
 	if err != nil {
+		in.data.Close()
 		in.dstCl.Close()
 		return nil, err
 	}
@@ -110,6 +116,25 @@ func New(ctx context.Context, cfg Config) (*Instance, error) {
 		return nil, err
 	}
 	return in, nil
+}
+
+// identityConnections is how many connections to each destination broker
+// writer identities are taken over (see DataPath.identities).
+const identityConnections = 4
+
+func identityClients(opts []kgo.Opt) ([]*kgo.Client, error) {
+	var cls []*kgo.Client
+	for range identityConnections {
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			for _, c := range cls {
+				c.Close()
+			}
+			return nil, fmt.Errorf("destination client for writer identities: %w", err)
+		}
+		cls = append(cls, cl)
+	}
+	return cls, nil
 }
 
 // topicName resolves a destination topic id for the guard.
