@@ -427,7 +427,7 @@ func startKmirror(b *testing.B, e *env, name string) *kmirrorProc {
 	l.Close()
 	k := &kmirrorProc{addr: addr, log: filepath.Join(e.work, "kmirror-"+name+".log"), exited: make(chan struct{})}
 	k.cmd = exec.Command(e.kmirror, "proxy", "--upstream", e.dst.BootstrapString(), "--listen", addr, "--broker-ports", "0",
-		"--state-partitions", "10", "--state-replication-factor", "1", "--session-timeout", "6s", "--log-level", "warn")
+		"--state-partitions", "10", "--state-replication-factor", "1", "--session-timeout", "6s", "--log-level", logLevel())
 	logf, err := os.Create(k.log)
 	if err != nil {
 		b.Fatal(err)
@@ -462,6 +462,15 @@ func startKmirror(b *testing.B, e *env, name string) *kmirrorProc {
 		return true, ""
 	})
 	return k
+}
+
+// logLevel is kmirror's log level in the benchmark: warn, or KMIRROR_BENCH_LOG_LEVEL (info
+// shows when each partition's copy started, with KMIRROR_KEEP_KAFKA_LOGS to keep the log).
+func logLevel() string {
+	if l := os.Getenv("KMIRROR_BENCH_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "warn"
 }
 
 func (k *kmirrorProc) pid() int { return k.cmd.Process.Pid }

@@ -211,9 +211,14 @@ func startProxy(b *testing.B, cluster *kafkatest.Cluster) (addr string, cpu func
 		})
 		return p.AdvertisedAddr(), nil
 	}
-	bin := filepath.Join(b.TempDir(), "kmirror")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/kmirror").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
+	// $KMIRROR_BIN (the Makefile's bin/kmirror) is the binary that ships, and one that a
+	// profiler can read symbols from after the run; else a fresh build.
+	bin := os.Getenv("KMIRROR_BIN")
+	if bin == "" {
+		bin = filepath.Join(b.TempDir(), "kmirror")
+		if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/kmirror").CombinedOutput(); err != nil {
+			b.Fatalf("go build: %v\n%s", err, out)
+		}
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
