@@ -178,6 +178,9 @@ type watched struct {
 	// The brokers' CPU over the window: the copy's cost on each side, and what
 	// the copier left of the machine's two cores.
 	srcBrokerCPU, dstBrokerCPU time.Duration
+	// The destination broker's CPU over the window by kind of thread (-v): how
+	// much of it served requests and how much went to its JIT and GC.
+	dstThreads map[string]time.Duration
 }
 
 // clusterCPU is the CPU time the cluster's broker processes have used.
@@ -245,9 +248,13 @@ func (w watched) describe(bytes int64) string {
 		last := w.samples[len(w.samples)-1]
 		src2, dst2 = last.src-h.src, last.dst-h.dst
 	}
-	return fmt.Sprintf("%d polls (%d before them not ready: %v), first readable at %d records; first half %.1f MB/s %.1f CPU s/GB; second half %.1f MB/s %.1f CPU s/GB; brokers' CPU s/GB: source %.1f (2nd half %.1f), destination %.1f (2nd half %.1f); readable:%s",
+	var threads []string
+	for _, kind := range threadKindNames {
+		threads = append(threads, fmt.Sprintf("%s %d", kind, w.dstThreads[kind].Milliseconds()))
+	}
+	return fmt.Sprintf("%d polls (%d before them not ready: %v), first readable at %d records; first half %.1f MB/s %.1f CPU s/GB; second half %.1f MB/s %.1f CPU s/GB; brokers' CPU s/GB: source %.1f (2nd half %.1f), destination %.1f (2nd half %.1f); destination broker CPU ms by thread: %s; readable:%s",
 		len(w.samples), w.notReady, w.notReadyErr, w.samples[0].copied, gb(n1)*1e3/d1.Seconds(), cpu1.Seconds()/gb(n1), gb(n2)*1e3/d2.Seconds(), cpu2.Seconds()/gb(n2),
-		w.srcBrokerCPU.Seconds()/all, src2.Seconds()/gb(n2), w.dstBrokerCPU.Seconds()/all, dst2.Seconds()/gb(n2), tenths.String())
+		w.srcBrokerCPU.Seconds()/all, src2.Seconds()/gb(n2), w.dstBrokerCPU.Seconds()/all, dst2.Seconds()/gb(n2), strings.Join(threads, ", "), tenths.String())
 }
 
 // watchCopy polls the destination topic's end offsets every 10 ms until all
@@ -295,9 +302,13 @@ func watchCopy(ctx context.Context, e *env, cl *kgo.Client, topic string, parts 
 		w.samples = append(w.samples, sample{at: now, copied: n, cpu: cpu, src: clusterCPU(e.src), dst: clusterCPU(e.dst)})
 		if w.first.IsZero() {
 			w.first, w.cpuFirst = now, cpu
+			w.dstThreads = threadsCPU(e.dst.Real().PIDs())
 		}
 		if n >= totalRecords {
 			w.done, w.cpuDone = now, cpu
+			for kind, cpu := range threadsCPU(e.dst.Real().PIDs()) {
+				w.dstThreads[kind] = cpu - w.dstThreads[kind]
+			}
 			first, last := w.samples[0], w.samples[len(w.samples)-1]
 			w.srcBrokerCPU, w.dstBrokerCPU = last.src-first.src, last.dst-first.dst
 			return w, nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,24 +28,71 @@ func cpuOf(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read cpu of pid %d: %w", pid, err)
 	}
+	_, cpu, ok := statCPU(string(b))
+	if !ok {
+		return 0, fmt.Errorf("pid %d: malformed stat %q", pid, b)
+	}
+	return cpu, nil
+}
+
+// statCPU reads the command name and utime + stime of a /proc stat line (of a
+// process or a thread).
+func statCPU(s string) (name string, cpu time.Duration, ok bool) {
 	// The command name (field 2) may hold spaces and parentheses: count
 	// fields from the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("pid %d: malformed stat %q", pid, s)
+	i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if i < 0 || j < i {
+		return "", 0, false
 	}
-	f := strings.Fields(s[i+1:])
+	f := strings.Fields(s[j+1:])
 	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
 	if len(f) < 13 {
-		return 0, fmt.Errorf("pid %d: short stat %q", pid, s)
+		return "", 0, false
 	}
 	ut, err1 := strconv.ParseInt(f[11], 10, 64)
 	st, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("pid %d: stat utime %q stime %q", pid, f[11], f[12])
+		return "", 0, false
 	}
-	return time.Duration(ut+st) * time.Second / userHZ, nil
+	return s[i+1 : j], time.Duration(ut+st) * time.Second / userHZ, true
+}
+
+// threadKinds sorts a broker JVM's threads by name prefix.
+var threadKinds = []struct{ name, prefix string }{
+	{"requests", "data-plane-kafk"}, // request handlers and network threads
+	{"JIT", "C2 Compiler"}, {"JIT", "C1 Compiler"},
+	{"GC", "GC Thread"}, {"GC", "G1 "},
+}
+
+// threadKindNames are threadKinds' names, each once, and "other".
+var threadKindNames = []string{"requests", "JIT", "GC", "other"}
+
+// threadsCPU is the CPU time of the processes' threads by kind (threadKinds),
+// the rest under "other".
+func threadsCPU(pids []int) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, pid := range pids {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+		for _, task := range tasks {
+			b, err := os.ReadFile(filepath.Join(task, "stat"))
+			if err != nil {
+				continue // the thread exited
+			}
+			name, cpu, ok := statCPU(string(b))
+			if !ok {
+				continue
+			}
+			kind := "other"
+			for _, k := range threadKinds {
+				if strings.HasPrefix(name, k.prefix) {
+					kind = k.name
+					break
+				}
+			}
+			out[kind] += cpu
+		}
+	}
+	return out
 }
 
 // peakRSS is VmHWM, the process's peak resident set, in bytes.
