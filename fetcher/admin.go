@@ -13,8 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"weak"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -159,7 +160,7 @@ func topicMetadata(ctx context.Context, cl *kgo.Client, topic string) (*kmsg.Met
 		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(ctx, cl)
 		if err == nil {
-			recentMetadata.Add(key, resp)
+			recentMetadata.Add(key, recentAnswer{weak.Make(cl), resp, time.Now()})
 		}
 		return resp, err
 	})
@@ -171,13 +172,35 @@ func topicMetadata(ctx context.Context, cl *kgo.Client, topic string) (*kmsg.Met
 // trips, and on a busy broker each one waits behind the connection's other
 // requests. A leader that moved within the moment answers NOT_LEADER, and the
 // retry asks afresh.
-var recentMetadata = expirable.NewLRU[string, *kmsg.MetadataResponse](4096, nil, time.Second)
+var recentMetadata = mustLRU[string, recentAnswer](4096)
+
+// metadataReuse is how old an answer in recentMetadata may be. (Not the
+// expirable LRU: it sweeps from a goroutine that never stops, every 10 ms.)
+const metadataReuse = time.Second
+
+// recentAnswer is a Metadata answer and the client that got it. The key names
+// the client by address, which a client created after this one was collected
+// may reuse; the weak pointer tells them apart (it reads nil once the first
+// client is gone).
+type recentAnswer struct {
+	cl   weak.Pointer[kgo.Client]
+	resp *kmsg.MetadataResponse
+	at   time.Time
+}
+
+func mustLRU[K comparable, V any](size int) *lru.Cache[K, V] {
+	c, err := lru.New[K, V](size)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return c
+}
 
 // recentPartitionMetadata is partitionMetadata from an answer at most a
 // second old, when there is one.
 func recentPartitionMetadata(ctx context.Context, cl *kgo.Client, topic string, partition int32) (partitionMeta, error) {
-	if resp, ok := recentMetadata.Get(fmt.Sprintf("%p/%s", cl, topic)); ok {
-		if m, err := partitionMetaFrom(resp, topic, partition); err == nil {
+	if r, ok := recentMetadata.Get(fmt.Sprintf("%p/%s", cl, topic)); ok && r.cl.Value() == cl && time.Since(r.at) < metadataReuse {
+		if m, err := partitionMetaFrom(r.resp, topic, partition); err == nil {
 			return m, nil
 		}
 	}
