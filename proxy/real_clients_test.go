@@ -13,6 +13,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -111,13 +112,17 @@ func TestRealFranzGoAdmin(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 4, 2, map[string]*string{"retention.ms": kadm.StringPtr("3600000")}, topic); err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	td, err := adm.ListTopics(ctx, topic)
-	if err != nil {
-		t.Fatalf("describe: %v", err)
-	}
-	if got := len(td[topic].Partitions); got != 4 {
-		t.Fatalf("described %d partitions, want 4", got)
-	}
+	// CreateTopics returns once the controller committed the topic; each broker
+	// learns it a moment later (KRaft), so the broker the proxy asks may not
+	// know it yet.
+	polltest.Eventually(t, 30*time.Second, "the created topic is described with 4 partitions", func() (bool, string) {
+		td, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			return false, fmt.Sprintf("describe: %v", err)
+		}
+		got := len(td[topic].Partitions)
+		return got == 4, fmt.Sprintf("described %d partitions (%v)", got, td[topic].Err)
+	})
 	cfgs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
