@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/mirrortest"
 	"github.com/kmirror/kmirror/internal/polltest"
@@ -34,16 +35,6 @@ type process struct {
 	args        []string
 	cmd         *exec.Cmd
 	exited      chan struct{}
-}
-
-func buildKmirror(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kmirror")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/kmirror").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 func freeAddr(t *testing.T) string {
@@ -179,7 +170,7 @@ func destinationTotal(t *testing.T, cl *kgo.Client, mirror string) (dst, src int
 func TestInstancesSplitSurviveKillAndRestart(t *testing.T) {
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t)
-	bin := buildKmirror(t)
+	bin := instancetest.Binary(t)
 	// Partitions are spread by their state records' hash over 10 state partitions, 5 per
 	// instance: with 12 of them, all on one instance happens about once in 2000 runs (with
 	// 8 it was once in 130).
@@ -240,7 +231,7 @@ func TestInstancesSplitSurviveKillAndRestart(t *testing.T) {
 func TestFrozenInstanceWakesUpAsZombie(t *testing.T) {
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t)
-	bin := buildKmirror(t)
+	bin := instancetest.Binary(t)
 	const parts = 4
 	src.CreateKeptTopic(t, "ledger", parts)
 	produce(t, src, "ledger", parts, 5000, kgo.Lz4Compression())

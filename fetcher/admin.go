@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"strconv"
 	"strings"
 	"time"
@@ -348,12 +349,14 @@ var listOffsetsBatcher flight.Batcher[leaderPartition, int64]
 func listOffsetsAt(ctx context.Context, b *kgo.Broker, ts int64, ps []leaderPartition) []flight.Result[int64] {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
-	for _, p := range dedupePartitions(ps) {
+	for topic, parts := range byTopic(ps) {
 		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = p.topic
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = p.partition, p.leaderEpoch, ts
-		rt.Partitions = append(rt.Partitions, rp)
+		rt.Topic = topic
+		for _, p := range parts {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = p.partition, p.leaderEpoch, ts
+			rt.Partitions = append(rt.Partitions, rp)
+		}
 		req.Topics = append(req.Topics, rt)
 	}
 	resp, err := req.RequestWith(ctx, b)
@@ -369,18 +372,28 @@ func listOffsetsAt(ctx context.Context, b *kgo.Broker, ts int64, ps []leaderPart
 	return answersFor(ps, got)
 }
 
-// dedupePartitions is ps with each topic-partition once: two callers may ask
+// byTopic yields ps by topic, each topic-partition once: two callers may ask
 // for the same one in one batch, and a request may name it only once.
-func dedupePartitions(ps []leaderPartition) []leaderPartition {
-	seen := map[topicPartition]bool{}
-	var out []leaderPartition
-	for _, p := range ps {
-		if tp := (topicPartition{p.topic, p.partition}); !seen[tp] {
-			seen[tp] = true
-			out = append(out, p)
+func byTopic(ps []leaderPartition) iter.Seq2[string, []leaderPartition] {
+	return func(yield func(string, []leaderPartition) bool) {
+		seen := map[topicPartition]bool{}
+		var topics []string
+		parts := map[string][]leaderPartition{}
+		for _, p := range ps {
+			if tp := (topicPartition{p.topic, p.partition}); !seen[tp] {
+				seen[tp] = true
+				if _, ok := parts[p.topic]; !ok {
+					topics = append(topics, p.topic)
+				}
+				parts[p.topic] = append(parts[p.topic], p)
+			}
+		}
+		for _, t := range topics {
+			if !yield(t, parts[t]) {
+				return
+			}
 		}
 	}
-	return out
 }
 
 // answersFor answers each of ps from got; a partition the broker left out of

@@ -306,17 +306,13 @@ var describeProducersBatcher flight.Batcher[leaderPartition, []kmsg.DescribeProd
 // describeProducersAt sends one DescribeProducers for ps to b and answers them in order.
 func describeProducersAt(ctx context.Context, b *kgo.Broker, ps []leaderPartition) []flight.Result[[]kmsg.DescribeProducersResponseTopicPartitionActiveProducer] {
 	req := kmsg.NewPtrDescribeProducersRequest()
-	byTopic := map[string]int{}
-	for _, p := range dedupePartitions(ps) {
-		i, ok := byTopic[p.topic]
-		if !ok {
-			i = len(req.Topics)
-			byTopic[p.topic] = i
-			rt := kmsg.NewDescribeProducersRequestTopic()
-			rt.Topic = p.topic
-			req.Topics = append(req.Topics, rt)
+	for topic, parts := range byTopic(ps) {
+		rt := kmsg.NewDescribeProducersRequestTopic()
+		rt.Topic = topic
+		for _, p := range parts {
+			rt.Partitions = append(rt.Partitions, p.partition)
 		}
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p.partition)
+		req.Topics = append(req.Topics, rt)
 	}
 	resp, err := req.RequestWith(ctx, b)
 	if err != nil {

@@ -22,7 +22,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
 )
@@ -129,7 +129,7 @@ func BenchmarkMirror(b *testing.B) {
 	if _, err := kafkatest.MirrorMakerJars(ctx); err != nil {
 		b.Fatal(err)
 	}
-	e := &env{src: kafkatest.Start(b), dst: kafkatest.Start(b), kmirror: kmirrorBinary(b, work), work: work}
+	e := &env{src: kafkatest.Start(b), dst: kafkatest.Start(b), kmirror: instancetest.Binary(b), work: work}
 	warmUp(ctx, b, e)
 	warmPaths(ctx, b, e)
 	var results []result
@@ -331,20 +331,6 @@ func warmPaths(ctx context.Context, b *testing.B, e *env) {
 			b.Fatalf("warm-up run failed: %s", r.failure)
 		}
 	}
-}
-
-// kmirrorBinary is $KMIRROR_BIN (the Makefile builds bin/kmirror) or a fresh
-// build of ./cmd/kmirror.
-func kmirrorBinary(b *testing.B, work string) string {
-	b.Helper()
-	if bin := os.Getenv("KMIRROR_BIN"); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(work, "kmirror")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/kmirror").CombinedOutput(); err != nil {
-		b.Fatalf("go build ./cmd/kmirror: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // uptime is the machine's load: other sessions share it.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,7 +66,15 @@ var threadKinds = []struct{ name, prefix string }{
 }
 
 // threadKindNames are threadKinds' names, each once, and "other".
-var threadKindNames = []string{"requests", "JIT", "GC", "other"}
+var threadKindNames = func() []string {
+	var names []string
+	for _, k := range threadKinds {
+		if !slices.Contains(names, k.name) {
+			names = append(names, k.name)
+		}
+	}
+	return append(names, "other")
+}()
 
 // threadsCPU is the CPU time of the processes' threads by kind (threadKinds),
 // the rest under "other".

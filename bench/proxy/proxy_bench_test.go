@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/proxy"
@@ -211,15 +212,7 @@ func startProxy(b *testing.B, cluster *kafkatest.Cluster) (addr string, cpu func
 		})
 		return p.AdvertisedAddr(), nil
 	}
-	// $KMIRROR_BIN (the Makefile's bin/kmirror) is the binary that ships, and one that a
-	// profiler can read symbols from after the run; else a fresh build.
-	bin := os.Getenv("KMIRROR_BIN")
-	if bin == "" {
-		bin = filepath.Join(b.TempDir(), "kmirror")
-		if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/kmirror").CombinedOutput(); err != nil {
-			b.Fatalf("go build: %v\n%s", err, out)
-		}
-	}
+	bin := instancetest.Binary(b)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
