@@ -284,6 +284,9 @@ func TestFrozenInstanceWakesUpAsZombie(t *testing.T) {
 	frozen := zombie.copying()
 	zombie.signal(syscall.SIGSTOP)
 	t.Logf("%s froze while copying %v (%s copied %v)", zombie.name, frozen, other.name, other.copying())
+	// From here on the mirror RPCs go to the instance that is awake: a frozen proxy
+	// answers nothing.
+	cl = admin(t, other.addr)
 	polltest.Eventually(t, time.Minute, other.name+" took over the frozen instance's partitions", func() (bool, string) {
 		c := other.copying()
 		return len(c) == parts, fmt.Sprintf("%s copies %v", other.name, c)
