@@ -90,7 +90,7 @@ func (c *Copier) adminPass() {
 				c.retryLocked(p, fmt.Errorf("destination metadata: %w", err))
 			case m.leader >= 0:
 				p.dstLeader = m.leader
-				c.wakeDstLocked(m.leader)
+				c.wakeDstLocked(p)
 			}
 			c.mu.Unlock()
 		}

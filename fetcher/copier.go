@@ -41,6 +41,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sort"
 	"sync"
@@ -204,6 +205,7 @@ type pendingGap struct {
 }
 
 type partition struct {
+	lane    int // the destination lane its appends go over (Copier.lanes)
 	tp      topicPartition
 	task    Task
 	onEvent func(Event)
@@ -269,6 +271,7 @@ func (p *partition) openTxnsLocked() int {
 
 type worker struct {
 	id   int32
+	lane int // destination workers: the lane (Copier.lanes) it produces over
 	wake chan struct{}
 	// Produce requests written to this broker's connection (OnBrokerWrite),
 	// so the next request is enqueued only after the previous one is on the
@@ -294,8 +297,12 @@ type Copier struct {
 	mu         sync.Mutex
 	parts      map[topicPartition]*partition
 	srcWorkers map[int32]*worker
-	dstWorkers map[int32]*worker
-	reserved   int64 // buffered + in-flight fetch reservations
+	dstWorkers map[laneKey]*worker
+	// lanes are the destination clients Produce goes over, each with its own
+	// connection to every broker; a partition always uses the same one
+	// (partition.lane), so its appends stay in order. lanes[0] is dst.
+	lanes    []*kgo.Client
+	reserved int64 // buffered + in-flight fetch reservations
 	// Test hooks: partitions whose fetching or producing is held, and
 	// offsets from which a partition's operations are held.
 	holdFetch, holdProduce map[topicPartition]bool
@@ -367,7 +374,7 @@ func NewCopier(cfg Config) (*Copier, error) {
 		cancel:     cancel,
 		parts:      make(map[topicPartition]*partition),
 		srcWorkers: make(map[int32]*worker),
-		dstWorkers: make(map[int32]*worker),
+		dstWorkers: make(map[laneKey]*worker),
 		adminWake:  make(chan struct{}, 1),
 		eventWake:  make(chan struct{}, 1),
 
@@ -376,11 +383,18 @@ func NewCopier(cfg Config) (*Copier, error) {
 		holdFrom:    make(map[topicPartition]int64),
 	}
 	c.rate.Store(cfg.RateLimit)
-	dst, err := kgo.NewClient(append(cfg.Destination.Opts(), kgo.WithHooks(writeHook{c}))...)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("fetcher: destination client: %w", err)
+	for lane := range produceLanes {
+		cl, err := kgo.NewClient(append(cfg.Destination.Opts(), kgo.WithHooks(writeHook{c, lane}))...)
+		if err != nil {
+			cancel()
+			for _, l := range c.lanes {
+				l.Close()
+			}
+			return nil, fmt.Errorf("fetcher: destination client: %w", err)
+		}
+		c.lanes = append(c.lanes, cl)
 	}
+	dst := c.lanes[0]
 	c.dst, c.dstAdm = dst, kadm.NewClient(dst)
 	c.txn = txnClient{cl: dst, adm: c.dstAdm}
 	c.wg.Add(2)
@@ -389,15 +403,24 @@ func NewCopier(cfg Config) (*Copier, error) {
 	return c, nil
 }
 
-// writeHook counts Produce requests written per destination broker.
-type writeHook struct{ c *Copier }
+// writeHook counts Produce requests written per destination broker and lane.
+type writeHook struct {
+	c    *Copier
+	lane int
+}
+
+// laneKey names a destination worker: a broker and a lane.
+type laneKey struct {
+	id   int32
+	lane int
+}
 
 func (h writeHook) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
 	if key != 0 {
 		return
 	}
 	h.c.mu.Lock()
-	w := h.c.dstWorkers[meta.NodeID]
+	w := h.c.dstWorkers[laneKey{meta.NodeID, h.lane}]
 	h.c.mu.Unlock()
 	if w != nil {
 		w.writes.Add(1)
@@ -424,7 +447,9 @@ func (c *Copier) Close() {
 		}
 	}
 	c.mu.Unlock()
-	c.dst.Close()
+	for _, cl := range c.lanes {
+		cl.Close()
+	}
 }
 
 // Progress returns a partition's progress, false if it is not started.
@@ -482,7 +507,7 @@ func (c *Copier) StopWith(topic string, partition int32, mode StopMode) (Progres
 			p.quiet, p.quietBy = true, time.Now().Add(quietTimeout)
 			c.log.Info("pausing at the next point with no destination transaction open", "topic", topic, "partition", partition,
 				"open_transactions", p.openTxnsLocked())
-			c.wakeDstLocked(p.dstLeader)
+			c.wakeDstLocked(p)
 			c.wakeSrcLocked(p.srcLeader)
 		} else {
 			p.state = stateStopping
@@ -599,6 +624,7 @@ func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) erro
 	}
 
 	p := &partition{
+		lane:           laneOf(tp, len(c.lanes)),
 		tp:             tp,
 		task:           task,
 		onEvent:        onEvent,
@@ -683,14 +709,16 @@ func (c *Copier) wakeSrcLocked(id int32) {
 	signal(w.wake)
 }
 
-func (c *Copier) wakeDstLocked(id int32) {
+func (c *Copier) wakeDstLocked(p *partition) {
+	id := p.dstLeader
 	if id < 0 {
 		return
 	}
-	w, ok := c.dstWorkers[id]
+	k := laneKey{id, p.lane}
+	w, ok := c.dstWorkers[k]
 	if !ok {
-		w = &worker{id: id, wake: make(chan struct{}, 1), wrote: make(chan struct{}, 1)}
-		c.dstWorkers[id] = w
+		w = &worker{id: id, lane: p.lane, wake: make(chan struct{}, 1), wrote: make(chan struct{}, 1)}
+		c.dstWorkers[k] = w
 		c.wg.Add(1)
 		go c.destinationLoop(w)
 	}
@@ -886,4 +914,23 @@ func (c *Copier) holdOpsFrom(topic string, partition int32, from int64) {
 	if p := c.parts[tp]; p != nil {
 		c.kickLocked(p)
 	}
+}
+
+// produceLanes is how many connections to each destination broker a copy's
+// Produce requests are spread over. A broker serves one connection's requests
+// one at a time, and on one connection the 4 MiB requests of a 64-partition
+// copy were answered at about 115 MB/s, 40–220 ms each with 5 in flight,
+// while the broker had cores to spare. Over two, paired benchmark runs of
+// that copy (loaded machine) went from 58–67 to 92–159 MB/s; four lanes did
+// no better than two.
+const produceLanes = 2
+
+// laneOf spreads partitions over n lanes.
+func laneOf(tp topicPartition, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(tp.topic))
+	return int((h.Sum32() + uint32(tp.partition)) % uint32(n))
 }

@@ -71,7 +71,7 @@ func (c *Copier) destinationLoop(w *worker) {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			kresp, err := c.dst.Broker(int(w.id)).Request(c.ctx, req)
+			kresp, err := c.lanes[w.lane].Broker(int(w.id)).Request(c.ctx, req)
 			close(issued)
 			if prev != nil {
 				select {
@@ -119,7 +119,7 @@ func (c *Copier) collectSends(w *worker) (sends []sendPart, txnID string, prev, 
 	wait = 250 * time.Millisecond
 	var ps []*partition
 	for _, p := range c.parts {
-		if p.dstLeader != w.id {
+		if p.dstLeader != w.id || p.lane != w.lane {
 			continue
 		}
 		if p.quiet {
@@ -392,6 +392,6 @@ func (c *Copier) popLocked(p *partition) {
 func (c *Copier) kickLocked(p *partition) {
 	c.kickControlLocked(p)
 	if len(p.queue) > p.inFlight {
-		c.wakeDstLocked(p.dstLeader)
+		c.wakeDstLocked(p)
 	}
 }

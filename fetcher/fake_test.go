@@ -33,8 +33,12 @@ func TestFakeRetriesAndLeaderMoves(t *testing.T) {
 		mu       sync.Mutex
 		requests int
 		failed   = map[[2]int32][]byte{} // (partition, base sequence) refused
-		resent   int
-		changed  []string
+		// refused once: never refused again. A copy resends a partition's
+		// whole window after a refusal; with every 4th request refused and
+		// 4 batches queued, the head would be the 4th each time, forever.
+		refused = map[[2]int32]bool{}
+		resent  int
+		changed []string
 	)
 	fake := p.dst.Fake()
 	fake.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
@@ -62,6 +66,13 @@ func TestFakeRetriesAndLeaderMoves(t *testing.T) {
 		if requests%4 != 0 {
 			return nil, nil, false
 		}
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				if refused[seqOf(rp)] {
+					return nil, nil, false
+				}
+			}
+		}
 		resp := req.ResponseKind().(*kmsg.ProduceResponse)
 		for _, rt := range req.Topics {
 			st := kmsg.NewProduceResponseTopic()
@@ -72,6 +83,7 @@ func TestFakeRetriesAndLeaderMoves(t *testing.T) {
 				sp.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER
 				st.Partitions = append(st.Partitions, sp)
 				failed[seqOf(rp)] = append([]byte(nil), rp.Records...)
+				refused[seqOf(rp)] = true
 			}
 			resp.Topics = append(resp.Topics, st)
 		}
