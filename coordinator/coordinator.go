@@ -71,6 +71,7 @@ type Coordinator struct {
 	// writes may go on.
 	leaseBase  time.Time
 	leaseUntil atomic.Int64
+	leaseNow   chan struct{} // renew at once: partitions were just assigned
 
 	mu            sync.Mutex
 	owned         map[int32]bool
@@ -84,7 +85,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	if cfg.DataPath == nil {
 		return nil, errors.New("coordinator: Config.DataPath is required")
 	}
-	c := &Coordinator{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), leaseBase: time.Now(),
+	c := &Coordinator{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), leaseBase: time.Now(), leaseNow: make(chan struct{}, 1),
 		owned: map[int32]bool{}, workers: map[statetopic.Key]*worker{}}
 	var err error
 	c.store, err = OpenStore(ctx, StoreConfig{Topic: cfg.StateTopic, Partitions: cfg.StatePartitions,
@@ -153,6 +154,13 @@ func (c *Coordinator) Write(ctx context.Context, recs ...Record) error {
 	return c.store.Write(ctx, n, recs...)
 }
 
+// Close releases the clients of a coordinator that is never Run (its
+// caller failed after New); Run releases them itself when it returns.
+func (c *Coordinator) Close() {
+	c.group.Close()
+	c.store.Close()
+}
+
 // Run works until ctx ends, then stops every worker (without writing state:
 // the next owner finishes what this one started) and closes the clients.
 func (c *Coordinator) Run(ctx context.Context) error {
@@ -198,6 +206,10 @@ func (c *Coordinator) assigned(_ context.Context, _ *kgo.Client, m map[string][]
 	}
 	c.mu.Unlock()
 	c.log.Info("coordinating state partitions", "assigned", m[c.cfg.StateTopic])
+	select {
+	case c.leaseNow <- struct{}{}:
+	default:
+	}
 	c.poke()
 }
 

@@ -52,6 +52,8 @@ func (c *Coordinator) runLease(ctx context.Context) {
 			t.Stop()
 			return
 		case <-t.C:
+		case <-c.leaseNow:
+			t.Stop()
 		}
 	}
 }

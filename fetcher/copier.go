@@ -559,7 +559,7 @@ func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) erro
 		}
 		task.Writer = &w
 	}
-	if err := c.lease(); err != nil {
+	if err := c.awaitLease(ctx); err != nil {
 		return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
 	}
 
@@ -691,6 +691,27 @@ func (c *Copier) lease() error {
 		return fmt.Errorf("not writing to the destination: %w", err)
 	}
 	return nil
+}
+
+// leaseWait is how long a start waits for the write lease. An instance
+// gets its partitions before its first heartbeat confirms the membership;
+// a start that failed there instead waited out the retry back-off (1–2 s,
+// a warning each time) on every fresh instance.
+const leaseWait = 2 * time.Second
+
+// awaitLease waits up to leaseWait for the lease; the error is the last
+// refusal.
+func (c *Copier) awaitLease(ctx context.Context) error {
+	deadline := time.Now().Add(leaseWait)
+	for {
+		err := c.lease()
+		if err == nil || !time.Now().Before(deadline) {
+			return err
+		}
+		if sleepCtx(ctx, 20*time.Millisecond) != nil {
+			return err
+		}
+	}
 }
 
 // ---- lock-held helpers ----

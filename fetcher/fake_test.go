@@ -2,7 +2,9 @@ package fetcher
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,4 +129,40 @@ func TestFakeRetriesAndLeaderMoves(t *testing.T) {
 		e.verifyPartition("faults", part)
 	}
 	t.Logf("%d produce requests, %d refused and resent byte-identical, leaders moved 3 times on both clusters", requests, resent)
+}
+
+// A fresh instance is given its partitions before its first heartbeat
+// confirms the membership: a start waits for the write lease instead of
+// failing (and waiting out the retry back-off); a lease that never comes
+// still fails it, with the lease's reason.
+func TestFakeStartWaitsForLease(t *testing.T) {
+	p := &pair{src: kafkatest.Start(t, kafkatest.Fake()), dst: kafkatest.Start(t, kafkatest.Fake())}
+	e := newEnv(t, p)
+	e.createSource("lease", 1, nil)
+	e.produce("lease", 0, 20, 10, kgo.NoCompression(), "l")
+	e.ensureDestination("lease")
+
+	granted := time.Now().Add(300 * time.Millisecond)
+	c := e.newCopier(Config{Lease: func() error {
+		if time.Now().Before(granted) {
+			return errors.New("membership not confirmed yet")
+		}
+		return nil
+	}})
+	defer c.Close()
+	var evs events
+	if err := c.Start(e.ctx, Task{Topic: "lease", Partition: 0, TransactionalID: "mirror-lease-0"}, evs.on); err != nil {
+		t.Fatalf("start 300 ms before the lease is granted: %v", err)
+	}
+	e.waitCopied(c, "lease", 0)
+	if f := evs.failures(); len(f) > 0 {
+		t.Fatalf("events: %+v", f)
+	}
+
+	never := e.newCopier(Config{Lease: func() error { return errors.New("membership not confirmed yet") }})
+	defer never.Close()
+	err := never.Start(e.ctx, Task{Topic: "lease", Partition: 0, TransactionalID: "mirror-lease-0"}, evs.on)
+	if err == nil || !strings.Contains(err.Error(), "membership not confirmed yet") {
+		t.Fatalf("start without a lease: %v, want the lease's refusal", err)
+	}
 }

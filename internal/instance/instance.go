@@ -108,12 +108,13 @@ func New(ctx context.Context, cfg Config) (*Instance, error) {
 	p.SetConfigResources(apis.ConfigResources(in.Backend))
 	p.SetGuard(in.Guard)
 	meter := p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")
-	if err := in.Coord.RegisterMetrics(meter); err != nil {
-		return nil, err
-	}
 	in.rpo = describemirrors.NewSampler(in.Backend, 0)
-	if err := in.rpo.RegisterMetrics(meter); err != nil {
-		return nil, err
+	if err := errors.Join(in.Coord.RegisterMetrics(meter), in.rpo.RegisterMetrics(meter)); err != nil {
+		in.Coord.Close()
+		in.data.Close()
+		in.sources.Close()
+		in.dstCl.Close()
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	return in, nil
 }
