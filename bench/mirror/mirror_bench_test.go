@@ -161,7 +161,7 @@ func BenchmarkMirror(b *testing.B) {
 				s.bytes = logBytes(ctx, b, e.src, s.topic)
 				for _, path := range roundPaths(round, turn) {
 					b.Run(fmt.Sprintf("%s/p%d/r%d/%s", c.name, parts, round, path), func(b *testing.B) {
-						settle(b)
+						settle()
 						load := loadAvg()
 						var r result
 						switch path {
@@ -189,10 +189,7 @@ func BenchmarkMirror(b *testing.B) {
 // of MB a second later, lands in whichever path runs next: kmirror's copies
 // right after a fill ran at 0.52-0.71 of raw produce in rounds where the
 // copies after raw produce ran at 0.81-1.14.
-func settle(b *testing.B) {
-	syscall.Sync()
-	b.Helper()
-}
+func settle() { syscall.Sync() }
 
 // roundPaths is the order of a round's paths. They take turns going first,
 // so none always meets the brokers right after the fill. MirrorMaker 2 runs

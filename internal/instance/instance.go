@@ -59,7 +59,7 @@ type Instance struct {
 }
 
 // New builds an instance; Run starts it.
-func New(ctx context.Context, cfg Config) (*Instance, error) {
+func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -72,6 +72,11 @@ func New(ctx context.Context, cfg Config) (*Instance, error) {
 	if !cfg.Mirroring {
 		return in, nil
 	}
+	defer func() {
+		if err != nil {
+			in.release()
+		}
+	}()
 	dstOpts, err := p.UpstreamClientOptions()
 	if err != nil {
 		return nil, err
@@ -82,13 +87,11 @@ func New(ctx context.Context, cfg Config) (*Instance, error) {
 	}
 	in.Guard, err = enforcement.New(enforcement.Options{ErrorCode: cfg.ReadOnlyErrorCode, ResolveTopicID: in.topicName})
 	if err != nil {
-		in.dstCl.Close()
 		return nil, err
 	}
 	in.sources = sourceclient.NewCache()
 	identities, err := identityClients(dstOpts)
 	if err != nil {
-		in.dstCl.Close()
 		return nil, err
 	}
 	in.data = NewDataPath(in.sources, in.dstCl, identities, log)
@@ -98,8 +101,6 @@ func New(ctx context.Context, cfg Config) (*Instance, error) {
 		SessionTimeout: cfg.SessionTimeout, DataPath: in.data, Logger: log,
 	})
 	if err != nil {
-		in.data.Close()
-		in.dstCl.Close()
 		return nil, err
 	}
 	in.data.SetLease(in.Coord.Lease)
@@ -110,13 +111,32 @@ func New(ctx context.Context, cfg Config) (*Instance, error) {
 	meter := p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")
 	in.rpo = describemirrors.NewSampler(in.Backend, 0)
 	if err := errors.Join(in.Coord.RegisterMetrics(meter), in.rpo.RegisterMetrics(meter)); err != nil {
-		in.Coord.Close()
-		in.data.Close()
-		in.sources.Close()
-		in.dstCl.Close()
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	return in, nil
+}
+
+// release closes what a failing New opened (a coordinator that never ran
+// included).
+func (in *Instance) release() {
+	if in.Coord != nil {
+		in.Coord.Close()
+	}
+	in.closeDataPath()
+}
+
+// closeDataPath closes the copy path's clients: Run's once the coordinator
+// has stopped, New's when it fails.
+func (in *Instance) closeDataPath() {
+	if in.data != nil {
+		in.data.Close()
+	}
+	if in.sources != nil {
+		in.sources.Close()
+	}
+	if in.dstCl != nil {
+		in.dstCl.Close()
+	}
 }
 
 // identityConnections is how many connections to each destination broker
@@ -188,9 +208,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	err := in.Proxy.Run(ctx)
 	cancel()
 	wg.Wait()
-	in.data.Close()
-	in.sources.Close()
-	in.dstCl.Close()
+	in.closeDataPath()
 	return errors.Join(err, coordErr)
 }
 
