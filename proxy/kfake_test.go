@@ -187,6 +187,9 @@ func TestKfakeLargeFetchStreamed(t *testing.T) {
 	if p.streamed.Load() == 0 {
 		t.Fatal("no Produce request was forwarded cut-through")
 	}
+	if p.handedOff.Load() == 0 {
+		t.Fatal("no connection was handed off to splice its Produce requests")
+	}
 }
 
 // largeRoundTrip produces and consumes ~12 MiB of incompressible-by-codec records in large

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -200,24 +201,26 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 			s.closeWith(fmt.Errorf("%w: size %d, limit %d", errFrameTooLarge, size, maxFrame))
 			return gnet.Close
 		}
+		// A large Produce (not while topics are read-only: the guard must see every
+		// partition of a Produce before any of it is forwarded) moves the connection to
+		// serveBulk, which splices it (bulk.go); where that cannot be, it is forwarded as it
+		// arrives once its header and acks are in (cut-through): reading it whole first would
+		// serialise the client's transfer and the broker's. Anything else waits until complete.
 		var head requestHeader
 		var acks int16
-		if n < 4+size {
-			// A large Produce is forwarded as it arrives once its header and acks are in
-			// (cut-through): reading it whole first would serialise the client's transfer
-			// and the broker's. Anything else waits until complete.
-			// Not while topics are read-only: the guard must see every
-			// partition of a Produce before any of it is forwarded.
-			if 4+size < streamMinBytes || n < streamHeadBytes || h.p.guardActive() {
-				return gnet.None
+		large := false
+		if 4+size >= streamMinBytes && n >= min(4+size, streamHeadBytes) && !h.p.guardActive() {
+			if peek, err := c.Peek(min(4+size, streamHeadBytes)); err == nil {
+				if head, acks, err = produceHead(peek); err == nil {
+					if action, ok := h.handOff(c, s); ok {
+						return action
+					}
+					large = true
+				}
 			}
-			peek, err := c.Peek(streamHeadBytes)
-			if err != nil {
-				return gnet.None
-			}
-			if head, acks, err = produceHead(peek); err != nil {
-				return gnet.None // not a Produce, or unparseable yet: handled whole
-			}
+		}
+		if n < 4+size && !large {
+			return gnet.None // not a large Produce, or unparseable yet: handled whole
 		}
 		if !s.upstreamRoom() {
 			return gnet.None
@@ -266,6 +269,8 @@ type gnetClient struct {
 	c      gnet.Conn
 	out    net.Conn // duplicate of the client socket, written only by the session's reader
 	remote net.Addr
+	// handedOff: the connection left gnet (bulk.go); out is its only descriptor now.
+	handedOff atomic.Bool
 }
 
 func (g *gnetClient) writeFrame(frame []byte, done func()) {
@@ -287,9 +292,16 @@ func (g *gnetClient) relay(head []byte, src io.Reader, n int64) error {
 	return err
 }
 
-func (g *gnetClient) resume() { _ = g.c.Wake(nil) }
+func (g *gnetClient) resume() {
+	if !g.handedOff.Load() {
+		_ = g.c.Wake(nil)
+	}
+}
+
 func (g *gnetClient) close() {
-	_ = g.c.Close()
+	if !g.handedOff.Load() {
+		_ = g.c.Close()
+	}
 	_ = g.out.Close()
 }
 func (g *gnetClient) remoteAddr() net.Addr { return g.remote }

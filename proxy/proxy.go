@@ -35,7 +35,10 @@ type Proxy struct {
 	sessions sync.Map     // *session -> struct{}
 	streamed atomic.Int64 // Produce requests forwarded cut-through (tests)
 	relayed  atomic.Int64 // responses relayed socket to socket (tests)
-	draining atomic.Bool
+	// connections moved from gnet to a goroutine of their own to splice Produce (tests)
+	handedOff atomic.Int64
+	spliced   atomic.Int64 // Produce bodies spliced client to upstream (tests)
+	draining  atomic.Bool
 
 	mu        sync.Mutex
 	bootstrap listener

@@ -72,6 +72,11 @@ type outbound struct {
 	frame      []byte
 	off        int  // bytes of frame already written by the fast path
 	noResponse bool // acks=0 Produce: the broker sends nothing back
+
+	// No frame: splice spliceN bytes from spliceFrom, then report on spliced (bulk.go).
+	spliceFrom *net.TCPConn
+	spliceN    int64
+	spliced    chan error
 }
 
 type session struct {
@@ -244,12 +249,30 @@ func (s *session) runUpstreamWriter() {
 
 	var batch, frames net.Buffers
 	var acks0 int
+	var next *outbound // a splice that ended the previous batch
 	for {
 		var ob outbound
-		select {
-		case <-s.ctx.Done():
-			return
-		case ob = <-s.toUpstream:
+		if next != nil {
+			ob, next = *next, nil
+		} else {
+			select {
+			case <-s.ctx.Done():
+				return
+			case ob = <-s.toUpstream:
+			}
+		}
+		if ob.spliceFrom != nil {
+			s.upMu.Lock()
+			_, err := io.CopyN(conn, ob.spliceFrom, ob.spliceN) // *net.TCPConn to *net.TCPConn: splice(2)
+			s.upMu.Unlock()
+			s.p.spliced.Add(1)
+			ob.spliced <- err
+			if err != nil {
+				s.closeWith(fmt.Errorf("splicing a %d-byte Produce body to upstream %s: %w", ob.spliceN, conn.RemoteAddr(), err))
+				return
+			}
+			s.written(1, ob.noResponse)
+			continue
 		}
 		batch, frames, acks0 = batch[:0], frames[:0], 0
 		add := func(ob outbound) {
@@ -264,6 +287,10 @@ func (s *session) runUpstreamWriter() {
 		for len(batch) < 64 {
 			select {
 			case ob = <-s.toUpstream:
+				if ob.spliceFrom != nil {
+					next = &ob // after the frames before it
+					break drain
+				}
 				add(ob)
 			default:
 				break drain
@@ -281,13 +308,22 @@ func (s *session) runUpstreamWriter() {
 			putFrame(f)
 			frames[i] = nil
 		}
-		s.queued.Add(int64(-queued))
 		for range acks0 {
 			s.release()
 		}
-		if s.writerFull.CompareAndSwap(true, false) {
-			s.client.resume()
-		}
+		s.written(queued, false)
+	}
+}
+
+// written accounts for n queued entries having left for upstream (the last an acks=0
+// Produce's when acks0).
+func (s *session) written(n int, acks0 bool) {
+	s.queued.Add(int64(-n))
+	if acks0 {
+		s.release()
+	}
+	if s.writerFull.CompareAndSwap(true, false) {
+		s.client.resume()
 	}
 }
 

@@ -65,6 +65,10 @@ func BenchmarkProxy(b *testing.B) {
 	paths := map[string]string{"direct": cluster.BootstrapString(), "proxy": proxyAddr}
 
 	for _, sc := range scenarios {
+		// KMIRROR_BENCH_PROXY_SCENARIO=large runs one scenario alone (a profile of one workload).
+		if only := os.Getenv("KMIRROR_BENCH_PROXY_SCENARIO"); only != "" && only != sc.name {
+			continue
+		}
 		var rounds []map[string]result
 		// Round 0 only warms up (the broker's JIT, both paths' connections and buffers) and is
 		// not counted: the first rounds of a fresh broker are up to twice as slow as later

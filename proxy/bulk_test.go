@@ -1,0 +1,206 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/kafkatest"
+)
+
+// TestRealBulkHandOffKeepsOrder pipelines large Produce requests (acks=all, acks=0, acks=1)
+// between Metadata requests on one plaintext connection. The first large Produce moves the
+// connection out of gnet (bulk.go); after that every response must still arrive in request
+// order, none for acks=0, every record must land at the offset its place in the stream
+// gives it and read back byte for byte, and a bad frame must still close the connection
+// without disturbing another. (Real Kafka: kfake stops answering a connection whose Produce
+// follows another request in the same write.)
+func TestRealBulkHandOffKeepsOrder(t *testing.T) {
+	p, _, _ := realProxy(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The first batch is small enough for gnet to read it whole with the start of the next
+	// request (so the hand-off carries both); the next two are more than gnet reads at once.
+	const size = 10 << 10
+	counts := []int{30, 150, 150}
+	topic := fmt.Sprintf("bulk-%d", time.Now().UnixNano())
+	adm, err := kgo.NewClient(kgo.SeedBrokers(p.AdvertisedAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	kadmin := kadm.NewClient(adm)
+	if _, err := kadmin.CreateTopic(ctx, 1, 3, map[string]*string{"max.message.bytes": kmsg.StringPtr("4194304")}, topic); err != nil {
+		t.Fatal(err)
+	}
+	// The leader's listener on the proxy: a Produce elsewhere is refused (NOT_LEADER).
+	var leaderAddr string
+	eventually(t, 30*time.Second, "a leader for "+topic, func() bool {
+		md, err := kadmin.Metadata(ctx, topic)
+		if err != nil {
+			return false
+		}
+		pd, ok := md.Topics[topic].Partitions[0]
+		if !ok || pd.Leader < 0 {
+			return false
+		}
+		for _, b := range md.Brokers {
+			if b.NodeID == pd.Leader {
+				leaderAddr = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+			}
+		}
+		return leaderAddr != ""
+	})
+	value := func(i int) []byte { return bytes.Repeat([]byte{byte(i), byte(i >> 8), 0x5a}, size/3) }
+	batch := func(first, n int) []byte {
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = &kgo.Record{Key: []byte(strconv.Itoa(first + i)), Value: value(first + i)}
+		}
+		return kafkatest.RecordBatch(t, 0, kgo.NoCompression(), recs)
+	}
+	produce := func(acks int16, first, n int) *kmsg.ProduceRequest {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version = 9
+		req.Acks = acks
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch(first, n)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return req
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 9
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bulk-test"))
+	var out []byte
+	out = append(out, f.AppendRequest(nil, md, 1)...)
+	out = append(out, f.AppendRequest(nil, produce(-1, 0, counts[0]), 2)...)
+	out = append(out, f.AppendRequest(nil, md, 3)...)
+	out = append(out, f.AppendRequest(nil, produce(0, counts[0], counts[1]), 4)...) // acks=0: no response
+	out = append(out, f.AppendRequest(nil, md, 5)...)
+	out = append(out, f.AppendRequest(nil, produce(1, counts[0]+counts[1], counts[2]), 6)...)
+	out = append(out, f.AppendRequest(nil, md, 7)...)
+	if len(out) < 3*streamMinBytes {
+		t.Fatalf("requests of %d bytes: too small to be spliced", len(out))
+	}
+
+	conn, err := net.Dial("tcp", leaderAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A round trip first: the hand-off waits for the upstream connection, which the proxy
+	// dials when the client connects.
+	metadataRoundTrip(t, conn, 0)
+	wrote := make(chan error, 1)
+	go func() { _, err := conn.Write(out); wrote <- err }() // the proxy pushes back while it works
+	for _, want := range []int32{1, 2, 3, 5, 6, 7} {
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		fr, err := readFrame(conn, 1<<20)
+		if err != nil {
+			t.Fatalf("waiting for response %d: %v", want, err)
+		}
+		if got := int32(binary.BigEndian.Uint32(fr[4:])); got != want {
+			t.Fatalf("response correlation id %d, want %d", got, want)
+		}
+		if want != 2 && want != 6 {
+			continue
+		}
+		resp := kmsg.NewPtrProduceResponse()
+		resp.Version = 9
+		if err := resp.ReadFrom(fr[9:]); err != nil { // size, correlation id, empty tag buffer
+			t.Fatalf("Produce response %d: %v", want, err)
+		}
+		rp := resp.Topics[0].Partitions[0]
+		wantBase := int64(0)
+		if want == 6 {
+			wantBase = int64(counts[0] + counts[1]) // after the acks=0 batch
+		}
+		if rp.ErrorCode != 0 || rp.BaseOffset != wantBase {
+			t.Fatalf("Produce %d: error %d, base offset %d, want 0 and %d", want, rp.ErrorCode, rp.BaseOffset, wantBase)
+		}
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if got := p.handedOff.Load(); got != 1 {
+		t.Fatalf("%d connections handed off, want 1", got)
+	}
+	if p.spliced.Load() == 0 {
+		t.Fatal("no Produce body was spliced")
+	}
+
+	cons, err := kgo.NewClient(kgo.SeedBrokers(p.AdvertisedAddr()), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	total := counts[0] + counts[1] + counts[2]
+	for got := 0; got < total; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d", got, total)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if want := strconv.Itoa(int(r.Offset)); string(r.Key) != want || !bytes.Equal(r.Value, value(int(r.Offset))) {
+				t.Fatalf("offset %d holds record %s, or its value was corrupted through the proxy", r.Offset, r.Key)
+			}
+			got++
+		})
+	}
+
+	// The handed-off connection still enforces the frame limit, and only it is closed.
+	other := rawDial(t, leaderAddr)
+	defer other.Close()
+	var huge [4]byte
+	binary.BigEndian.PutUint32(huge[:], uint32(p.cfg.MaxFrameBytes+1))
+	if _, err := conn.Write(huge[:]); err != nil {
+		t.Fatal(err)
+	}
+	expectClosed(t, conn, fmt.Sprintf("a %d-byte frame after the hand-off", p.cfg.MaxFrameBytes+1))
+	metadataRoundTrip(t, other, 8)
+}
+
+// TestTakeBuffered: the bytes already read before a splice leave in stream order, whether
+// they sit in the read buffer, in what gnet handed over, or in both.
+func TestTakeBuffered(t *testing.T) {
+	stream := make([]byte, 3*bulkReadBytes)
+	for i := range stream {
+		stream[i] = byte(i * 7)
+	}
+	for _, tc := range []struct{ read, max int }{
+		{0, 100},                     // nothing through the buffer yet: gnet's bytes only
+		{10, 100},                    // both
+		{10, 2 * bulkReadBytes},      // both, up to the end of gnet's bytes
+		{bulkReadBytes - 5, 3},       // the read buffer only
+		{bulkReadBytes + 1, 1 << 30}, // past the first refill
+	} {
+		src := &bulkSource{prefix: stream[:2*bulkReadBytes]}
+		br := bufio.NewReaderSize(src, bulkReadBytes)
+		skip := make([]byte, tc.read)
+		if _, err := io.ReadFull(br, skip); err != nil {
+			t.Fatal(err)
+		}
+		got := takeBuffered(br, src, tc.max)
+		want := stream[tc.read:min(tc.read+tc.max, 2*bulkReadBytes)]
+		if !bytes.Equal(got, want) {
+			t.Errorf("after reading %d, taking up to %d: got %d bytes, want %d in stream order", tc.read, tc.max, len(got), len(want))
+		}
+	}
+}
