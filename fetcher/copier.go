@@ -58,7 +58,8 @@ import (
 type Config struct {
 	Source      *kgo.Client
 	Destination *kgo.Client
-	// FetchMaxBytes is the per-partition fetch size (default 1 MiB).
+	// FetchMaxBytes is the per-partition fetch size (default 1 MiB); partitions that share
+	// a leader with few others fetch more (partitionFetchBytes).
 	FetchMaxBytes int32
 	// FetchResponseMaxBytes bounds one Fetch response (default 10 MiB).
 	FetchResponseMaxBytes int32

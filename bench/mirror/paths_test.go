@@ -119,7 +119,7 @@ func mm2Tuning(s spec) map[string]string {
 	return map[string]string{
 		"tasks.max":                                             "2",        // two cores
 		"source.consumer.fetch.max.bytes":                       "10485760", // kmirror fetch.response.max.bytes
-		"source.consumer.max.partition.fetch.bytes":             "1048576",  // kmirror fetch.max.bytes
+		"source.consumer.max.partition.fetch.bytes":             strconv.Itoa(kmirrorFetchBytes(s.partitions)),
 		"source.consumer.max.poll.records":                      "10000",
 		"target.producer.batch.size":                            strconv.Itoa(batchBytes),
 		"target.producer.linger.ms":                             strconv.Itoa(lingerMs),
@@ -133,6 +133,14 @@ func mm2Tuning(s spec) map[string]string {
 		"target.offset.storage.topic":                           "mm2-offsets." + s.topic + ".internal",
 		"target.status.storage.topic":                           "mm2-status." + s.topic + ".internal",
 	}
+}
+
+// kmirrorFetchBytes is what kmirror fetches per partition with default settings for a topic
+// of n partitions on one source broker (fetcher.partitionFetchBytes): fetch.max.bytes 1 MiB,
+// or an equal share of fetch.response.max.bytes 10 MiB, at most an eighth of the 64 MiB
+// copy buffer.
+func kmirrorFetchBytes(n int32) int {
+	return max(1<<20, min((10<<20)/int(n), 8<<20))
 }
 
 // runMM2 starts MirrorMaker 2 in dedicated mode for the case's topic and

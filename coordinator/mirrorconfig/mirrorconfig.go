@@ -61,7 +61,7 @@ var specs = map[string]spec{
 		def: "follower.replication.throttled.replicas,leader.replication.throttled.replicas,message.timestamp.type," +
 			"message.timestamp.difference.max.ms,message.timestamp.before.max.ms,message.timestamp.after.max.ms," +
 			"unclean.leader.election.enable,min.insync.replicas"},
-	"fetch.max.bytes":                 {kind: kInt, def: "1048576", min: 1024, doc: "bytes fetched per partition per request"},
+	"fetch.max.bytes":                 {kind: kInt, def: "1048576", min: 1024, doc: "bytes fetched per partition per request; when fewer partitions share a fetch than fetch.response.max.bytes has room for, each gets an equal share of it (at most an eighth of copy.buffer.max.bytes)"},
 	"fetch.response.max.bytes":        {kind: kInt, def: "10485760", min: 1024, doc: "bytes per fetch response"},
 	"fetch.wait.max.ms":               {kind: kInt, def: "500", min: 0, doc: "longest wait of a fetch for new data"},
 	"metadata.refresh.interval.ms":    {kind: kInt, def: "30000", min: 100, doc: "how often source topics, patterns, topic configs, consumer group offsets and ACLs are synced"},
