@@ -109,14 +109,7 @@ func TestRealBulkHandOffKeepsOrder(t *testing.T) {
 	wrote := make(chan error, 1)
 	go func() { _, err := conn.Write(out); wrote <- err }() // the proxy pushes back while it works
 	for _, want := range []int32{1, 2, 3, 5, 6, 7} {
-		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		fr, err := readFrame(conn, 1<<20)
-		if err != nil {
-			t.Fatalf("waiting for response %d: %v", want, err)
-		}
-		if got := int32(binary.BigEndian.Uint32(fr[4:])); got != want {
-			t.Fatalf("response correlation id %d, want %d", got, want)
-		}
+		fr := nextResponse(t, conn, want, 10*time.Second)
 		if want != 2 && want != 6 {
 			continue
 		}
@@ -150,20 +143,11 @@ func TestRealBulkHandOffKeepsOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	total := counts[0] + counts[1] + counts[2]
-	for got := 0; got < total; {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("consumed %d of %d", got, total)
+	consumeN(t, ctx, cons, counts[0]+counts[1]+counts[2], func(r *kgo.Record) {
+		if want := strconv.Itoa(int(r.Offset)); string(r.Key) != want || !bytes.Equal(r.Value, value(int(r.Offset))) {
+			t.Fatalf("offset %d holds record %s, or its value was corrupted through the proxy", r.Offset, r.Key)
 		}
-		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			if want := strconv.Itoa(int(r.Offset)); string(r.Key) != want || !bytes.Equal(r.Value, value(int(r.Offset))) {
-				t.Fatalf("offset %d holds record %s, or its value was corrupted through the proxy", r.Offset, r.Key)
-			}
-			got++
-		})
-	}
+	})
 
 	// The handed-off connection still enforces the frame limit, and only it is closed.
 	other := rawDial(t, leaderAddr)

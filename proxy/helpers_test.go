@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 )
 
@@ -270,4 +271,35 @@ func rawDial(t testing.TB, addr string) net.Conn {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// nextResponse reads the next response frame from c and fails unless it answers corrID.
+func nextResponse(t testing.TB, c net.Conn, corrID int32, timeout time.Duration) []byte {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
+	fr, err := readFrame(c, 1<<20)
+	if err != nil {
+		t.Fatalf("waiting for response %d: %v", corrID, err)
+	}
+	if got := int32(binary.BigEndian.Uint32(fr[4:])); got != corrID {
+		t.Fatalf("response correlation id %d, want %d", got, corrID)
+	}
+	return fr
+}
+
+// consumeN polls cons until n records have passed check, failing on a fetch error or when
+// ctx ends first.
+func consumeN(t testing.TB, ctx context.Context, cons *kgo.Client, n int, check func(*kgo.Record)) {
+	t.Helper()
+	for got := 0; got < n; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d", got, n)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			check(r)
+			got++
+		})
+	}
 }

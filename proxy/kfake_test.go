@@ -224,20 +224,12 @@ func largeRoundTrip(t *testing.T, p *Proxy, opts ...kgo.Opt) {
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	for got := 0; got < n; {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("consumed %d of %d", got, n)
+	consumeN(t, ctx, cons, n, func(r *kgo.Record) {
+		i, _ := strconv.Atoi(string(r.Key))
+		if !bytes.Equal(r.Value, value(i)) {
+			t.Fatalf("record %d corrupted through the proxy", i)
 		}
-		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			i, _ := strconv.Atoi(string(r.Key))
-			if !bytes.Equal(r.Value, value(i)) {
-				t.Fatalf("record %d corrupted through the proxy", i)
-			}
-			got++
-		})
-	}
+	})
 	if p.relayed.Load() == 0 {
 		t.Fatal("no response was large enough to be relayed as it arrived")
 	}

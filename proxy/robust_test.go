@@ -161,14 +161,7 @@ func TestAcksZeroProduceDoesNotStall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []int32{1, 2} {
-		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		fr, err := readFrame(conn, 1<<20)
-		if err != nil {
-			t.Fatalf("waiting for Metadata %d: %v", want, err)
-		}
-		if got := int32(binary.BigEndian.Uint32(fr[4:])); got != want {
-			t.Fatalf("response correlation id %d, want %d", got, want)
-		}
+		nextResponse(t, conn, want, 5*time.Second)
 	}
 }
 
