@@ -91,16 +91,21 @@ func (c *Copier) sourceLoop(w *worker) {
 	}
 }
 
-// partitionFetchBytes is the fetch size of each of n partitions fetched from one leader:
-// fetch.max.bytes, or more when fewer partitions share a response than
-// fetch.response.max.bytes has room for. Each Fetch costs both brokers and the copier a
-// fixed amount of work; a lone partition fetched 1 MiB at a time spent a source broker
-// 1–7 CPU s per GB copied, 0.2–2.5 at 8 MiB (bench/mirror, none/1), and the copy's own CPU
-// fell by a fifth. Capped at an eighth of the copy buffer, so that several fetches of a
-// partition still overlap its produces within the memory bound.
+// PartitionFetchBytes is the fetch size of each of n partitions fetched from one leader,
+// for a copy with the given fetch.max.bytes, fetch.response.max.bytes and copy buffer:
+// fetch.max.bytes, or more when fewer partitions share a response than the response limit
+// has room for. Each Fetch costs both brokers and the copier a fixed amount of work; a lone
+// partition fetched 1 MiB at a time spent a source broker 1–7 CPU s per GB copied, 0.2–2.5
+// at 8 MiB (bench/mirror, none/1), and the copy's own CPU fell by a fifth. Capped at an
+// eighth of the copy buffer, so that several fetches of a partition still overlap its
+// produces within the memory bound.
+func PartitionFetchBytes(fetchMax, responseMax int32, buffer int64, n int) int32 {
+	share := int64(responseMax) / int64(max(n, 1))
+	return int32(max(int64(fetchMax), min(share, buffer/8)))
+}
+
 func (c *Copier) partitionFetchBytes(n int) int32 {
-	share := int64(c.cfg.FetchResponseMaxBytes) / int64(max(n, 1))
-	return int32(max(int64(c.cfg.FetchMaxBytes), min(share, c.cfg.MaxBufferedBytes/8)))
+	return PartitionFetchBytes(c.cfg.FetchMaxBytes, c.cfg.FetchResponseMaxBytes, c.cfg.MaxBufferedBytes, n)
 }
 
 // partitionBufferLimit is how many fetched bytes a partition may hold before its next

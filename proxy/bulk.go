@@ -88,6 +88,7 @@ func takeBuffered(br *bufio.Reader, src *bulkSource, max int) []byte {
 // serveBulk reads the requests of a handed-off connection until it ends.
 func (s *session) serveBulk(conn *net.TCPConn, prefix []byte) {
 	defer s.p.wg.Done()
+	s.spliced = make(chan error, 1)
 	src := &bulkSource{prefix: prefix, conn: conn}
 	br := bufio.NewReaderSize(src, bulkReadBytes)
 	for {
@@ -104,44 +105,44 @@ func (s *session) serveBulk(conn *net.TCPConn, prefix []byte) {
 
 // bulkRequest forwards one request, splicing the body of a large Produce.
 func (s *session) bulkRequest(br *bufio.Reader, src *bulkSource) error {
-	var size [4]byte
-	if _, err := io.ReadFull(br, size[:]); err != nil {
+	size, err := br.Peek(4)
+	if err != nil {
 		return fmt.Errorf("reading request: %w", err)
 	}
-	n := int32(binary.BigEndian.Uint32(size[:]))
-	if n < 0 || n > s.p.cfg.MaxFrameBytes {
-		return fmt.Errorf("%w: size %d, limit %d", errFrameTooLarge, n, s.p.cfg.MaxFrameBytes)
+	n := int32(binary.BigEndian.Uint32(size))
+	if 4+int(n) < streamMinBytes || n > s.p.cfg.MaxFrameBytes {
+		frame, err := readFrame(br, s.p.cfg.MaxFrameBytes) // also refuses a bad size
+		if err != nil {
+			return fmt.Errorf("reading request: %w", err)
+		}
+		return s.dispatchAcquired(frame)
 	}
 	total := 4 + int(n)
-	headLen := total
-	if total >= streamMinBytes {
-		headLen = streamHeadBytes
-	}
-	frame := getFrame(headLen)
-	copy(frame, size[:])
-	if _, err := io.ReadFull(br, frame[4:]); err != nil {
-		putFrame(frame)
+	head := getFrame(streamHeadBytes)
+	if _, err := io.ReadFull(br, head); err != nil {
+		putFrame(head)
 		return fmt.Errorf("reading %d-byte request: %w", n, err)
 	}
-	if headLen < total {
-		h, acks, err := produceHead(frame)
-		if err == nil && !s.p.guardActive() {
-			if !s.acquire() {
-				putFrame(frame)
-				return net.ErrClosed // the session is closing
-			}
-			return s.spliceProduce(h, acks, frame, total, br, src)
+	if h, acks, err := produceHead(head); err == nil && !s.p.guardActive() {
+		if !s.acquire() {
+			putFrame(head)
+			return net.ErrClosed // the session is closing
 		}
-		// Not a Produce, or topics are read-only: the request is handled whole.
-		whole := getFrame(total)
-		copy(whole, frame)
-		putFrame(frame)
-		if _, err := io.ReadFull(br, whole[headLen:]); err != nil {
-			putFrame(whole)
-			return fmt.Errorf("reading %d-byte request: %w", n, err)
-		}
-		frame = whole
+		return s.spliceProduce(h, acks, head, total, br, src)
 	}
+	// Not a Produce, or topics are read-only: the request is handled whole.
+	whole := getFrame(total)
+	copy(whole, head)
+	putFrame(head)
+	if _, err := io.ReadFull(br, whole[streamHeadBytes:]); err != nil {
+		putFrame(whole)
+		return fmt.Errorf("reading %d-byte request: %w", n, err)
+	}
+	return s.dispatchAcquired(whole)
+}
+
+// dispatchAcquired dispatches a whole frame once a slot is free.
+func (s *session) dispatchAcquired(frame []byte) error {
 	if !s.acquire() {
 		putFrame(frame)
 		return net.ErrClosed
@@ -164,16 +165,15 @@ func (s *session) spliceProduce(h requestHeader, acks int16, head []byte, total 
 	if rest == 0 {
 		return nil
 	}
-	done := make(chan error, 1)
-	s.streamLeft = 0
+	s.streamLeft = 0 // the splice entry carries the rest
 	s.queued.Add(1)
 	select {
-	case s.toUpstream <- outbound{spliceFrom: src.conn, spliceN: int64(rest), spliced: done, noResponse: s.streamAcks0}:
+	case s.toUpstream <- outbound{spliceFrom: src.conn, spliceN: int64(rest), noResponse: s.streamAcks0}:
 	case <-s.ctx.Done():
 		return net.ErrClosed
 	}
 	select {
-	case err := <-done:
+	case err := <-s.spliced:
 		s.touch()
 		return err
 	case <-s.ctx.Done():

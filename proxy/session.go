@@ -73,10 +73,10 @@ type outbound struct {
 	off        int  // bytes of frame already written by the fast path
 	noResponse bool // acks=0 Produce: the broker sends nothing back
 
-	// No frame: splice spliceN bytes from spliceFrom, then report on spliced (bulk.go).
+	// No frame: splice spliceN bytes from spliceFrom, then report on session.spliced
+	// (bulk.go).
 	spliceFrom *net.TCPConn
 	spliceN    int64
-	spliced    chan error
 }
 
 type session struct {
@@ -101,8 +101,9 @@ type session struct {
 	queued atomic.Int64 // entries sent to toUpstream and not yet written
 
 	// Cut-through of a large Produce (gnet path only; owned by the event loop).
-	streamLeft  int  // bytes of the current request still to forward
-	streamAcks0 bool // the current request is acks=0: its slot is freed after the last byte
+	streamLeft  int        // bytes of the current request still to forward
+	streamAcks0 bool       // the current request is acks=0: its slot is freed after the last byte
+	spliced     chan error // a handed-off connection's splices report here, one at a time (bulk.go)
 
 	lastActive atomic.Int64 // unix nanos of the last request or response
 
@@ -266,7 +267,7 @@ func (s *session) runUpstreamWriter() {
 			_, err := io.CopyN(conn, ob.spliceFrom, ob.spliceN) // *net.TCPConn to *net.TCPConn: splice(2)
 			s.upMu.Unlock()
 			s.p.spliced.Add(1)
-			ob.spliced <- err
+			s.spliced <- err
 			if err != nil {
 				s.closeWith(fmt.Errorf("splicing a %d-byte Produce body to upstream %s: %w", ob.spliceN, conn.RemoteAddr(), err))
 				return

@@ -19,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
@@ -72,12 +74,8 @@ func runKmirror(ctx context.Context, b *testing.B, e *env, s spec) result {
 	create := protocol.NewPtrCreateMirrorRequest()
 	create.MirrorName = mirror
 	create.Configs = []protocol.CreateMirrorRequestConfig{{Name: "bootstrap.servers", Value: kmsg.StringPtr(e.src.BootstrapString())}}
-	// KMIRROR_BENCH_MIRROR_CONFIGS=name=value,... tries other mirror settings (the figures
-	// in bench/README.md are the defaults').
-	for _, kv := range strings.Split(os.Getenv("KMIRROR_BENCH_MIRROR_CONFIGS"), ",") {
-		if name, value, ok := strings.Cut(kv, "="); ok {
-			create.Configs = append(create.Configs, protocol.CreateMirrorRequestConfig{Name: name, Value: kmsg.StringPtr(value)})
-		}
+	for name, value := range benchMirrorConfigs() {
+		create.Configs = append(create.Configs, protocol.CreateMirrorRequestConfig{Name: name, Value: kmsg.StringPtr(value)})
 	}
 	if cr := request[*protocol.CreateMirrorResponse](ctx, b, adm, create); cr.ErrorCode != 0 {
 		b.Fatalf("create mirror %s: %s", mirror, deref(cr.ErrorMessage))
@@ -111,15 +109,18 @@ func runKmirror(ctx context.Context, b *testing.B, e *env, s spec) result {
 }
 
 // mm2Tuning is the benchmark's MirrorMaker 2 client tuning (bench/README.md
-// lists it): fetch sizes equal to kmirror's defaults, batches equal to the
+// lists it): fetch sizes equal to kmirror's for the case, batches equal to the
 // source's, the source's codec (MirrorMaker 2 must recompress), acks=all and
 // idempotent with 5 requests in flight like franz-go's producer, a Connect
 // group and internal topics of its own per run.
 func mm2Tuning(s spec) map[string]string {
+	// kmirror's fetch sizes for this case (one source broker holds every partition).
+	kc := mirrorconfig.Parse(benchMirrorConfigs())
+	perPartition := fetcher.PartitionFetchBytes(kc.FetchMaxBytes, kc.FetchResponseMaxBytes, kc.BufferMaxBytes, int(s.partitions))
 	return map[string]string{
-		"tasks.max":                                             "2",        // two cores
-		"source.consumer.fetch.max.bytes":                       "10485760", // kmirror fetch.response.max.bytes
-		"source.consumer.max.partition.fetch.bytes":             strconv.Itoa(kmirrorFetchBytes(s.partitions)),
+		"tasks.max":                                             "2", // two cores
+		"source.consumer.fetch.max.bytes":                       strconv.Itoa(int(kc.FetchResponseMaxBytes)),
+		"source.consumer.max.partition.fetch.bytes":             strconv.Itoa(int(perPartition)),
 		"source.consumer.max.poll.records":                      "10000",
 		"target.producer.batch.size":                            strconv.Itoa(batchBytes),
 		"target.producer.linger.ms":                             strconv.Itoa(lingerMs),
@@ -135,12 +136,17 @@ func mm2Tuning(s spec) map[string]string {
 	}
 }
 
-// kmirrorFetchBytes is what kmirror fetches per partition with default settings for a topic
-// of n partitions on one source broker (fetcher.partitionFetchBytes): fetch.max.bytes 1 MiB,
-// or an equal share of fetch.response.max.bytes 10 MiB, at most an eighth of the 64 MiB
-// copy buffer.
-func kmirrorFetchBytes(n int32) int {
-	return max(1<<20, min((10<<20)/int(n), 8<<20))
+// benchMirrorConfigs are the mirror configs the benchmark adds to bootstrap.servers:
+// KMIRROR_BENCH_MIRROR_CONFIGS=name=value,... tries other settings (the figures in
+// bench/README.md are the defaults').
+func benchMirrorConfigs() map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(os.Getenv("KMIRROR_BENCH_MIRROR_CONFIGS"), ",") {
+		if name, value, ok := strings.Cut(kv, "="); ok {
+			out[name] = value
+		}
+	}
+	return out
 }
 
 // runMM2 starts MirrorMaker 2 in dedicated mode for the case's topic and
