@@ -19,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
@@ -150,18 +151,39 @@ func (p *process) copying() map[string]bool {
 }
 
 func destinationTotal(t *testing.T, cl *kgo.Client, mirror string) (dst, src int64) {
+	for _, p := range partitionProgress(t, cl, mirror) {
+		dst += max(0, p.DestinationHighWatermark)
+		src += max(0, p.SourceHighWatermark)
+	}
+	return dst, src
+}
+
+// partitionProgress is each mirror partition's DescribeMirrors entry by "topic/partition".
+func partitionProgress(t *testing.T, cl *kgo.Client, mirror string) map[string]protocol.DescribeMirrorsResponsePartition {
 	req := protocol.NewPtrDescribeMirrorsRequest()
 	req.MirrorNames = []string{mirror}
 	resp := request[*protocol.DescribeMirrorsResponse](t, cl, req)
+	out := map[string]protocol.DescribeMirrorsResponsePartition{}
 	for _, m := range resp.Mirrors {
 		for _, tp := range m.Topics {
 			for _, p := range tp.Partitions {
-				dst += max(0, p.DestinationHighWatermark)
-				src += max(0, p.SourceHighWatermark)
+				out[fmt.Sprintf("%s/%d", tp.Name, p.Partition)] = p
 			}
 		}
 	}
-	return dst, src
+	return out
+}
+
+// setThrottle sets the mirror's byte-rate limit ("" lifts it).
+func setThrottle(t *testing.T, cl *kgo.Client, mirror, rate string) {
+	t.Helper()
+	op := configOp(kmsg.IncrementalAlterConfigOpDelete, "replication.throttled.rate", nil)
+	if rate != "" {
+		op = configOp(kmsg.IncrementalAlterConfigOpSet, "replication.throttled.rate", kmsg.StringPtr(rate))
+	}
+	if r := alterMirror(t, cl, false, mirrorResource(mirror, op)); r.Resources[0].ErrorCode != 0 {
+		t.Fatalf("set %s's limit to %q: %s", mirror, rate, deref(r.Resources[0].ErrorMessage))
+	}
 }
 
 // Two kmirror processes split the mirror partitions; SIGKILL one in the
@@ -182,44 +204,57 @@ func TestInstancesSplitSurviveKillAndRestart(t *testing.T) {
 	a := startProcess(t, bin, "a", dst)
 	b := startProcess(t, bin, "b", dst)
 	cl := admin(t, b.addr)
-	// Small fetches make the copy take long enough to kill an instance in its middle.
-	createMirror(t, cl, "dr", "bootstrap.servers", src.BootstrapString(), "fetch.max.bytes", "16384")
+	// A byte-rate limit holds the copy in its middle however fast or slow the machine is
+	// (on a slow one, the instances could otherwise finish before the group has split the
+	// partitions); it is lifted once an instance is killed.
+	createMirror(t, cl, "dr", "bootstrap.servers", src.BootstrapString(), "fetch.max.bytes", "16384",
+		"replication.throttled.rate", "100000")
 	addTopics(t, cl, "dr", "events")
 
-	// Both instances copy, disjoint shares, before the copy is done.
-	var ca, cb map[string]bool
-	var done, total int64
-	polltest.Eventually(t, 2*time.Minute, "partitions split between the instances", func() (bool, string) {
+	// Both instances copy, disjoint shares, and some of a's partitions are not copied yet.
+	var ca, cb, open map[string]bool
+	polltest.Eventually(t, 3*time.Minute, "partitions split between the instances, a's in the middle of their copy", func() (bool, string) {
 		ca, cb = a.copying(), b.copying()
 		for k := range ca {
 			if cb[k] {
 				t.Fatalf("a partition is copied by both instances: a %v, b %v", ca, cb)
 			}
 		}
-		done, total = destinationTotal(t, cl, "dr")
-		return len(ca) > 0 && len(cb) > 0 && len(ca)+len(cb) == parts && done > 0, fmt.Sprintf("a %v, b %v", ca, cb)
+		open = map[string]bool{}
+		for k, p := range partitionProgress(t, cl, "dr") {
+			if ca[k] && p.DestinationHighWatermark > 0 && p.DestinationHighWatermark < p.SourceHighWatermark {
+				open[k] = true
+			}
+		}
+		return len(ca) > 0 && len(cb) > 0 && len(ca)+len(cb) == parts && len(open) > 0,
+			fmt.Sprintf("a %v, b %v, a's begun and unfinished %v", ca, cb, open)
 	})
-	if done >= total {
-		t.Fatalf("the copy finished before an instance could be killed in its middle (%d of %d)", done, total)
-	}
-	t.Logf("split: a copies %d partitions, b %d; %d of %d records copied: killing a", len(ca), len(cb), done, total)
+	done, total := destinationTotal(t, cl, "dr")
+	t.Logf("split: a copies %d partitions (%d begun and unfinished), b %d; %d of %d records copied: killing a",
+		len(ca), len(open), len(cb), done, total)
 	a.kill()
+	setThrottle(t, cl, "dr", "")
+	// b must take over a's partitions, each from where a left it.
+	polltest.Eventually(t, time.Minute, "b took over a's partitions", func() (bool, string) {
+		c := b.copying()
+		return len(c) == parts, fmt.Sprintf("b copies %v", c)
+	})
 	waitMirrored(t, cl, "dr", map[string]int64{"events": parts * perPartition})
-	if got := len(b.copying()); got != parts {
-		t.Fatalf("after a died, b copies %d partitions, want %d", got, parts)
-	}
 	mirrortest.VerifyIdentical(t, src.Client(t), dst.Client(t), "events")
 
 	// a comes back; more records arrive; b leaves gracefully; a finishes alone.
 	a.start()
+	setThrottle(t, cl, "dr", "100000")
 	produce(t, src, "events", parts, 1000, kgo.ZstdCompression())
 	b.stop()
 	cl = admin(t, a.addr)
+	polltest.Eventually(t, time.Minute, "a took over b's partitions", func() (bool, string) {
+		c := a.copying()
+		return len(c) == parts, fmt.Sprintf("a copies %v", c)
+	})
+	setThrottle(t, cl, "dr", "")
 	waitMirrored(t, cl, "dr", map[string]int64{"events": parts * (perPartition + 1000)})
 	mirrortest.VerifyIdentical(t, src.Client(t), dst.Client(t), "events")
-	if got := len(a.copying()); got != parts {
-		t.Fatalf("after b left, a copies %d partitions, want %d", got, parts)
-	}
 	t.Logf("exact after SIGKILL, restart and graceful hand-over: %d records", parts*(perPartition+1000))
 }
 
