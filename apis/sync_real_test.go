@@ -514,6 +514,22 @@ func (e *syncEnv) partitionGrowth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The broker learns the new partitions a moment after the controller committed them:
+	// a producer asking it sooner cannot write to partitions 2 and 3.
+	ctx := e.ctx()
+	polltest.Eventually(t, 50*time.Second, "gp-orders has 4 partitions with leaders on the source", func() (bool, string) {
+		td, err := e.srcAdm.ListTopics(ctx, "gp-orders")
+		if err != nil {
+			return false, err.Error()
+		}
+		d := td["gp-orders"]
+		for _, pd := range d.Partitions {
+			if pd.Leader < 0 || pd.Err != nil {
+				return false, fmt.Sprintf("partition %d: leader %d (%v)", pd.Partition, pd.Leader, pd.Err)
+			}
+		}
+		return len(d.Partitions) == 4, fmt.Sprintf("%d partitions (%v)", len(d.Partitions), d.Err)
+	})
 	e.produce("gp-orders", 0, 4, 30)
 	e.waitMirroring("gp", map[string]int{"gp-orders": 4})
 	got := mirrortest.VerifyIdentical(t, e.src.Client(t), e.dst.Client(t), "gp-orders")

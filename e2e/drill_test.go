@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
@@ -53,28 +55,41 @@ func (l *ledger) drop(topic string, ids map[string]bool) {
 }
 
 // writeOrders commits (and sometimes aborts) transactions of orders through
-// seeds; committed ids go to the ledger.
+// seeds; committed ids go to the ledger. Right after a failover kmirror may
+// refuse the writes a moment longer (see produceWhenWritable): a transaction
+// it refuses is aborted and tried again.
 func writeOrders(t *testing.T, ctx context.Context, seeds []string, txnID, tag string, n int, l *ledger) map[string]bool {
 	t.Helper()
 	tx := kafkatest.NewClient(t, seeds, kgo.TransactionalID(txnID), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(time.Minute))
 	defer tx.Close()
 	written := map[string]bool{}
 	for i := range n {
-		if err := tx.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
 		var ids []string
-		for p := range int32(2) {
-			id := fmt.Sprintf("%s-%d-%d", tag, i, p)
-			ids = append(ids, id)
-			if err := tx.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: p, Key: []byte(id), Value: []byte(id)}).FirstErr(); err != nil {
-				t.Fatalf("order %s: %v", id, err)
-			}
+		for p := range 2 {
+			ids = append(ids, fmt.Sprintf("%s-%d-%d", tag, i, p))
 		}
 		commit := i%5 != 4
-		if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatal(err)
-		}
+		polltest.Eventually(t, 30*time.Second, "orders "+tag+" let through kmirror", func() (bool, string) {
+			if err := tx.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			for p, id := range ids {
+				err := tx.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: int32(p), Key: []byte(id), Value: []byte(id)}).FirstErr()
+				if errors.Is(err, kerr.PolicyViolation) {
+					if err := tx.EndTransaction(ctx, kgo.TryAbort); err != nil {
+						t.Fatalf("abort the refused transaction of order %s: %v", id, err)
+					}
+					return false, fmt.Sprintf("order %s: %v", id, err)
+				}
+				if err != nil {
+					t.Fatalf("order %s: %v", id, err)
+				}
+			}
+			if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+				t.Fatal(err)
+			}
+			return true, ""
+		})
 		if commit {
 			l.add("orders", ids...)
 			for _, id := range ids {
@@ -97,9 +112,7 @@ func writeEvents(t *testing.T, ctx context.Context, seeds []string, tag string, 
 		ids = append(ids, id)
 		recs = append(recs, &kgo.Record{Topic: "events", Partition: int32(i % 2), Key: []byte(id), Value: []byte(id)})
 	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("events %s: %v", tag, err)
-	}
+	produceWhenWritable(t, ctx, cl, recs...)
 	l.add("events", ids...)
 }
 
@@ -222,16 +235,11 @@ func idsOn(t *testing.T, seeds []string, topic string, sentinel map[int32]int64)
 	return out
 }
 
+// endsOf returns the end offsets of topic on c, its last transaction's markers counted.
 func endsOf(t *testing.T, c *kafkatest.Cluster, topic string) map[int32]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ends, err := kadm.NewClient(c.Client(t)).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	stableEnds(t, c.Client(t), topic).Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
 	return out
 }
 

@@ -18,14 +18,15 @@ import (
 
 // txnRounds runs rounds of a transactional producer writing to every
 // partition of topic, committing or aborting each (every third aborted),
-// interleaved with a plain producer. It returns the counts.
-func txnRounds(t *testing.T, ctx context.Context, c *kafkatest.Cluster, id, topic string, partitions int32, rounds int, tag string) (commits, aborts int) {
+// interleaved with a plain producer. It returns the counts, or the first error
+// (it also runs on a goroutine of its own, where t.Fatal must not be called).
+func txnRounds(t *testing.T, ctx context.Context, c *kafkatest.Cluster, id, topic string, partitions int32, rounds int, tag string) (commits, aborts int, err error) {
 	t.Helper()
 	tx := c.Client(t, kgo.TransactionalID(id), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(time.Minute))
 	plain := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for r := range rounds {
 		if err := tx.BeginTransaction(); err != nil {
-			t.Fatal(err)
+			return commits, aborts, fmt.Errorf("%s round %d: begin: %w", tag, r, err)
 		}
 		for p := range partitions {
 			recs := make([]*kgo.Record, 1+(r+int(p))%3)
@@ -33,17 +34,17 @@ func txnRounds(t *testing.T, ctx context.Context, c *kafkatest.Cluster, id, topi
 				recs[i] = &kgo.Record{Topic: topic, Partition: p, Key: fmt.Appendf(nil, "%s-%d-%d", tag, r, i), Value: fmt.Appendf(nil, "txn %s round %d", tag, r)}
 			}
 			if err := tx.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-				t.Fatal(err)
+				return commits, aborts, fmt.Errorf("%s round %d: produce to %s/%d: %w", tag, r, topic, p, err)
 			}
 			if r%2 == 0 {
 				if err := plain.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Key: fmt.Appendf(nil, "plain-%s-%d", tag, r), Value: []byte("plain")}).FirstErr(); err != nil {
-					t.Fatal(err)
+					return commits, aborts, fmt.Errorf("%s round %d: plain produce to %s/%d: %w", tag, r, topic, p, err)
 				}
 			}
 		}
 		commit := r%3 != 2
 		if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatal(err)
+			return commits, aborts, fmt.Errorf("%s round %d: end: %w", tag, r, err)
 		}
 		if commit {
 			commits++
@@ -51,7 +52,7 @@ func txnRounds(t *testing.T, ctx context.Context, c *kafkatest.Cluster, id, topi
 			aborts++
 		}
 	}
-	return commits, aborts
+	return commits, aborts, nil
 }
 
 // sentinels writes one plain record per partition and returns their offsets.
@@ -149,7 +150,10 @@ func TestTransactionalAndCompactedMirror(t *testing.T) {
 	const parts = 4
 	src.CreateKeptTopic(t, "orders", parts)
 	compactedTopic(t, src, "balances", 2)
-	c1, a1 := txnRounds(t, ctx, src, "orders-app", "orders", parts, 9, "before")
+	c1, a1, err := txnRounds(t, ctx, src, "orders-app", "orders", parts, 9, "before")
+	if err != nil {
+		t.Fatal(err)
+	}
 	balances := src.Client(t, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 	writeBalances := func(round int) {
 		var recs []*kgo.Record
@@ -179,16 +183,22 @@ func TestTransactionalAndCompactedMirror(t *testing.T) {
 	// While mirroring: more transactions, more compaction.
 	var wg sync.WaitGroup
 	var c2, a2 int
+	var errDuring error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		c2, a2 = txnRounds(t, ctx, src, "orders-app", "orders", parts, 12, "during")
+		c2, a2, errDuring = txnRounds(t, ctx, src, "orders-app", "orders", parts, 12, "during")
 	}()
 	for range 60 {
 		round++
 		writeBalances(round)
 	}
 	wg.Wait()
+	if errDuring != nil {
+		t.Fatal(errDuring)
+	}
+	// The last transaction's markers, before the sentinels and the end offsets below.
+	stableEnds(t, src.Client(t), "orders")
 	ordersEnd := sentinels(t, ctx, src, "orders", parts)
 	balancesEnd := sentinels(t, ctx, src, "balances", 2)
 	srcEnds, err := kadm.NewClient(src.Client(t)).ListEndOffsets(ctx, "orders", "balances")

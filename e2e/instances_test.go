@@ -215,10 +215,11 @@ func TestInstancesSplitSurviveKillAndRestart(t *testing.T) {
 	var ca, cb, open map[string]bool
 	polltest.Eventually(t, 3*time.Minute, "partitions split between the instances, a's in the middle of their copy", func() (bool, string) {
 		ca, cb = a.copying(), b.copying()
-		for k := range ca {
-			if cb[k] {
-				t.Fatalf("a partition is copied by both instances: a %v, b %v", ca, cb)
-			}
+		// The two scrapes are moments apart and partitions may move between the
+		// instances meanwhile: an overlap here is no proof of a double copy
+		// (VerifyIdentical checks the copy later), so wait for a disjoint split.
+		if !disjoint(ca, cb) {
+			return false, fmt.Sprintf("a partition shows in both instances' metrics: a %v, b %v", ca, cb)
 		}
 		open = map[string]bool{}
 		for k, p := range partitionProgress(t, cl, "dr") {
@@ -341,12 +342,8 @@ func TestFrozenInstanceWakesUpAsZombie(t *testing.T) {
 	})
 	cancel()
 	wg.Wait()
-	ends, err := kadm.NewClient(src.Client(t)).ListEndOffsets(context.Background(), "ledger")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var total int64
-	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	stableEnds(t, src.Client(t), "ledger").Each(func(o kadm.ListedOffset) { total += o.Offset })
 	waitMirrored(t, cl, "dr", map[string]int64{"ledger": total})
 	n := mirrortest.VerifyLog(t, src.Client(t), dst.Client(t), false, "ledger")
 	t.Logf("after the freeze and the wake-up: %d records and markers at identical offsets, none twice", n)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 
+	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -15,6 +16,9 @@ import (
 //
 // Response v10+ (KIP-951): when a partition moved, the broker adds the new leaders'
 // endpoints (top-level tag 0, kmsg Brokers); those are rewritten like Metadata brokers.
+// Almost no response carries them (only those answering NOT_LEADER_OR_FOLLOWER), so a scan
+// that skips the topics looks for the tag before anything is decoded: a full decode of every
+// Produce response was the proxy's largest own cost per small request after the syscalls.
 
 var errShortProduce = errors.New("truncated Produce request body")
 
@@ -60,4 +64,46 @@ func (p *Proxy) rewriteProduce(r kmsg.Response) bool {
 	}
 	resp.Brokers = kept
 	return true
+}
+
+// produceNodeEndpoints reports whether the body of a Produce v10+ response may carry node
+// endpoints: true when its top-level tag 0 is present, and also when the body cannot be
+// scanned, so that the full decode reports what is wrong with it.
+func produceNodeEndpoints(body []byte, version int16) bool {
+	b := kbin.Reader{Src: body}
+	skipTags := func() {
+		for n := b.Uvarint(); n > 0 && b.Ok(); n-- {
+			b.Uvarint()
+			b.Span(int(b.Uvarint()))
+		}
+	}
+	for topics := b.CompactArrayLen(); topics > 0 && b.Ok(); topics-- {
+		if version >= 13 {
+			b.Uuid()
+		} else {
+			b.Span(int(b.Uvarint()) - 1) // compact string; a null (0) is refused as a negative span
+		}
+		for parts := b.CompactArrayLen(); parts > 0 && b.Ok(); parts-- {
+			b.Span(4 + 2 + 8 + 8 + 8) // partition, error code, base offset, log append time, log start offset
+			for recs := b.CompactArrayLen(); recs > 0 && b.Ok(); recs-- {
+				b.Int32()
+				b.UnsafeCompactNullableString()
+				skipTags()
+			}
+			b.UnsafeCompactNullableString()
+			skipTags() // tag 0: the partition's current leader, an id and an epoch, no address
+		}
+		skipTags()
+	}
+	b.Int32() // throttle time
+	if !b.Ok() {
+		return true
+	}
+	for n := b.Uvarint(); n > 0 && b.Ok(); n-- {
+		if b.Uvarint() == 0 {
+			return true
+		}
+		b.Span(int(b.Uvarint()))
+	}
+	return !b.Ok()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 )
 
 // TestRealBulkHandOffKeepsOrder pipelines large Produce requests (acks=all, acks=0, acks=1)
@@ -28,7 +29,8 @@ import (
 // follows another request in the same write.)
 func TestRealBulkHandOffKeepsOrder(t *testing.T) {
 	p, _, _ := realProxy(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Room for the replica wait, the pipelined responses and the read back on a slow machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// The first batch is small enough for gnet to read it whole with the start of the next
 	// request (so the hand-off carries both); the next two are more than gnet reads at once.
@@ -44,23 +46,26 @@ func TestRealBulkHandOffKeepsOrder(t *testing.T) {
 	if _, err := kadmin.CreateTopic(ctx, 1, 3, map[string]*string{"max.message.bytes": kmsg.StringPtr("4194304")}, topic); err != nil {
 		t.Fatal(err)
 	}
-	// The leader's listener on the proxy: a Produce elsewhere is refused (NOT_LEADER).
+	// The leader's listener on the proxy: a Produce elsewhere is refused (NOT_LEADER). The
+	// acks=-1 Produce below waits for every in-sync replica, so wait until all 3 followers
+	// have joined the ISR too: on a slow machine they lag the leader's election, and the
+	// Produce would otherwise spend its timeout waiting for them.
 	var leaderAddr string
-	eventually(t, 30*time.Second, "a leader for "+topic, func() bool {
+	polltest.Eventually(t, 2*time.Minute, "a leader and 3 in-sync replicas for "+topic, func() (bool, string) {
 		md, err := kadmin.Metadata(ctx, topic)
 		if err != nil {
-			return false
+			return false, err.Error()
 		}
 		pd, ok := md.Topics[topic].Partitions[0]
-		if !ok || pd.Leader < 0 {
-			return false
+		if !ok || pd.Leader < 0 || pd.Err != nil || len(pd.ISR) != 3 {
+			return false, fmt.Sprintf("partition 0: %+v", pd)
 		}
 		for _, b := range md.Brokers {
 			if b.NodeID == pd.Leader {
 				leaderAddr = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
 			}
 		}
-		return leaderAddr != ""
+		return leaderAddr != "", fmt.Sprintf("leader %d not among the brokers %v", pd.Leader, md.Brokers)
 	})
 	value := func(i int) []byte { return bytes.Repeat([]byte{byte(i), byte(i >> 8), 0x5a}, size/3) }
 	batch := func(first, n int) []byte {
@@ -74,7 +79,7 @@ func TestRealBulkHandOffKeepsOrder(t *testing.T) {
 		req := kmsg.NewPtrProduceRequest()
 		req.Version = 9
 		req.Acks = acks
-		req.TimeoutMillis = 5000
+		req.TimeoutMillis = 30000 // acks=-1 waits for the followers, slow on a loaded machine
 		rt := kmsg.NewProduceRequestTopic()
 		rt.Topic = topic
 		rp := kmsg.NewProduceRequestTopicPartition()
@@ -109,7 +114,7 @@ func TestRealBulkHandOffKeepsOrder(t *testing.T) {
 	wrote := make(chan error, 1)
 	go func() { _, err := conn.Write(out); wrote <- err }() // the proxy pushes back while it works
 	for _, want := range []int32{1, 2, 3, 5, 6, 7} {
-		fr := nextResponse(t, conn, want, 10*time.Second)
+		fr := nextResponse(t, conn, want, time.Minute) // more than the Produce timeout
 		if want != 2 && want != 6 {
 			continue
 		}

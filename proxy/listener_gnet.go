@@ -271,11 +271,11 @@ type gnetClient struct {
 	remote net.Addr
 	// handedOff: the connection left gnet (bulk.go); out is its only descriptor now.
 	handedOff atomic.Bool
+	deadline  writeDeadline // out's; armed only by the session's reader
 }
 
 func (g *gnetClient) writeFrame(frame []byte, done func()) {
-	// A client that stops reading must not pin the session forever.
-	_ = g.out.SetWriteDeadline(time.Now().Add(time.Minute))
+	g.deadline.arm(g.out)
 	if _, err := g.out.Write(frame); err != nil {
 		g.close()
 	}
@@ -283,7 +283,7 @@ func (g *gnetClient) writeFrame(frame []byte, done func()) {
 }
 
 func (g *gnetClient) relay(head []byte, src io.Reader, n int64) error {
-	_ = g.out.SetWriteDeadline(time.Now().Add(time.Minute))
+	g.deadline.arm(g.out)
 	if _, err := g.out.Write(head); err != nil {
 		return err
 	}

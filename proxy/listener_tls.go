@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"time"
 )
 
 // TLS listeners use crypto/tls (gnet has no TLS) with one reader goroutine per connection.
@@ -126,14 +125,14 @@ func (p *Proxy) serveTLSConn(r route, c *tls.Conn) {
 }
 
 type tlsClient struct {
-	mu sync.Mutex
-	c  *tls.Conn
+	mu       sync.Mutex
+	c        *tls.Conn
+	deadline writeDeadline // under mu
 }
 
 func (t *tlsClient) writeFrame(frame []byte, done func()) {
 	t.mu.Lock()
-	// A client that stops reading must not pin the session forever.
-	_ = t.c.SetWriteDeadline(time.Now().Add(time.Minute))
+	t.deadline.arm(t.c)
 	_, err := t.c.Write(frame)
 	t.mu.Unlock()
 	if err != nil {
@@ -145,7 +144,7 @@ func (t *tlsClient) writeFrame(frame []byte, done func()) {
 func (t *tlsClient) relay(head []byte, src io.Reader, n int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_ = t.c.SetWriteDeadline(time.Now().Add(time.Minute))
+	t.deadline.arm(t.c)
 	if _, err := t.c.Write(head); err != nil {
 		return err
 	}

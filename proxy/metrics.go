@@ -16,6 +16,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 )
 
 // metrics are recorded with OpenTelemetry and exported in Prometheus format. Each proxy has
@@ -43,7 +44,9 @@ func newMetrics() (*metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating prometheus exporter: %w", err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	// No exemplars: the proxy records no spans, so there is nothing to link a sample to, and
+	// the default filter's span lookup and reservoir offer ran on every request.
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
 	meter := mp.Meter("github.com/kmirror/kmirror/proxy")
 	m := &metrics{registry: reg, provider: mp}
 	var errs []error

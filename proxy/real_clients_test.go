@@ -24,18 +24,47 @@ import (
 
 func uniqueTopic(prefix string) string { return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()) }
 
+// createTopic creates topic (replication factor 3) through bootstrap and waits until it
+// is described there with a leader for every partition.
 func createTopic(t *testing.T, bootstrap, topic string, partitions int32) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 3, nil, topic); err != nil {
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, partitions, 3, nil, topic); err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
+	awaitTopic(t, ctx, adm, topic, int(partitions))
+}
+
+// awaitTopic waits until adm describes topic with its partitions, each with a leader.
+// CreateTopics returns once the controller committed the topic; each broker learns it,
+// and its partitions' leaders, a moment later (KRaft, slower on a loaded machine), so the
+// broker a client asks next may not know it yet.
+func awaitTopic(t *testing.T, ctx context.Context, adm *kadm.Client, topic string, partitions int) {
+	t.Helper()
+	what := fmt.Sprintf("topic %s described with %d partitions, each with a leader", topic, partitions)
+	polltest.Eventually(t, time.Minute, what, func() (bool, string) {
+		td, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			return false, fmt.Sprintf("describe: %v", err)
+		}
+		d := td[topic]
+		if d.Err != nil || len(d.Partitions) != partitions {
+			return false, fmt.Sprintf("described %d partitions (%v)", len(d.Partitions), d.Err)
+		}
+		for _, pd := range d.Partitions {
+			if pd.Err != nil || pd.Leader < 0 {
+				return false, fmt.Sprintf("partition %d: leader %d (%v)", pd.Partition, pd.Leader, pd.Err)
+			}
+		}
+		return true, ""
+	})
 }
 
 func TestRealFranzGoTransactions(t *testing.T) {
@@ -99,7 +128,7 @@ func TestRealFranzGoTransactions(t *testing.T) {
 
 func TestRealFranzGoAdmin(t *testing.T) {
 	p, _, _ := realProxy(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var d dialRecorder
 	cl, err := kgo.NewClient(kgo.SeedBrokers(p.AdvertisedAddr()), kgo.Dialer(d.dial))
@@ -112,17 +141,7 @@ func TestRealFranzGoAdmin(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 4, 2, map[string]*string{"retention.ms": kadm.StringPtr("3600000")}, topic); err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	// CreateTopics returns once the controller committed the topic; each broker
-	// learns it a moment later (KRaft), so the broker the proxy asks may not
-	// know it yet.
-	polltest.Eventually(t, 30*time.Second, "the created topic is described with 4 partitions", func() (bool, string) {
-		td, err := adm.ListTopics(ctx, topic)
-		if err != nil {
-			return false, fmt.Sprintf("describe: %v", err)
-		}
-		got := len(td[topic].Partitions)
-		return got == 4, fmt.Sprintf("described %d partitions (%v)", got, td[topic].Err)
-	})
+	awaitTopic(t, ctx, adm, topic, 4)
 	cfgs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -296,6 +315,10 @@ func TestRealSarama(t *testing.T) {
 	cfg.Version = sarama.V3_6_0_0
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	// The broker sarama asks may learn the new topic's leaders after the one createTopic
+	// asked: retry on (the default 3 tries can run out on a slow machine).
+	cfg.Metadata.Retry.Max = 20
+	cfg.Producer.Retry.Max = 20
 	cfg.Net.Proxy.Enable = true
 	cfg.Net.Proxy.Dialer = &saramaDialer{d: &d}
 	cl, err := sarama.NewClient([]string{bs}, cfg)

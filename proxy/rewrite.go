@@ -80,6 +80,9 @@ func (p *Proxy) rewriteResponse(pr *pending, frame []byte) ([]byte, error) {
 		case pr.version < 10:
 			return frame, nil
 		default:
+			if _, body, err := splitResponse(frame, responseHeaderVersion(pr.key, pr.version)); err == nil && !produceNodeEndpoints(body, pr.version) {
+				return frame, nil
+			}
 			fn = p.rewriteProduce
 		}
 	case 3:

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,11 @@ type session struct {
 
 	lastActive atomic.Int64 // unix nanos of the last request or response
 
+	// The reader's idle wait in the upstream socket (waitIdle, pushLocal).
+	readerMu     sync.Mutex
+	readerIdle   bool // the reader waits in a read of the upstream socket, no response owed
+	readerKicked bool // a read deadline in the past was set to end that wait
+
 	mu       sync.Mutex
 	upstream net.Conn
 	closed   bool
@@ -184,7 +190,7 @@ func (s *session) dispatch(frame []byte) error {
 		return err
 	} else if local != nil {
 		p.local = local
-		s.fifo <- p
+		s.pushLocal(p)
 		return nil
 	}
 	var acks int16 = -1
@@ -209,7 +215,7 @@ func (s *session) dispatch(frame []byte) error {
 		ch := make(chan []byte, 1)
 		ch <- local
 		p.local = ch
-		s.fifo <- p
+		s.pushLocal(p)
 		return nil
 	}
 	if acks == 0 {
@@ -331,15 +337,23 @@ func (s *session) written(n int, acks0 bool) {
 // runUpstreamReader delivers responses to the client in request order.
 func (s *session) runUpstreamReader(conn net.Conn) {
 	defer s.p.wg.Done()
-	// No bufio: bytes buffered in user space could not be spliced; a response costs two
-	// reads (header, body) instead.
-	br := conn
+	br := newRespReader(conn)
 	for {
 		var p *pending
 		select {
-		case <-s.ctx.Done():
-			return
 		case p = <-s.fifo:
+		default:
+			if err := s.waitIdle(br); err != nil {
+				if s.ctx.Err() == nil {
+					s.closeWith(fmt.Errorf("upstream %s, with no request in flight: %w", conn.RemoteAddr(), err))
+				}
+				return
+			}
+			select {
+			case <-s.ctx.Done():
+				return
+			case p = <-s.fifo:
+			}
 		}
 		if p.local != nil {
 			var frame []byte
@@ -362,6 +376,55 @@ func (s *session) runUpstreamReader(conn net.Conn) {
 	}
 }
 
+// waitIdle waits, with no response owed, until the upstream socket has bytes or a local
+// answer is queued (pushLocal ends the wait with a read deadline in the past). Waiting in the
+// socket's read rather than on the FIFO means a forwarded request does not wake the reader
+// only for it to find nothing to read: the response's arrival is its one wake-up (the FIFO
+// entry is queued before the request is forwarded). The wait is the only read a kick can
+// reach: pushLocal kicks only while readerIdle, and the deadline is cleared before any other
+// read.
+func (s *session) waitIdle(br *respReader) error {
+	s.readerMu.Lock()
+	s.readerIdle = true
+	s.readerMu.Unlock()
+	var err error
+	if len(s.fifo) == 0 { // an entry queued before readerIdle was set did not kick
+		err = br.fill()
+	}
+	s.readerMu.Lock()
+	s.readerIdle = false
+	kicked := s.readerKicked
+	s.readerKicked = false
+	s.readerMu.Unlock()
+	if kicked {
+		_ = br.conn.SetReadDeadline(time.Time{})
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = nil
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		err = errors.New("closed the connection")
+	}
+	return err
+}
+
+// pushLocal queues an entry the proxy answers itself and ends the reader's idle wait.
+func (s *session) pushLocal(p *pending) {
+	s.fifo <- p
+	s.readerMu.Lock()
+	defer s.readerMu.Unlock()
+	if !s.readerIdle || s.readerKicked {
+		return
+	}
+	s.mu.Lock()
+	up := s.upstream
+	s.mu.Unlock()
+	if up != nil {
+		s.readerKicked = true
+		_ = up.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
 // relayMinBytes: a response of this size or more that needs no rewrite is relayed socket to
 // socket as it arrives (splice(2) on plain TCP, so its bytes never enter the proxy's memory):
 // the client receives the start of a large Fetch response while the rest is still arriving,
@@ -371,7 +434,7 @@ const relayMinBytes = 64 << 10
 
 // relayResponse reads the response to p from upstream and hands it to the client: whole and
 // rewritten when its key carries addresses, else streamed through in chunks.
-func (s *session) relayResponse(p *pending, br net.Conn, upstream net.Addr) error {
+func (s *session) relayResponse(p *pending, br *respReader, upstream net.Addr) error {
 	var head [8]byte
 	if _, err := io.ReadFull(br, head[:]); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -419,7 +482,12 @@ func (s *session) relayResponse(p *pending, br net.Conn, upstream net.Addr) erro
 	}
 	s.touch()
 	s.p.relayed.Add(1)
-	if err := s.client.relay(head[:], br, int64(total-8)); err != nil {
+	// What the buffer holds of the body goes with the header; the rest is spliced.
+	start := append(getFrame(8 + br.buffered())[:0], head[:]...)
+	start = append(start, br.take(total-8)...)
+	err := s.client.relay(start, br.conn, int64(total-len(start)))
+	putFrame(start)
+	if err != nil {
 		// Part of the response may have left: the client's stream is unusable either way.
 		return fmt.Errorf("relaying a %d-byte %s response from %s: %w", total, kmsg.NameForKey(p.key), upstream, err)
 	}

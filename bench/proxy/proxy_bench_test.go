@@ -150,10 +150,10 @@ func runRound(b *testing.B, paths map[string]string, proxyCPU func() time.Durati
 		topics[path] = fmt.Sprintf("%s-%s-%d-%d", sc.name, path, round, time.Now().UnixNano())
 		createTopic(ctx, b, paths[path], topics[path])
 	}
-	var latencyRecords int
-	for _, path := range order {
+	lat, latencyRecords := measureLatency(ctx, b, paths, topics, sc)
+	for path, l := range lat {
 		r := res[path]
-		r.p50, r.p99, latencyRecords = measureLatency(ctx, b, paths[path], topics[path], sc)
+		r.p50, r.p99 = l[0], l[1]
 		res[path] = r
 	}
 	// cpuPerGiB runs fn and returns the proxy's CPU per GiB moved, when it can be told.
@@ -305,25 +305,45 @@ func createTopic(ctx context.Context, b *testing.B, bootstrap, topic string) {
 	}
 }
 
-// measureLatency produces 1000 records one at a time, acks=all, so each sample is one
-// Produce round trip; it returns p50, p99 and the number of records written.
-func measureLatency(ctx context.Context, b *testing.B, bootstrap, topic string, sc scenario) (p50, p99 time.Duration, n int) {
-	lat, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer lat.Close()
-	value := make([]byte, sc.recordSize)
-	samples := make([]time.Duration, 0, 1000)
-	for range 1000 {
-		start := time.Now()
-		if err := lat.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
-			b.Fatalf("latency produce: %v", err)
+// measureLatency produces 1000 records one at a time on each path, acks=all, so each sample
+// is one Produce round trip; it returns each path's p50 and p99 and the number of records
+// written per path. The paths take turns request by request (which goes first alternates):
+// on a shared machine the tail of either path's distribution is the machine's scheduling
+// noise, and only samples taken a fraction of a millisecond apart meet the same noise. Timed
+// one path after the other, the added p99 of one run swung from +88 to +1400 µs between runs.
+func measureLatency(ctx context.Context, b *testing.B, paths, topics map[string]string, sc scenario) (map[string][2]time.Duration, int) {
+	const n = 1000
+	clients := map[string]*kgo.Client{}
+	samples := map[string][]time.Duration{}
+	for path, bootstrap := range paths {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic(topics[path]), kgo.ProducerLinger(0))
+		if err != nil {
+			b.Fatal(err)
 		}
-		samples = append(samples, time.Since(start))
+		defer cl.Close()
+		clients[path] = cl
+		samples[path] = make([]time.Duration, 0, n)
 	}
-	slices.Sort(samples)
-	return samples[len(samples)/2], samples[len(samples)*99/100], len(samples)
+	value := make([]byte, sc.recordSize)
+	for i := range n {
+		order := []string{"direct", "proxy"}
+		if i%2 == 1 {
+			order = []string{"proxy", "direct"}
+		}
+		for _, path := range order {
+			start := time.Now()
+			if err := clients[path].ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+				b.Fatalf("latency produce (%s): %v", path, err)
+			}
+			samples[path] = append(samples[path], time.Since(start))
+		}
+	}
+	out := map[string][2]time.Duration{}
+	for path, s := range samples {
+		slices.Sort(s)
+		out[path] = [2]time.Duration{s[len(s)/2], s[len(s)*99/100]}
+	}
+	return out, n
 }
 
 // measureProduce writes sc.totalBytes and returns MB/s and the number of records.

@@ -385,11 +385,18 @@ func (e *promoteEnv) promoteAfterCatchUp(t *testing.T) {
 			t.Fatalf("promote-%d: no STOPPED row with LMO = source end %d:\n%s", p, end.Offset, out.String())
 		}
 	}
-	// Writable now.
+	// Writable now, once kmirror has rebuilt its read-only set from the STOPPED state (it
+	// does so in the background, a moment after DescribeMirrors shows it): retried while
+	// refused as read-only, any other error fails.
 	viaProxy := kafkatest.NewClient(t, []string{e.in.Proxy.Addr()}, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err := viaProxy.ProduceSync(e.ctx(), &kgo.Record{Topic: "promote", Partition: 0, Value: []byte("after promote")}).FirstErr(); err != nil {
-		t.Fatalf("produce after the promote: %v", err)
-	}
+	ctx := e.ctx()
+	polltest.Eventually(t, 30*time.Second, "produce to promote let through after the promote", func() (bool, string) {
+		err := viaProxy.ProduceSync(ctx, &kgo.Record{Topic: "promote", Partition: 0, Value: []byte("after promote")}).FirstErr()
+		if err != nil && !errors.Is(err, kerr.PolicyViolation) {
+			t.Fatalf("produce after the promote: %v", err)
+		}
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 // A source transaction left open keeps records at risk (the copy stops at
@@ -417,10 +424,13 @@ func (e *promoteEnv) promoteRefusedWithOpenTransaction(t *testing.T) {
 		return p.State == "MIRRORING" && p.RecordsAtRisk != nil && *p.RecordsAtRisk == 2 && *p.DestinationHighWatermark == 3
 	})
 
-	r := mustRun(t, 1, e.run("--remove", "--mirror", "dr", "--topics", "txn", "--wait-for-sync", "--timeout", "4s"))
+	// Long enough for a describe or two on a slow machine (the progress line comes from a
+	// complete one), short against the transaction's 5 minutes: the wait must time out.
+	const timeout = "15s"
+	r := mustRun(t, 1, e.run("--remove", "--mirror", "dr", "--topics", "txn", "--wait-for-sync", "--timeout", timeout))
 	t.Logf("--wait-for-sync with an open source transaction:\n%s", r)
 	mustContain(t, "timeout output", r.stdout, "Waiting for sync: 0 of 1 partition in sync; pending: txn-0 MIRRORING, 2 records at risk",
-		"Not failing over: after --timeout 4s")
+		"Not failing over: after --timeout "+timeout)
 	m := regexp.MustCompile(`(?m)^txn\s+0\s+MIRRORING\s+2\s+(\d+\.\d)$`).FindStringSubmatch(r.stdout)
 	if m == nil {
 		t.Fatalf("no per-partition row with 2 records at risk:\n%s", r)
@@ -431,7 +441,7 @@ func (e *promoteEnv) promoteRefusedWithOpenTransaction(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^TOTAL\s+-\s+-\s+2\s+\d+\.\d$`).MatchString(r.stdout) {
 		t.Fatalf("no total row:\n%s", r)
 	}
-	mustContain(t, "timeout error", r.stderr, "timed out after --timeout 4s waiting for txn to be in sync: a failover now would lose 2 records",
+	mustContain(t, "timeout error", r.stderr, "timed out after --timeout "+timeout+" waiting for txn to be in sync: a failover now would lose 2 records",
 		"nothing was sent, the topics still mirror and stay read-only", "end (commit or abort) open transactions on the source")
 	if strings.Contains(r.stdout, "failover requested") {
 		t.Fatalf("the failover was sent:\n%s", r)
