@@ -23,7 +23,8 @@ import (
 //   - The upstream writer goroutine dials the broker, then writes forwarded frames in order.
 //   - The upstream reader goroutine owns the response FIFO: it pops pending entries in request
 //     order, reads the matching response from the broker (or waits for a local answer),
-//     rewrites it if its key carries broker addresses, and writes it to the client.
+//     rewrites it if its key carries broker addresses, and writes it to the client. With the
+//     FIFO empty it waits in a read of the upstream socket (waitIdle), which pushLocal ends.
 //
 // slots is the in-flight semaphore shared by those goroutines: one token per request that
 // still owes the client a response, plus one per acks=0 Produce not yet written upstream.
