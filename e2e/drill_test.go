@@ -359,6 +359,12 @@ func TestDisasterRecoveryDrill(t *testing.T) {
 
 	// A comes back and fails back from B.
 	a.cluster.StartBroker(t, 0)
+	// A's kmirror ran on while its broker was down; its admin RPCs answer a retriable error
+	// until it reads its state topic again (an operator retries them as well).
+	polltest.Eventually(t, 2*time.Minute, "A's kmirror answers ListMirrors after its broker restarted", func() (bool, string) {
+		r := request[*protocol.ListMirrorsResponse](t, a.admin, protocol.NewPtrListMirrorsRequest())
+		return r.ErrorCode == 0, fmt.Sprintf("error %d: %s", r.ErrorCode, deref(r.ErrorMessage))
+	})
 	a.mirror(t, "back", b)
 	a.add(t, "back", "orders", "events")
 	a.caughtUp(t, "back")
