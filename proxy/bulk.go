@@ -76,13 +76,20 @@ func (b *bulkSource) Read(p []byte) (int, error) {
 func takeBuffered(br *bufio.Reader, src *bulkSource, max int) []byte {
 	k := min(max, br.Buffered())
 	m := min(max-k, len(src.prefix))
-	piece := getFrame(k + m)
-	b, _ := br.Peek(k)
-	copy(piece, b)
-	_, _ = br.Discard(k)
-	copy(piece[k:], src.prefix[:m])
+	piece := appendBuffered(getFrame(k + m)[:0], br, k)
+	piece = append(piece, src.prefix[:m]...)
 	src.prefix = src.prefix[m:]
 	return piece
+}
+
+// appendBuffered moves up to max bytes that br has read ahead to dst: bytes already in user
+// space must go before anything spliced from the socket behind them.
+func appendBuffered(dst []byte, br *bufio.Reader, max int) []byte {
+	k := min(max, br.Buffered())
+	b, _ := br.Peek(k)
+	dst = append(dst, b...)
+	_, _ = br.Discard(k)
+	return dst
 }
 
 // serveBulk reads the requests of a handed-off connection until it ends.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -338,13 +339,16 @@ func (s *session) written(n int, acks0 bool) {
 // runUpstreamReader delivers responses to the client in request order.
 func (s *session) runUpstreamReader(conn net.Conn) {
 	defer s.p.wg.Done()
-	br := newRespReader(conn)
+	// One read takes a small response's header and body together, and often the next
+	// responses too when the client pipelines; large responses are spliced after what the
+	// buffer holds of them (relayResponse).
+	br := bufio.NewReaderSize(conn, respBufferBytes)
 	for {
 		var p *pending
 		select {
 		case p = <-s.fifo:
 		default:
-			if err := s.waitIdle(br); err != nil {
+			if err := s.waitIdle(br, conn); err != nil {
 				if s.ctx.Err() == nil {
 					s.closeWith(fmt.Errorf("upstream %s, with no request in flight: %w", conn.RemoteAddr(), err))
 				}
@@ -366,7 +370,7 @@ func (s *session) runUpstreamReader(conn net.Conn) {
 			s.deliver(p, frame, false, true)
 			continue
 		}
-		if err := s.relayResponse(p, br, conn.RemoteAddr()); err != nil {
+		if err := s.relayResponse(p, br, conn); err != nil {
 			if s.ctx.Err() != nil {
 				return // the client went away first: the request was abandoned, not failed
 			}
@@ -384,13 +388,13 @@ func (s *session) runUpstreamReader(conn net.Conn) {
 // entry is queued before the request is forwarded). The wait is the only read a kick can
 // reach: pushLocal kicks only while readerIdle, and the deadline is cleared before any other
 // read.
-func (s *session) waitIdle(br *respReader) error {
+func (s *session) waitIdle(br *bufio.Reader, conn net.Conn) error {
 	s.readerMu.Lock()
 	s.readerIdle = true
 	s.readerMu.Unlock()
 	var err error
-	if len(s.fifo) == 0 { // an entry queued before readerIdle was set did not kick
-		err = br.fill()
+	if len(s.fifo) == 0 && br.Buffered() == 0 { // an entry queued before readerIdle was set did not kick
+		_, err = br.Peek(1) // one read of what the socket has
 	}
 	s.readerMu.Lock()
 	s.readerIdle = false
@@ -398,7 +402,7 @@ func (s *session) waitIdle(br *respReader) error {
 	s.readerKicked = false
 	s.readerMu.Unlock()
 	if kicked {
-		_ = br.conn.SetReadDeadline(time.Time{})
+		_ = conn.SetReadDeadline(time.Time{})
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			err = nil
 		}
@@ -426,6 +430,10 @@ func (s *session) pushLocal(p *pending) {
 	}
 }
 
+// respBufferBytes covers the responses that come in numbers (Produce, small Fetch,
+// heartbeats, offset commits) and is small enough to give every connection one.
+const respBufferBytes = 16 << 10
+
 // relayMinBytes: a response of this size or more that needs no rewrite is relayed socket to
 // socket as it arrives (splice(2) on plain TCP, so its bytes never enter the proxy's memory):
 // the client receives the start of a large Fetch response while the rest is still arriving,
@@ -435,7 +443,8 @@ const relayMinBytes = 64 << 10
 
 // relayResponse reads the response to p from upstream and hands it to the client: whole and
 // rewritten when its key carries addresses, else streamed through in chunks.
-func (s *session) relayResponse(p *pending, br *respReader, upstream net.Addr) error {
+func (s *session) relayResponse(p *pending, br *bufio.Reader, conn net.Conn) error {
+	upstream := conn.RemoteAddr()
 	var head [8]byte
 	if _, err := io.ReadFull(br, head[:]); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -484,9 +493,8 @@ func (s *session) relayResponse(p *pending, br *respReader, upstream net.Addr) e
 	s.touch()
 	s.p.relayed.Add(1)
 	// What the buffer holds of the body goes with the header; the rest is spliced.
-	start := append(getFrame(8 + br.buffered())[:0], head[:]...)
-	start = append(start, br.take(total-8)...)
-	err := s.client.relay(start, br.conn, int64(total-len(start)))
+	start := appendBuffered(append(getFrame(8 + br.Buffered())[:0], head[:]...), br, total-8)
+	err := s.client.relay(start, conn, int64(total-len(start)))
 	putFrame(start)
 	if err != nil {
 		// Part of the response may have left: the client's stream is unusable either way.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net"
@@ -10,9 +11,10 @@ import (
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// Small reads come from one buffered read; a large read bypasses the buffer; take hands out
-// what is buffered and no more, and what follows it is read from the socket in order.
-func TestRespReader(t *testing.T) {
+// The response reader: small reads come from one buffered read; a large read bypasses the
+// buffer; appendBuffered hands out what is buffered and no more, and what follows it is read
+// from the socket in order (relayResponse splices that part).
+func TestResponseReadAhead(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
@@ -25,27 +27,27 @@ func TestRespReader(t *testing.T) {
 		_, _ = a.Write(stream[100 : respBufferBytes+500]) // a large one
 		_, _ = a.Write(stream[respBufferBytes+500:])
 	}()
-	rr := newRespReader(b)
+	br := bufio.NewReaderSize(b, respBufferBytes)
 	got := make([]byte, 0, len(stream))
 	small := make([]byte, 40)
-	if _, err := io.ReadFull(rr, small); err != nil {
+	if _, err := io.ReadFull(br, small); err != nil {
 		t.Fatal(err)
 	}
 	got = append(got, small...)
-	if rr.buffered() != 60 {
-		t.Fatalf("after a 40-byte read of a 100-byte segment, %d bytes are buffered, want 60", rr.buffered())
+	if br.Buffered() != 60 {
+		t.Fatalf("after a 40-byte read of a 100-byte segment, %d bytes are buffered, want 60", br.Buffered())
 	}
-	got = append(got, rr.take(1000)...) // no more than is buffered
-	if rr.buffered() != 0 || len(got) != 100 {
-		t.Fatalf("take returned %d bytes, %d left buffered", len(got)-40, rr.buffered())
+	got = appendBuffered(got, br, 1000) // no more than is buffered
+	if br.Buffered() != 0 || len(got) != 100 {
+		t.Fatalf("appendBuffered moved %d bytes, %d left buffered", len(got)-40, br.Buffered())
 	}
 	big := make([]byte, respBufferBytes+400)
-	if _, err := io.ReadFull(rr, big); err != nil {
+	if _, err := io.ReadFull(br, big); err != nil {
 		t.Fatal(err)
 	}
 	got = append(got, big...)
 	rest := make([]byte, len(stream)-len(got))
-	if _, err := io.ReadFull(rr, rest); err != nil {
+	if _, err := io.ReadFull(br, rest); err != nil {
 		t.Fatal(err)
 	}
 	got = append(got, rest...)
