@@ -397,7 +397,7 @@ func NewCopier(cfg Config) (*Copier, error) {
 	}
 	dst := c.lanes[0]
 	c.dst, c.dstAdm = dst, kadm.NewClient(dst)
-	c.txn = txnClient{cl: dst, adm: c.dstAdm}
+	c.txn = newTxnClient(dst, c.dstAdm)
 	c.wg.Add(2)
 	go c.adminLoop()
 	go c.eventLoop()

@@ -133,7 +133,7 @@ func (t txnClient) settle(ctx context.Context, log *slog.Logger, prefix, topic s
 		if len(ids) == 0 {
 			return txns, nil
 		}
-		described, err := t.adm.DescribeTransactions(ctx, ids...)
+		described, err := t.describeTxns(ctx, ids...)
 		if err != nil && len(described) == 0 {
 			return nil, fmt.Errorf("describing the mirror's destination transactions: %w", err)
 		}
@@ -183,7 +183,7 @@ func Failover(ctx context.Context, dst *kgo.Client, topic string, partition int3
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := txnClient{cl: dst, adm: kadm.NewClient(dst)}
+	t := newTxnClient(dst, kadm.NewClient(dst))
 	txns, err := t.settle(ctx, log, transactionalID, topic, partition)
 	if err != nil {
 		return 0, 0, err

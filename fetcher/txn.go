@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -96,16 +97,19 @@ const (
 	fallbackTxnTimeout = time.Minute
 )
 
-// txnClient sends the transaction coordinator requests of the copy.
+// txnClient sends the transaction coordinator requests of the copy, to
+// coordinators it finds itself (txncoord.go). Make one with newTxnClient.
 type txnClient struct {
-	cl  *kgo.Client
-	adm *kadm.Client
+	cl           *kgo.Client
+	adm          *kadm.Client
+	coordinators *lru.Cache[string, int32] // transactional id -> coordinator node
 }
 
 // retryTxn runs a transaction coordinator request until it succeeds, fails
 // for good, or 30 s pass. Retried: CONCURRENT_TRANSACTIONS (an earlier
 // commit or abort is still being written), retriable Kafka errors, and
-// transport errors (the coordinator's broker died: kgo finds the new one).
+// transport errors (the coordinator's broker died: the next try asks the
+// cluster where the coordinator is now, see atCoordinator).
 func retryTxn(ctx context.Context, what string, do func() error) error {
 	deadline := time.Now().Add(30 * time.Second)
 	var err error
@@ -139,7 +143,7 @@ func retryTxn(ctx context.Context, what string, do func() error) error {
 // for an id the coordinator does not know.
 func (t txnClient) describe(ctx context.Context, id string) (d kadm.DescribedTransaction, found bool, err error) {
 	err = retryTxn(ctx, "DescribeTransactions("+id+")", func() error {
-		ds, err := t.adm.DescribeTransactions(ctx, id)
+		ds, err := t.describeTxns(ctx, id)
 		if err != nil && len(ds) == 0 {
 			return err
 		}
@@ -168,11 +172,12 @@ func (t txnClient) initialise(ctx context.Context, id string) (int64, int16, err
 		req.TransactionalID = kmsg.StringPtr(id)
 		req.TransactionTimeoutMillis = int32(timeout / time.Millisecond)
 		req.ProducerID, req.ProducerEpoch = -1, -1
-		resp, err := req.RequestWith(ctx, t.cl)
+		kresp, err := t.atCoordinator(ctx, id, req)
 		if err != nil {
 			return err
 		}
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		resp := kresp.(*kmsg.InitProducerIDResponse)
+		if err := t.coordinatorErr(id, kerr.ErrorForCode(resp.ErrorCode)); err != nil {
 			if errors.Is(err, kerr.InvalidTransactionTimeout) && timeout != fallbackTxnTimeout {
 				timeout = fallbackTxnTimeout // the destination caps transaction.max.timeout.ms lower
 				return kerr.ConcurrentTransactions
@@ -194,16 +199,17 @@ func (t txnClient) add(ctx context.Context, x *destTxn, topic string, partition 
 		rt.Topic = topic
 		rt.Partitions = []int32{partition}
 		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, t.cl)
+		kresp, err := t.atCoordinator(ctx, x.id, addPartitionsV3{req})
 		if err != nil {
 			return err
 		}
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
+		if err := t.coordinatorErr(x.id, kerr.ErrorForCode(resp.ErrorCode)); err != nil {
 			return err
 		}
 		for _, rt := range resp.Topics {
 			for _, rp := range rt.Partitions {
-				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				if err := t.coordinatorErr(x.id, kerr.ErrorForCode(rp.ErrorCode)); err != nil {
 					return err
 				}
 			}
@@ -219,11 +225,12 @@ func (t txnClient) end(ctx context.Context, x *destTxn, commit bool) (pid int64,
 	err = retryTxn(ctx, "EndTxn("+x.id+")", func() error {
 		req := kmsg.NewPtrEndTxnRequest()
 		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = x.id, x.pid, x.epoch, commit
-		resp, err := req.RequestWith(ctx, t.cl)
+		kresp, err := t.atCoordinator(ctx, x.id, req)
 		if err != nil {
 			return err
 		}
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		resp := kresp.(*kmsg.EndTxnResponse)
+		if err := t.coordinatorErr(x.id, kerr.ErrorForCode(resp.ErrorCode)); err != nil {
 			return err
 		}
 		if resp.Version >= 5 && resp.ProducerID >= 0 {

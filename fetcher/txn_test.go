@@ -1,7 +1,9 @@
 package fetcher
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/kafkatest"
 )
 
 // txnProducer is a transactional producer on the source.
@@ -50,7 +54,7 @@ func (e *env) end(cl *kgo.Client, commit bool) {
 // never wrote to it).
 func (e *env) markerOnly(id, topic string, partition int32, commit bool) {
 	e.t.Helper()
-	tc := txnClient{cl: e.src, adm: e.srcAdm}
+	tc := newTxnClient(e.src, e.srcAdm)
 	x := &destTxn{id: id}
 	if _, err := tc.identify(e.ctx, x, topic, partition); err != nil {
 		e.t.Fatal(err)
@@ -546,7 +550,7 @@ func testTransactionFacts(t *testing.T, e *env) {
 	const topic = "txn-facts"
 	e.createSource(topic, 1, nil)
 	e.ensureDestination(topic)
-	tc := txnClient{cl: e.dst, adm: e.dstAdm}
+	tc := newTxnClient(e.dst, e.dstAdm)
 	_, end := e.offsets(e.dstAdm, topic, 0)
 
 	x := &destTxn{id: "facts-empty"}
@@ -649,4 +653,71 @@ func testPauseAtQuietPoint(t *testing.T, e *env) {
 	if lso := e.lastStable(e.dst, topic, 0); lso != s.pr.DestinationLogEnd {
 		t.Fatalf("destination last stable offset %d, log end %d: a transaction is still open", lso, s.pr.DestinationLogEnd)
 	}
+}
+
+// TestRealTxnCoordinatorCrash kills (SIGKILL) the broker that coordinates a
+// destination transactional id: describing the id, beginning its next
+// transaction and ending it must reach the coordinator on its new broker.
+// kgo's own routing kept the dead broker for AddPartitionsToTxn and
+// DescribeTransactions for as long as the client lived (txncoord.go).
+func TestRealTxnCoordinatorCrash(t *testing.T) {
+	kafkatest.RequireReal(t)
+	c := kafkatest.Start(t, kafkatest.Brokers(3))
+	e := newEnv(t, &pair{src: c, dst: c})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	e.ctx = ctx
+	const topic = "coordinator-crash"
+	resp, err := e.dstAdm.CreateTopic(e.ctx, 1, 3, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitPartitionsLed(e.ctx, e.dstAdm, topic, 1); err != nil {
+		t.Fatal(err)
+	}
+	tc := newTxnClient(e.dst, e.dstAdm)
+	x := &destTxn{id: "coordinator-crash-p1"}
+	begin := func(x *destTxn) error {
+		if !x.known {
+			if _, err := tc.identify(e.ctx, x, topic, 0); err != nil {
+				return err
+			}
+		}
+		return tc.add(e.ctx, x, topic, 0)
+	}
+	if err := begin(x); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tc.end(e.ctx, x, false); err != nil {
+		t.Fatal(err)
+	}
+	found := e.dstAdm.FindTxnCoordinators(e.ctx, x.id)[x.id]
+	if found.Err != nil {
+		t.Fatal(found.Err)
+	}
+	i := slices.Index(c.NodeIDs(), found.NodeID)
+	if i < 0 {
+		t.Fatalf("coordinator %d is not a broker of the cluster %v", found.NodeID, c.NodeIDs())
+	}
+	c.KillBroker(t, i)
+	t.Logf("killed broker %d, the coordinator of %s", found.NodeID, x.id)
+	// A new owner's first steps (describe, then begin), each retried as the
+	// copier retries a failed control operation.
+	y := &destTxn{id: x.id}
+	var last error
+	eventually(t, "a transaction begins at the new coordinator", 3*time.Minute, func() bool {
+		last = begin(y)
+		if last != nil {
+			t.Logf("not yet: %v", last)
+		}
+		return last == nil
+	})
+	if _, _, err := tc.end(e.ctx, y, false); err != nil {
+		t.Fatal(err)
+	}
+	now := e.dstAdm.FindTxnCoordinators(e.ctx, x.id)[x.id]
+	t.Logf("%s began and ended at coordinator %d after broker %d died", x.id, now.NodeID, found.NodeID)
 }

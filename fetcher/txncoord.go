@@ -1,0 +1,141 @@
+package fetcher
+
+// Transaction coordinator routing. The copy's transaction requests go to a
+// coordinator this file finds (FindCoordinator) and forgets itself, not
+// through kgo's coordinator cache: kgo (v1.22.3) forgets a transaction
+// coordinator it cannot dial only for the requests it does not shard
+// (EndTxn, InitProducerId). For the ones it shards (AddPartitionsToTxn,
+// DescribeTransactions) it kept the dead broker, so once the broker holding
+// the coordinator crashed, every begin of a destination transaction failed
+// to dial it for as long as the client lived, although the cluster had moved
+// the coordinator seconds later (TestRealLeaderChanges: both partitions stuck
+// at AddPartitionsToTxn for minutes after the destination broker was killed).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func newTxnClient(cl *kgo.Client, adm *kadm.Client) txnClient {
+	return txnClient{cl: cl, adm: adm, coordinators: mustLRU[string, int32](4096)}
+}
+
+// coordinatorsOf returns the coordinator node of each transactional id,
+// asking the cluster for those not known.
+func (t txnClient) coordinatorsOf(ctx context.Context, ids ...string) (map[string]int32, error) {
+	nodes := make(map[string]int32, len(ids))
+	var missing []string
+	for _, id := range ids {
+		if n, ok := t.coordinators.Get(id); ok {
+			nodes[id] = n
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nodes, nil
+	}
+	found := t.adm.FindTxnCoordinators(ctx, missing...)
+	for _, id := range missing {
+		r, ok := found[id]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("FindCoordinator(%s): no answer: %w", id, kerr.CoordinatorNotAvailable)
+		case r.Err != nil:
+			return nil, fmt.Errorf("FindCoordinator(%s): %w", id, r.Err)
+		}
+		t.coordinators.Add(id, r.NodeID)
+		nodes[id] = r.NodeID
+	}
+	return nodes, nil
+}
+
+// atCoordinator sends req to the coordinator of transactional id id. A
+// request that does not reach it forgets the coordinator, so that the next
+// try asks the cluster again.
+func (t txnClient) atCoordinator(ctx context.Context, id string, req kmsg.Request) (kmsg.Response, error) {
+	nodes, err := t.coordinatorsOf(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := t.cl.Broker(int(nodes[id])).Request(ctx, req)
+	if err != nil {
+		t.coordinators.Remove(id)
+		return nil, err
+	}
+	return resp, nil
+}
+
+// coordinatorErr forgets id's coordinator when err says it is elsewhere (or
+// not ready), and returns err.
+func (t txnClient) coordinatorErr(id string, err error) error {
+	if errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.CoordinatorNotAvailable) ||
+		errors.Is(err, kerr.CoordinatorLoadInProgress) {
+		t.coordinators.Remove(id)
+	}
+	return err
+}
+
+// describeTxns describes transactional ids, one DescribeTransactions per
+// coordinator. Each id's own failure is in its Err; the error is for
+// requests that got no answer.
+func (t txnClient) describeTxns(ctx context.Context, ids ...string) (kadm.DescribedTransactions, error) {
+	nodes, err := t.coordinatorsOf(ctx, ids...)
+	if err != nil {
+		return nil, err
+	}
+	byNode := map[int32][]string{}
+	for _, id := range ids {
+		byNode[nodes[id]] = append(byNode[nodes[id]], id)
+	}
+	described := make(kadm.DescribedTransactions, len(ids))
+	for node, nodeIDs := range byNode {
+		req := kmsg.NewPtrDescribeTransactionsRequest()
+		req.TransactionalIDs = nodeIDs
+		kresp, err := t.cl.Broker(int(node)).Request(ctx, req)
+		if err != nil {
+			for _, id := range nodeIDs {
+				t.coordinators.Remove(id)
+			}
+			return nil, fmt.Errorf("DescribeTransactions at coordinator %d: %w", node, err)
+		}
+		for _, s := range kresp.(*kmsg.DescribeTransactionsResponse).TransactionStates {
+			d := kadm.DescribedTransaction{
+				Coordinator:    node,
+				TxnID:          s.TransactionalID,
+				State:          s.State,
+				TimeoutMillis:  s.TimeoutMillis,
+				StartTimestamp: s.StartTimestamp,
+				ProducerID:     s.ProducerID,
+				ProducerEpoch:  s.ProducerEpoch,
+				Topics:         kadm.TopicsSet{},
+				Err:            t.coordinatorErr(s.TransactionalID, kerr.ErrorForCode(s.ErrorCode)),
+			}
+			for _, st := range s.Topics {
+				d.Topics.Add(st.Topic, st.Partitions...)
+			}
+			described[s.TransactionalID] = d
+		}
+	}
+	for _, id := range ids {
+		if _, ok := described[id]; !ok {
+			return nil, fmt.Errorf("DescribeTransactions: coordinator %d did not answer for %s: %w", nodes[id], id, kerr.CoordinatorNotAvailable)
+		}
+	}
+	return described, nil
+}
+
+// addPartitionsV3 caps AddPartitionsToTxn at version 3: versions 4 and up
+// are the brokers' own verification form (KIP-890) and need CLUSTER_ACTION.
+// kgo's sharder pins the same for a single transaction.
+type addPartitionsV3 struct {
+	*kmsg.AddPartitionsToTxnRequest
+}
+
+func (addPartitionsV3) MaxVersion() int16 { return 3 }
