@@ -3,13 +3,15 @@ package fetcher
 // Transaction coordinator routing. The copy's transaction requests go to a
 // coordinator this file finds (FindCoordinator) and forgets itself, not
 // through kgo's coordinator cache: kgo (v1.22.3) forgets a transaction
-// coordinator it cannot dial only for the requests it does not shard
+// coordinator it cannot dial at once only for the requests it does not shard
 // (EndTxn, InitProducerId). For the ones it shards (AddPartitionsToTxn,
-// DescribeTransactions) it kept the dead broker, so once the broker holding
-// the coordinator crashed, every begin of a destination transaction failed
-// to dial it for as long as the client lived, although the cluster had moved
-// the coordinator seconds later (TestRealLeaderChanges: both partitions stuck
-// at AddPartitionsToTxn for minutes after the destination broker was killed).
+// DescribeTransactions) it waits until its metadata stops listing the broker,
+// and a copy whose partitions all wait in a transaction begin sends no
+// Metadata request. So once the broker holding the coordinator crashed, every
+// begin of a destination transaction failed to dial it while the broker
+// stayed down, although the cluster had moved the coordinator seconds later
+// (TestRealLeaderChanges in CI: both partitions stuck at AddPartitionsToTxn;
+// TestRealTxnCoordinatorCrash reproduces it).
 
 import (
 	"context"
