@@ -325,7 +325,7 @@ func (c *Copier) waitLandedCtx(ctx context.Context, p *partition, target int64) 
 			return nil
 		}
 		if end > target {
-			return fmt.Errorf("%w: destination log end is %d after markers that should end it at %d; the destination partition was written by someone else",
+			return fmt.Errorf("%w: destination log end is %d after markers that should end it at %d; the destination partition was written by someone else, or a transaction coordinator that failed over wrote a marker twice",
 				ErrOffsetMismatch, end, target)
 		}
 		if err := sleepCtx(ctx, wait); err != nil {

@@ -339,7 +339,7 @@ func (c *Copier) handlePartitionProduceLocked(leader int32, s sendPart, r *kmsg.
 		return
 	}
 	if r.BaseOffset != o.base {
-		c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s/%d: the batch of source offset %d was appended at destination offset %d; the destination partition was written by someone else (or diverged); nothing more is appended",
+		c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s/%d: the batch of source offset %d was appended at destination offset %d; the destination partition was written by someone else, diverged, or got a transaction marker twice (a destination transaction coordinator that fails over between writing a transaction's markers and completing it makes its successor write them again); nothing more is appended, and the destination topic must be re-created to mirror it again",
 			ErrOffsetMismatch, p.tp.topic, p.tp.partition, o.base, r.BaseOffset))
 		return
 	}
