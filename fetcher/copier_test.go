@@ -672,7 +672,7 @@ func testLogAppendTime(t *testing.T, e *env) {
 // successor write the markers again, and Kafka 4.3 appends the second
 // marker ("Idempotent transaction marker retry detected ... allowing
 // duplicate marker write"): one offset the source does not have, which no
-// mirror can take back. CI hit it twice with transactions flowing through
+// mirror can take back. A CI run hit it with transactions flowing through
 // the kill; the copier reports it as an offset mismatch (docs/DESIGN.md).
 func TestRealLeaderChanges(t *testing.T) {
 	kafkatest.RequireReal(t)
