@@ -771,9 +771,13 @@ func TestRealLeaderChanges(t *testing.T) {
 		e.waitCopied(c, topic, part)
 	}
 	eventually(t, "the destination's transactions completed", time.Minute, func() bool {
-		pr, _ := c.Progress(topic, 1)
+		for part := int32(0); part < 2; part++ {
+			if pr, _ := c.Progress(topic, part); pr.OpenTransactions > 0 {
+				return false
+			}
+		}
 		ending, err := e.dstAdm.ListTransactions(e.ctx, nil, []string{"PrepareCommit", "PrepareAbort"})
-		return err == nil && len(ending) == 0 && pr.OpenTransactions == 0
+		return err == nil && len(ending) == 0
 	})
 	j, jid := leaderIndex(p.dst, e.dst, 1)
 	before, _ = c.Progress(topic, 1)

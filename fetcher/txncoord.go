@@ -66,9 +66,17 @@ func (t txnClient) atCoordinator(ctx context.Context, id string, req kmsg.Reques
 	if err != nil {
 		return nil, err
 	}
-	resp, err := t.cl.Broker(int(nodes[id])).Request(ctx, req)
+	return t.atNode(ctx, nodes[id], req, id)
+}
+
+// atNode sends req to coordinator node for the transactional ids ids; a
+// request that does not reach it forgets their coordinator.
+func (t txnClient) atNode(ctx context.Context, node int32, req kmsg.Request, ids ...string) (kmsg.Response, error) {
+	resp, err := t.cl.Broker(int(node)).Request(ctx, req)
 	if err != nil {
-		t.coordinators.Remove(id)
+		for _, id := range ids {
+			t.coordinators.Remove(id)
+		}
 		return nil, err
 	}
 	return resp, nil
@@ -100,11 +108,8 @@ func (t txnClient) describeTxns(ctx context.Context, ids ...string) (kadm.Descri
 	for node, nodeIDs := range byNode {
 		req := kmsg.NewPtrDescribeTransactionsRequest()
 		req.TransactionalIDs = nodeIDs
-		kresp, err := t.cl.Broker(int(node)).Request(ctx, req)
+		kresp, err := t.atNode(ctx, node, req, nodeIDs...)
 		if err != nil {
-			for _, id := range nodeIDs {
-				t.coordinators.Remove(id)
-			}
 			return nil, fmt.Errorf("DescribeTransactions at coordinator %d: %w", node, err)
 		}
 		for _, s := range kresp.(*kmsg.DescribeTransactionsResponse).TransactionStates {
