@@ -59,12 +59,33 @@ type result struct {
 	// CPU of the proxy process per GiB it forwarded (proxy path, own process only).
 	produceCPU, consumeCPU time.Duration
 	p50, p99               time.Duration
+	// The consumer's mean Fetch round trip (fetchtime_test.go): request written to first
+	// response byte, and to the last.
+	fetchFirst, fetchTotal time.Duration
+}
+
+// pathNames are the measured paths: the broker itself, the relay (relay_test.go: the floor
+// of any TCP proxy) and the kmirror proxy.
+var pathNames = []string{"direct", "relay", "proxy"}
+
+// ordered returns pathNames rotated by i: which path goes first changes from one pairing to
+// the next, so that none is always measured right after the same neighbour.
+func ordered(i int) []string {
+	n := len(pathNames)
+	out := make([]string, n)
+	for j := range n {
+		out[j] = pathNames[(i+j)%n]
+	}
+	return out
 }
 
 func BenchmarkProxy(b *testing.B) {
-	cluster := kafkatest.Start(b, kafkatest.Real(), kafkatest.Brokers(1))
+	relayL, relayOpt := relayListenerOption(b)
+	cluster := kafkatest.Start(b, kafkatest.Real(), kafkatest.Brokers(1), relayOpt)
+	relayAddr, relayCPU := startRelay(b, cluster, relayL)
 	proxyAddr, proxyCPU := startProxy(b, cluster)
-	paths := map[string]string{"direct": cluster.BootstrapString(), "proxy": proxyAddr}
+	paths := map[string]string{"direct": cluster.BootstrapString(), "relay": relayAddr, "proxy": proxyAddr}
+	cpus := map[string]func() time.Duration{"relay": relayCPU, "proxy": proxyCPU}
 
 	for _, sc := range scenarios {
 		// KMIRROR_BENCH_PROXY_SCENARIO=large runs one scenario alone (a profile of one workload).
@@ -72,11 +93,11 @@ func BenchmarkProxy(b *testing.B) {
 			continue
 		}
 		var rounds []map[string]result
-		// Round 0 only warms up (the broker's JIT, both paths' connections and buffers) and is
-		// not counted: the first rounds of a fresh broker are up to twice as slow as later
+		// Round 0 only warms up (the broker's JIT, every path's connections and buffers) and
+		// is not counted: the first rounds of a fresh broker are up to twice as slow as later
 		// ones, which only adds noise to a paired ratio.
 		for round := range benchRounds() + 1 {
-			rounds = append(rounds, runRound(b, paths, proxyCPU, sc, round))
+			rounds = append(rounds, runRound(b, paths, cpus, sc, round))
 		}
 		rounds = rounds[1:]
 		med := func(path string, f func(result) float64) float64 {
@@ -86,11 +107,11 @@ func BenchmarkProxy(b *testing.B) {
 			}
 			return median(v)
 		}
-		// ratios returns the median, minimum and maximum over the rounds of proxy/direct.
-		ratios := func(f func(result) float64) (float64, float64, float64) {
+		// ratios returns the median, minimum and maximum over the rounds of path/base.
+		ratios := func(path, base string, f func(result) float64) (float64, float64, float64) {
 			var v []float64
 			for _, r := range rounds {
-				v = append(v, f(r["proxy"])/f(r["direct"]))
+				v = append(v, f(r[path])/f(r[base]))
 			}
 			slices.Sort(v)
 			return median(v), v[0], v[len(v)-1]
@@ -99,51 +120,69 @@ func BenchmarkProxy(b *testing.B) {
 		consMBs := func(r result) float64 { return r.consumeMBs }
 		p50 := func(r result) float64 { return float64(r.p50.Microseconds()) }
 		p99 := func(r result) float64 { return float64(r.p99.Microseconds()) }
-		var addedP50, addedP99 []float64
-		for _, r := range rounds {
-			addedP50 = append(addedP50, p50(r["proxy"])-p50(r["direct"]))
-			addedP99 = append(addedP99, p99(r["proxy"])-p99(r["direct"]))
+		added := func(path string, f func(result) float64) float64 {
+			var v []float64
+			for _, r := range rounds {
+				v = append(v, f(r[path])-f(r["direct"]))
+			}
+			return median(v)
 		}
-		pm, plo, phi := ratios(prodMBs)
-		cm, clo, chi := ratios(consMBs)
+		fetchFirst := func(r result) float64 { return float64(r.fetchFirst.Microseconds()) }
+		fetchTotal := func(r result) float64 { return float64(r.fetchTotal.Microseconds()) }
 		prodCPU := func(r result) float64 { return float64(r.produceCPU.Milliseconds()) }
 		consCPU := func(r result) float64 { return float64(r.consumeCPU.Milliseconds()) }
-		for _, path := range []string{"direct", "proxy"} {
+		for _, path := range pathNames {
 			b.Run(sc.name+"/"+path, func(b *testing.B) {
 				b.ReportMetric(med(path, prodMBs), "produce-MB/s")
 				b.ReportMetric(med(path, consMBs), "consume-MB/s")
 				b.ReportMetric(med(path, p50), "p50-µs")
 				b.ReportMetric(med(path, p99), "p99-µs")
+				b.ReportMetric(med(path, fetchFirst), "fetch-first-byte-µs")
+				b.ReportMetric(med(path, fetchTotal), "fetch-µs")
+				if path == "direct" {
+					return
+				}
+				// The paired figures, so that `make bench` output alone answers the targets.
+				pm, _, _ := ratios(path, "direct", prodMBs)
+				cm, _, _ := ratios(path, "direct", consMBs)
+				b.ReportMetric(100*pm, "produce-%-of-direct")
+				b.ReportMetric(100*cm, "consume-%-of-direct")
+				b.ReportMetric(added(path, p99), "added-p99-µs")
+				b.ReportMetric(med(path, prodCPU), "produce-CPU-ms/GiB")
+				b.ReportMetric(med(path, consCPU), "consume-CPU-ms/GiB")
 				if path == "proxy" {
-					// The paired figures, so that `make bench` output alone answers the targets.
-					b.ReportMetric(100*pm, "produce-%-of-direct")
-					b.ReportMetric(100*cm, "consume-%-of-direct")
-					b.ReportMetric(median(addedP99), "added-p99-µs")
-					b.ReportMetric(med("proxy", prodCPU), "produce-proxy-CPU-ms/GiB")
-					b.ReportMetric(med("proxy", consCPU), "consume-proxy-CPU-ms/GiB")
+					pr, _, _ := ratios("proxy", "relay", prodMBs)
+					cr, _, _ := ratios("proxy", "relay", consMBs)
+					b.ReportMetric(100*pr, "produce-%-of-relay")
+					b.ReportMetric(100*cr, "consume-%-of-relay")
 				}
 			})
 		}
-		if med("proxy", consCPU) > 0 {
-			b.Logf("%-5s proxy process CPU per GiB forwarded (median): produce %.0f ms, consume %.0f ms", sc.name, med("proxy", prodCPU), med("proxy", consCPU))
+		for _, path := range pathNames[1:] {
+			pm, plo, phi := ratios(path, "direct", prodMBs)
+			cm, clo, chi := ratios(path, "direct", consMBs)
+			b.Logf("%-5s %-5s medians of %d rounds: produce %.1f -> %.1f MB/s (of direct %.0f%%, rounds %.0f…%.0f%%), consume %.1f -> %.1f MB/s (%.0f%%, rounds %.0f…%.0f%%), p50 %.0f -> %.0f µs (added %+.0f µs), p99 %.0f -> %.0f µs (added %+.0f µs), CPU per GiB forwarded: produce %.0f ms, consume %.0f ms",
+				sc.name, path, len(rounds), med("direct", prodMBs), med(path, prodMBs), 100*pm, 100*plo, 100*phi,
+				med("direct", consMBs), med(path, consMBs), 100*cm, 100*clo, 100*chi,
+				med("direct", p50), med(path, p50), added(path, p50),
+				med("direct", p99), med(path, p99), added(path, p99),
+				med(path, prodCPU), med(path, consCPU))
 		}
-		b.Logf("%-5s medians of %d paired rounds: produce %.1f -> %.1f MB/s (proxy/direct %.0f%%, rounds %.0f…%.0f%%), consume %.1f -> %.1f MB/s (%.0f%%, rounds %.0f…%.0f%%), p50 %.0f -> %.0f µs (added %+.0f µs), p99 %.0f -> %.0f µs (added %+.0f µs)",
-			sc.name, len(rounds), med("direct", prodMBs), med("proxy", prodMBs), 100*pm, 100*plo, 100*phi,
-			med("direct", consMBs), med("proxy", consMBs), 100*cm, 100*clo, 100*chi,
-			med("direct", p50), med("proxy", p50), median(addedP50),
-			med("direct", p99), med("proxy", p99), median(addedP99))
+		b.Logf("%-5s consumer's Fetch round trips (medians of the rounds' means), first response byte / last: direct %.0f / %.0f µs, relay %.0f / %.0f µs, proxy %.0f / %.0f µs",
+			sc.name, med("direct", fetchFirst), med("direct", fetchTotal), med("relay", fetchFirst), med("relay", fetchTotal), med("proxy", fetchFirst), med("proxy", fetchTotal))
+		pr, prlo, prhi := ratios("proxy", "relay", prodMBs)
+		cr, crlo, crhi := ratios("proxy", "relay", consMBs)
+		b.Logf("%-5s proxy/relay: produce %.0f%% (rounds %.0f…%.0f%%), consume %.0f%% (rounds %.0f…%.0f%%)",
+			sc.name, 100*pr, 100*prlo, 100*prhi, 100*cr, 100*crlo, 100*crhi)
 	}
 }
 
-// runRound runs one paired trial of sc on both paths. Each measurement runs on both paths
-// back to back (both latency runs, then both produce runs, then both consumes), the order
-// alternating between rounds, so that the two halves of a pair are a fraction of a second
-// apart and meet the same load from the machine's other tenants.
-func runRound(b *testing.B, paths map[string]string, proxyCPU func() time.Duration, sc scenario, round int) map[string]result {
-	order := []string{"direct", "proxy"}
-	if round%2 == 1 {
-		order = []string{"proxy", "direct"}
-	}
+// runRound runs one trial of sc on every path. Each measurement runs on the paths back to
+// back (the latency samples, then the produce runs, then the consumes), the order rotating
+// between rounds, so that the runs compared are a fraction of a second apart and meet the
+// same load from the machine's other tenants.
+func runRound(b *testing.B, paths map[string]string, cpus map[string]func() time.Duration, sc scenario, round int) map[string]result {
+	order := ordered(round)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	res := map[string]result{}
@@ -158,15 +197,17 @@ func runRound(b *testing.B, paths map[string]string, proxyCPU func() time.Durati
 		r.p50, r.p99 = l[0], l[1]
 		res[path] = r
 	}
-	// cpuPerGiB runs fn and returns the proxy's CPU per GiB moved, when it can be told.
+	// cpuPerGiB runs fn and returns the CPU per GiB moved of the process serving path, when
+	// it can be told.
 	cpuPerGiB := func(path string, bytes int, fn func()) time.Duration {
-		if path != "proxy" || proxyCPU == nil {
+		cpu := cpus[path]
+		if cpu == nil {
 			fn()
 			return 0
 		}
-		before := proxyCPU()
+		before := cpu()
 		fn()
-		return time.Duration(float64(proxyCPU()-before) * float64(1<<30) / float64(bytes))
+		return time.Duration(float64(cpu()-before) * float64(1<<30) / float64(bytes))
 	}
 	var produced int
 	for _, path := range order {
@@ -179,7 +220,7 @@ func runRound(b *testing.B, paths map[string]string, proxyCPU func() time.Durati
 	for _, path := range order {
 		r := res[path]
 		r.consumeCPU = cpuPerGiB(path, (produced+latencyRecords)*sc.recordSize, func() {
-			r.consumeMBs = measureConsume(ctx, b, paths[path], topics[path], sc, produced+latencyRecords)
+			r.consumeMBs, r.fetchFirst, r.fetchTotal = measureConsume(ctx, b, paths[path], topics[path], sc, produced+latencyRecords)
 		})
 		res[path] = r
 	}
@@ -190,7 +231,11 @@ func runRound(b *testing.B, paths map[string]string, proxyCPU func() time.Durati
 		b.Fatal(err)
 	}
 	defer adm.Close()
-	if _, err := kadm.NewClient(adm).DeleteTopics(ctx, topics["direct"], topics["proxy"]); err != nil {
+	var names []string
+	for _, t := range topics {
+		names = append(names, t)
+	}
+	if _, err := kadm.NewClient(adm).DeleteTopics(ctx, names...); err != nil {
 		b.Fatalf("delete %v: %v", topics, err)
 	}
 	return res
@@ -319,8 +364,8 @@ func createTopic(ctx context.Context, b *testing.B, bootstrap, topic string) {
 
 // measureLatency produces 1000 records one at a time on each path, acks=all, so each sample
 // is one Produce round trip; it returns each path's p50 and p99 and the number of records
-// written per path. The paths take turns request by request (which goes first alternates):
-// on a shared machine the tail of either path's distribution is the machine's scheduling
+// written per path. The paths take turns request by request (which goes first rotates):
+// on a shared machine the tail of each path's distribution is the machine's scheduling
 // noise, and only samples taken a fraction of a millisecond apart meet the same noise. Timed
 // one path after the other, the added p99 of one run swung from +88 to +1400 µs between runs.
 func measureLatency(ctx context.Context, b *testing.B, paths, topics map[string]string, sc scenario) (map[string][2]time.Duration, int) {
@@ -338,11 +383,7 @@ func measureLatency(ctx context.Context, b *testing.B, paths, topics map[string]
 	}
 	value := make([]byte, sc.recordSize)
 	for i := range n {
-		order := []string{"direct", "proxy"}
-		if i%2 == 1 {
-			order = []string{"proxy", "direct"}
-		}
-		for _, path := range order {
+		for _, path := range ordered(i) {
 			start := time.Now()
 			if err := clients[path].ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
 				b.Fatalf("latency produce (%s): %v", path, err)
@@ -399,9 +440,10 @@ func measureProduce(ctx context.Context, b *testing.B, bootstrap, topic string, 
 }
 
 // measureConsume reads the topic's want records from the start with a fresh consumer and
-// returns MB/s.
-func measureConsume(ctx context.Context, b *testing.B, bootstrap, topic string, sc scenario, want int) float64 {
-	cons, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics(topic),
+// returns MB/s and the mean Fetch round trip to the first response byte and to the last.
+func measureConsume(ctx context.Context, b *testing.B, bootstrap, topic string, sc scenario, want int) (float64, time.Duration, time.Duration) {
+	ft := &fetchTimer{}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.WithHooks(ft), kgo.Dialer(ft.dial), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(50<<20), kgo.FetchMaxPartitionBytes(1<<20)) // the Java client's defaults
 	if err != nil {
 		b.Fatal(err)
@@ -424,5 +466,7 @@ func measureConsume(ctx context.Context, b *testing.B, bootstrap, topic string, 
 		got += fs.NumRecords()
 		counted += fs.NumRecords()
 	}
-	return float64(counted*sc.recordSize) / time.Since(start).Seconds() / (1 << 20)
+	mbs := float64(counted*sc.recordSize) / time.Since(start).Seconds() / (1 << 20)
+	first, total := ft.means()
+	return mbs, first, total
 }

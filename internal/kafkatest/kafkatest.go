@@ -24,9 +24,10 @@ import (
 )
 
 type config struct {
-	fake    bool
-	brokers int
-	props   map[string]string
+	fake      bool
+	brokers   int
+	props     map[string]string
+	listeners []Listener
 }
 
 // Option configures Start.
@@ -45,6 +46,13 @@ func Brokers(n int) Option { return func(c *config) { c.brokers = n } }
 // the ones it does not know).
 func ServerProperty(key, value string) Option {
 	return func(c *config) { c.props[key] = value }
+}
+
+// WithListener gives every broker of a real cluster a second plaintext listener (see
+// Listener); Cluster.Real().ListenerAddrs(name) says where it listens. kfake has none: a test
+// that needs one must use a real cluster.
+func WithListener(name string, advertise func(i int) string) Option {
+	return func(c *config) { c.listeners = append(c.listeners, Listener{Name: name, Advertise: advertise}) }
 }
 
 // Cluster is a running Kafka cluster owned by one test.
@@ -74,7 +82,7 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	began := time.Now()
-	rc, err := StartReal(ctx, RealConfig{Brokers: cfg.brokers, Dir: dir, Props: cfg.props})
+	rc, err := StartReal(ctx, RealConfig{Brokers: cfg.brokers, Dir: dir, Props: cfg.props, Listeners: cfg.listeners})
 	if err != nil {
 		t.Fatalf("kafkatest: start real Kafka %s (%d brokers): %v\n(logs kept in %s)", KafkaVersion, cfg.brokers, err, dir)
 	}
@@ -108,6 +116,9 @@ func RequireReal(t testing.TB) {
 }
 
 func startFake(t testing.TB, cfg config) *Cluster {
+	if len(cfg.listeners) > 0 {
+		t.Fatalf("kafkatest: WithListener needs a real cluster; kfake has one listener per broker")
+	}
 	kopts := []kfake.Opt{kfake.NumBrokers(cfg.brokers)}
 	for k, v := range cfg.props {
 		kopts = append(kopts, kfake.BrokerConfigs(map[string]string{k: v}))

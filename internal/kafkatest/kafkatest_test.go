@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/polltest"
 )
@@ -188,4 +189,40 @@ func TestMirrorMaker2Replicates(t *testing.T) {
 		ends.Each(func(o kadm.ListedOffset) { n += max(0, o.Offset) })
 		return n == 1000, fmt.Sprintf("%d records", n)
 	})
+}
+
+// A second listener tells its own clients the address it was given, and the first listener
+// still tells its clients the brokers' own: a relay in front of the second listener keeps
+// its clients on the relay.
+func TestRealListenerAdvertisesItsOwnAddress(t *testing.T) {
+	const relayed = "127.0.0.1:1" // never dialled: only Metadata is asked, of the seed itself
+	c := Start(t, Real(), WithListener("RELAY", func(i int) string {
+		if i != 0 {
+			t.Errorf("advertise called for broker index %d of a 1-broker cluster", i)
+		}
+		return relayed
+	}))
+	addrs := c.Real().ListenerAddrs("RELAY")
+	if len(addrs) != 1 || addrs[0] == c.Bootstrap()[0] {
+		t.Fatalf("RELAY listener addresses %v (bootstrap %v)", addrs, c.Bootstrap())
+	}
+	if got := c.Real().ListenerAddrs("OTHER"); got != nil {
+		t.Fatalf("ListenerAddrs of an unknown listener = %v, want nil", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for seed, want := range map[string]string{addrs[0]: relayed, c.Bootstrap()[0]: c.Bootstrap()[0]} {
+		cl := NewClient(t, []string{seed})
+		resp, err := cl.SeedBrokers()[0].Request(ctx, kmsg.NewPtrMetadataRequest())
+		if err != nil {
+			t.Fatalf("metadata from %s: %v", seed, err)
+		}
+		md := resp.(*kmsg.MetadataResponse)
+		if len(md.Brokers) != 1 {
+			t.Fatalf("metadata from %s lists %d brokers", seed, len(md.Brokers))
+		}
+		if got := fmt.Sprintf("%s:%d", md.Brokers[0].Host, md.Brokers[0].Port); got != want {
+			t.Fatalf("metadata from %s advertises %s, want %s", seed, got, want)
+		}
+	}
 }

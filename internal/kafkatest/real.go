@@ -31,6 +31,18 @@ type RealConfig struct {
 	// Detach starts the JVMs in their own session so they outlive this process
 	// (the shell interface). Otherwise they die with this process.
 	Detach bool
+	// Listeners are plaintext listeners every broker has besides PLAINTEXT.
+	Listeners []Listener
+}
+
+// Listener is a second client listener on every broker, on a free port of its own. A client
+// that connects to it is told, in Metadata, that broker i is at Advertise(i): a plain TCP
+// relay from that address to the listener then carries all of that client's traffic, with no
+// rewriting (a broker advertises each listener's own addresses to the clients of that
+// listener).
+type Listener struct {
+	Name      string // upper case, not PLAINTEXT or CONTROLLER
+	Advertise func(i int) string
 }
 
 // RealCluster is a running real Kafka cluster.
@@ -45,6 +57,7 @@ type node struct {
 	id             int
 	brokerPort     int
 	controllerPort int
+	extraPorts     []int // one per RealConfig.Listeners entry
 	dir            string
 
 	mu     sync.Mutex
@@ -110,13 +123,14 @@ func StartReal(ctx context.Context, cfg RealConfig) (*RealCluster, error) {
 var errPortInUse = errors.New("port already in use")
 
 func (c *RealCluster) layout() error {
-	ports, err := freePorts(2 * c.cfg.Brokers)
+	per := 2 + len(c.cfg.Listeners)
+	ports, err := freePorts(per * c.cfg.Brokers)
 	if err != nil {
 		return err
 	}
 	var voters []string
 	for i := 0; i < c.cfg.Brokers; i++ {
-		n := &node{id: i + 1, brokerPort: ports[2*i], controllerPort: ports[2*i+1]}
+		n := &node{id: i + 1, brokerPort: ports[per*i], controllerPort: ports[per*i+1], extraPorts: ports[per*i+2 : per*(i+1)]}
 		n.dir = filepath.Join(c.cfg.Dir, fmt.Sprintf("node-%d", n.id))
 		c.nodes = append(c.nodes, n)
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", n.id, n.controllerPort))
@@ -137,15 +151,23 @@ func (c *RealCluster) layout() error {
 
 func (c *RealCluster) serverProperties(n *node, voters []string) string {
 	rf := strconv.Itoa(min(3, c.cfg.Brokers))
+	listeners := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.brokerPort, n.controllerPort)
+	advertised := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.brokerPort)
+	protocols := "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+	for j, l := range c.cfg.Listeners {
+		listeners += fmt.Sprintf(",%s://127.0.0.1:%d", l.Name, n.extraPorts[j])
+		advertised += fmt.Sprintf(",%s://%s", l.Name, l.Advertise(n.id-1))
+		protocols += "," + l.Name + ":PLAINTEXT"
+	}
 	props := map[string]string{
 		"process.roles":                    "broker,controller",
 		"node.id":                          strconv.Itoa(n.id),
 		"controller.quorum.voters":         strings.Join(voters, ","),
-		"listeners":                        fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.brokerPort, n.controllerPort),
-		"advertised.listeners":             fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.brokerPort),
+		"listeners":                        listeners,
+		"advertised.listeners":             advertised,
 		"controller.listener.names":        "CONTROLLER",
 		"inter.broker.listener.name":       "PLAINTEXT",
-		"listener.security.protocol.map":   "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"listener.security.protocol.map":   protocols,
 		"log.dirs":                         filepath.Join(n.dir, "data"),
 		"offsets.topic.replication.factor": rf,
 		// Fewer internal partitions than the defaults (50) keep first use of
@@ -388,6 +410,22 @@ func (c *RealCluster) Bootstrap() []string {
 		addrs[i] = n.addr()
 	}
 	return addrs
+}
+
+// ListenerAddrs lists, in the order of Bootstrap, where the brokers' listener called name
+// listens (nil when there is none).
+func (c *RealCluster) ListenerAddrs(name string) []string {
+	for j, l := range c.cfg.Listeners {
+		if l.Name != name {
+			continue
+		}
+		addrs := make([]string, len(c.nodes))
+		for i, n := range c.nodes {
+			addrs[i] = fmt.Sprintf("127.0.0.1:%d", n.extraPorts[j])
+		}
+		return addrs
+	}
+	return nil
 }
 
 // ClusterID is the id the storage was formatted with.
