@@ -500,42 +500,14 @@ func fillerRecordsFor(maxMessageBytes int) int32 {
 
 // InitProducer takes the writer identity of a transactional id for a new
 // owner: its epoch fences every earlier owner of the same id (lazily, per
-// partition: the old epoch is refused once the new one has appended).
+// partition: the old epoch is refused once the new one has appended). It goes
+// the way of the copy's own InitProducerId (txnClient.initialise): to a
+// coordinator found for the id and forgotten when it fails, with the copy's
+// transaction timeout or, where the destination caps it lower, the fallback.
 func InitProducer(ctx context.Context, dst *kgo.Client, transactionalID string) (ProducerIdentity, error) {
-	pid, epoch, err := initProducerID(ctx, dst, transactionalID)
+	pid, epoch, err := newTxnClient(dst, kadm.NewClient(dst)).initialise(ctx, transactionalID)
 	if err != nil {
 		return ProducerIdentity{}, fmt.Errorf("take writer identity %q: %w", transactionalID, err)
 	}
 	return ProducerIdentity{ID: pid, Epoch: epoch}, nil
-}
-
-// initProducerID takes the writer identity of a transactional id: kgo finds
-// the transaction coordinator (FindCoordinator, key type 1) and sends
-// InitProducerId there, which bumps the epoch of the id's producer and so
-// fences the previous owner (lazily, per partition: see copier.go).
-func initProducerID(ctx context.Context, cl *kgo.Client, transactionalID string) (int64, int16, error) {
-	for attempt := 0; ; attempt++ {
-		req := kmsg.NewPtrInitProducerIDRequest()
-		req.TransactionalID = kmsg.StringPtr(transactionalID)
-		req.TransactionTimeoutMillis = 60_000
-		req.ProducerID = -1
-		req.ProducerEpoch = -1
-		resp, err := req.RequestWith(ctx, cl)
-		if err == nil {
-			err = kerr.ErrorForCode(resp.ErrorCode)
-		}
-		if err == nil {
-			return resp.ProducerID, resp.ProducerEpoch, nil
-		}
-		if ctx.Err() != nil || (!kerr.IsRetriable(err) && !errors.Is(err, kerr.ConcurrentTransactions)) || attempt >= 50 {
-			return 0, 0, err
-		}
-		t := time.NewTimer(min(time.Duration(attempt+1)*50*time.Millisecond, time.Second))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return 0, 0, ctx.Err()
-		case <-t.C:
-		}
-	}
 }

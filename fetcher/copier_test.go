@@ -451,7 +451,11 @@ func testKafkaFacts(t *testing.T, e *env) {
 	t.Logf("fact: a client batch with baseOffset 12345 is refused with INVALID_RECORD (0 is required)")
 
 	// Resending the same idempotent batch returns the original offset.
-	pid, epoch, err := initProducerID(e.ctx, e.dst, "facts-tx")
+	initProducerID := func() (int64, int16, error) {
+		w, err := InitProducer(e.ctx, e.dst, "facts-tx")
+		return w.ID, w.Epoch, err
+	}
+	pid, epoch, err := initProducerID()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +473,7 @@ func testKafkaFacts(t *testing.T, e *env) {
 	t.Logf("fact: a resent batch (same producer id/epoch/sequence) returns its original base offset %d; log end unchanged", b1)
 
 	// Lazy, per-partition fencing.
-	pid2, epoch2, err := initProducerID(e.ctx, e.dst, "facts-tx")
+	pid2, epoch2, err := initProducerID()
 	if err != nil || pid2 != pid || epoch2 != epoch+1 {
 		t.Fatalf("re-init: %d/%d %v, want %d/%d", pid2, epoch2, err, pid, epoch+1)
 	}
