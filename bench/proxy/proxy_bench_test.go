@@ -168,8 +168,12 @@ func BenchmarkProxy(b *testing.B) {
 				med("direct", p99), med(path, p99), added(path, p99),
 				med(path, prodCPU), med(path, consCPU))
 		}
-		b.Logf("%-5s consumer's Fetch round trips (medians of the rounds' means), first response byte / last: direct %.0f / %.0f µs, relay %.0f / %.0f µs, proxy %.0f / %.0f µs",
-			sc.name, med("direct", fetchFirst), med("direct", fetchTotal), med("relay", fetchFirst), med("relay", fetchTotal), med("proxy", fetchFirst), med("proxy", fetchTotal))
+		var trips []string
+		for _, path := range pathNames {
+			trips = append(trips, fmt.Sprintf("%s %.0f / %.0f µs", path, med(path, fetchFirst), med(path, fetchTotal)))
+		}
+		b.Logf("%-5s consumer's Fetch round trips (medians of the rounds' means), first response byte / last: %s",
+			sc.name, strings.Join(trips, ", "))
 		pr, prlo, prhi := ratios("proxy", "relay", prodMBs)
 		cr, crlo, crhi := ratios("proxy", "relay", consMBs)
 		b.Logf("%-5s proxy/relay: produce %.0f%% (rounds %.0f…%.0f%%), consume %.0f%% (rounds %.0f…%.0f%%)",

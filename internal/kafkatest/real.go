@@ -152,10 +152,10 @@ func (c *RealCluster) layout() error {
 func (c *RealCluster) serverProperties(n *node, voters []string) string {
 	rf := strconv.Itoa(min(3, c.cfg.Brokers))
 	listeners := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.brokerPort, n.controllerPort)
-	advertised := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.brokerPort)
+	advertised := "PLAINTEXT://" + n.addr()
 	protocols := "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
 	for j, l := range c.cfg.Listeners {
-		listeners += fmt.Sprintf(",%s://127.0.0.1:%d", l.Name, n.extraPorts[j])
+		listeners += fmt.Sprintf(",%s://%s", l.Name, loopbackAddr(n.extraPorts[j]))
 		advertised += fmt.Sprintf(",%s://%s", l.Name, l.Advertise(n.id-1))
 		protocols += "," + l.Name + ":PLAINTEXT"
 	}
@@ -401,7 +401,9 @@ func (c *RealCluster) writeState() error {
 	return os.WriteFile(filepath.Join(c.cfg.Dir, "cluster.json"), b, 0o644)
 }
 
-func (n *node) addr() string { return fmt.Sprintf("127.0.0.1:%d", n.brokerPort) }
+func (n *node) addr() string { return loopbackAddr(n.brokerPort) }
+
+func loopbackAddr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
 
 // Bootstrap lists every broker's address.
 func (c *RealCluster) Bootstrap() []string {
@@ -421,7 +423,7 @@ func (c *RealCluster) ListenerAddrs(name string) []string {
 		}
 		addrs := make([]string, len(c.nodes))
 		for i, n := range c.nodes {
-			addrs[i] = fmt.Sprintf("127.0.0.1:%d", n.extraPorts[j])
+			addrs[i] = loopbackAddr(n.extraPorts[j])
 		}
 		return addrs
 	}
