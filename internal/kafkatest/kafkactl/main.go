@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -38,7 +39,7 @@ var errUsage = errors.New("usage")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
+	err := run(ctx, os.Args[1:], os.Stdout)
 	stop()
 	var exit *exec.ExitError
 	switch {
@@ -64,7 +65,8 @@ func stateDir(name string) (string, error) {
 	return filepath.Join(root, name), nil
 }
 
-func run(ctx context.Context, args []string) error {
+// run carries out one command; what it prints for scripts goes to stdout.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return errUsage
 	}
@@ -92,7 +94,7 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Println(strings.Join(c.Bootstrap(), ","))
+		fmt.Fprintln(stdout, strings.Join(c.Bootstrap(), ","))
 		if *sasl {
 			fmt.Fprintf(os.Stderr, "cluster %s: SASL_PLAINTEXT; client properties %s\n", name,
 				strings.Join([]string{c.PropertiesFile(kafkatest.AdminUser), c.PropertiesFile(kafkatest.KmirrorUser), c.PropertiesFile(kafkatest.AliceUser)}, " "))
@@ -123,7 +125,7 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Println(bs)
+		fmt.Fprintln(stdout, bs)
 		return nil
 	case "dir":
 		if len(args) != 1 {
@@ -136,7 +138,7 @@ func run(ctx context.Context, args []string) error {
 		if _, err := kafkatest.ReadBootstrap(dir); err != nil {
 			return fmt.Errorf("cluster %s is not running: %w", args[0], err)
 		}
-		fmt.Println(dir)
+		fmt.Fprintln(stdout, dir)
 		return nil
 	case "tools":
 		if len(args) == 0 {
@@ -146,14 +148,14 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+		c.Stdin, c.Stdout, c.Stderr = os.Stdin, stdout, os.Stderr
 		return c.Run()
 	case "jars":
 		libs, err := kafkatest.Jars(ctx)
 		if err != nil {
 			return err
 		}
-		fmt.Println(libs)
+		fmt.Fprintln(stdout, libs)
 		return nil
 	default:
 		fmt.Fprintf(os.Stderr, "unknown command %q\n", cmd)
