@@ -99,22 +99,12 @@ func (p *Proxy) upstreamSASL() sasl.Mechanism {
 
 // discover asks upstream for its brokers and makes sure each has a listener.
 func (p *Proxy) discover(ctx context.Context) error {
-	tlsCfg, err := p.upstreamTLSConfig()
+	// The same options as every other client kmirror builds: its own TLS and SASL.
+	opts, err := p.UpstreamClientOptions()
 	if err != nil {
 		return err
 	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(p.cfg.Upstream...),
-		kgo.DialTimeout(p.cfg.DialTimeout),
-		kgo.RequestRetries(1),
-	}
-	if tlsCfg != nil {
-		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
-	}
-	if m := p.upstreamSASL(); m != nil {
-		opts = append(opts, kgo.SASL(m))
-	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(append(opts, kgo.RequestRetries(1))...)
 	if err != nil {
 		return fmt.Errorf("creating discovery client: %w", err)
 	}
