@@ -24,7 +24,8 @@ const usage = `usage: scripts/kafka.sh COMMAND
                              start real Apache Kafka cluster NAME (KRaft, loopback); prints its bootstrap
                              address on the last line. --sasl: the client listener is SASL_PLAINTEXT
                              (SCRAM-SHA-512, PLAIN) with the StandardAuthorizer; super users admin and
-                             kmirror, alice with READ/WRITE/DESCRIBE on topics only (password NAME-secret);
+                             kmirror, alice with topics, groups and transactional ids but nothing on
+                             CLUSTER (password USER-secret, e.g. alice-secret);
                              writes admin.properties, kmirror.properties, alice.properties (SCRAM-SHA-512)
                              and USER-plain.properties (PLAIN) into the cluster's directory
   stop NAME                  stop cluster NAME and remove its directory
