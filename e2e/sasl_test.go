@@ -70,6 +70,11 @@ func TestMirrorOverSASL(t *testing.T) {
 	produce(t, src, "sasl-orders", 2, 500, kgo.ZstdCompression())
 	km := kmirror(t, dst) // upstream_sasl: kmirror / SCRAM-SHA-512
 	addr := km.Proxy.Addr()
+	// Discovery ran at start, before any client: only kmirror's own credentials could have
+	// listed the broker.
+	if n := len(km.Proxy.BrokerListenerPorts()); n != 1 {
+		t.Fatalf("kmirror discovered %d brokers of a 1-broker SASL destination at start", n)
+	}
 	cl := saslClient(t, dst, addr, kafkatest.AdminUser)
 	createMirror(t, cl, "sasl-dr", "bootstrap.servers", src.BootstrapString(),
 		"security.protocol", "SASL_PLAINTEXT", "sasl.mechanism", kafkatest.MechanismSCRAM,
