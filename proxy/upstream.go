@@ -112,6 +112,14 @@ func (p *Proxy) discover(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
 	md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	var eof *kgo.ErrFirstReadEOF
+	if err != nil && p.cfg.UpstreamSASL.Mechanism == "" && errors.As(err, &eof) {
+		// Without credentials kmirror's own clients (state, mirroring) cannot work at all and
+		// would only retry quietly: say what to set.
+		return fmt.Errorf("fetching broker metadata from %v: the destination closed the connection at the first request, "+
+			"so it probably requires SASL: set upstream_sasl (mechanism, username, password) in the proxy config, "+
+			"without it kmirror's state and mirroring cannot reach the destination: %w", p.cfg.Upstream, err)
+	}
 	if err != nil {
 		return fmt.Errorf("fetching broker metadata from %v: %w", p.cfg.Upstream, err)
 	}
