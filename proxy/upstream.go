@@ -86,7 +86,7 @@ func (p *Proxy) upstreamTLSConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// upstreamSASL returns the proxy's own SASL mechanism for discovery (nil: none).
+// upstreamSASL returns kmirror's own SASL mechanism towards the destination (nil: none).
 func (p *Proxy) upstreamSASL() sasl.Mechanism {
 	s := p.cfg.UpstreamSASL
 	if s.Mechanism == "" {
