@@ -62,6 +62,10 @@ type Config struct {
 	// pipeline; see UpstreamClientOptions) uses them. Client connections authenticate end to
 	// end because each maps to exactly one upstream connection.
 	UpstreamSASL UpstreamSASL `yaml:"upstream_sasl"`
+	// SecretsKeyFile holds the keys that encrypt mirrors' source secrets in
+	// __mirror_state (internal/secrets; docs/SECURITY.md "Secrets"). The proxy
+	// itself does not use it: the instance's mirroring does.
+	SecretsKeyFile string `yaml:"secrets_key_file"`
 }
 
 // ListenerTLS is the server side TLS of client listeners.

@@ -34,8 +34,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/apis/apicore"
-	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
-	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
 )
@@ -57,7 +55,7 @@ func (a *adder) askSource(ctx context.Context, topic string, partitions int32) (
 	if err != nil {
 		return out, err
 	}
-	opts, err := sourceclient.Options(mirrorconfig.Parse(a.m.Config.Configs))
+	opts, err := a.b.Sources.Options(a.m.Name, a.m.Config.Configs)
 	if err != nil {
 		return out, err
 	}

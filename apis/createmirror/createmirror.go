@@ -1,6 +1,7 @@
 // Package createmirror answers CreateMirror (API key 94): validate the name
 // and configs, reach the source cluster to learn (or check) its cluster id,
-// create __mirror_state on first use and record the mirror's config.
+// create __mirror_state on first use and record the mirror's config, with
+// its secrets encrypted or as the config provider references given.
 package createmirror
 
 import (
@@ -41,6 +42,16 @@ func create(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorR
 	if err := mirrorconfig.Validate(configs); err != nil {
 		return protocol.ErrInvalidConfig.WithMessage("%v", err)
 	}
+	// What is stored: secrets encrypted or as the references given, never in clear.
+	stored, err := b.Sources.Secrets().SealNew(req.MirrorName, configs)
+	if err != nil {
+		return protocol.ErrInvalidConfig.WithMessage("%v", err)
+	}
+	// What this instance connects with, to check the source now.
+	resolved, err := b.Sources.Secrets().Resolve(req.MirrorName, stored)
+	if err != nil {
+		return protocol.ErrInvalidConfig.WithMessage("%v; every instance must resolve it (the one that answered this request cannot)", err)
+	}
 	if err := b.CatchUp(ctx); err != nil {
 		return err
 	}
@@ -50,7 +61,7 @@ func create(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorR
 		return protocol.ErrMirrorAlreadyExists.WithMessage("mirror %q already exists (or is still being deleted); describe it, or choose another name", req.MirrorName)
 	}
 
-	clusterID, err := sourceClusterID(ctx, configs)
+	clusterID, err := sourceClusterID(ctx, resolved)
 	if err != nil {
 		return err
 	}
@@ -64,7 +75,7 @@ func create(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorR
 		}
 		return protocol.ErrCoordinatorNotAvailable.WithMessage("cannot create the mirror state topic: %v", err)
 	}
-	rec := &statetopic.MirrorConfig{Configs: configs, CreatedAt: b.NowTime(), SourceClusterID: clusterID}
+	rec := &statetopic.MirrorConfig{Configs: stored, CreatedAt: b.NowTime(), SourceClusterID: clusterID}
 	if err := b.Coord.Write(ctx, coordinator.Record{Key: statetopic.MirrorConfigKey(req.MirrorName), Value: rec}); err != nil {
 		return protocol.ErrCoordinatorNotAvailable.WithMessage("recording the mirror: %v; retry", err)
 	}

@@ -155,6 +155,13 @@ func alterOne(ctx context.Context, b *apicore.Backend, r kmsg.IncrementalAlterCo
 	if err := mirrorconfig.Validate(rec.Configs); err != nil {
 		return nil, protocol.ErrInvalidConfig.WithMessage("%v", err)
 	}
+	// Every change re-saves the secrets with the current key: how a key
+	// rotation or a clear-text secret of an older kmirror gets (re-)encrypted.
+	var resealed []string
+	rec.Configs, resealed = b.Sources.Secrets().Reseal(r.ResourceName, rec.Configs)
+	if len(resealed) > 0 {
+		b.Log.Info("re-encrypting the mirror's secrets with the current key", "mirror", r.ResourceName, "configs", resealed, "key", b.Sources.Secrets().Keys().Current())
+	}
 	return &rec, nil
 }
 

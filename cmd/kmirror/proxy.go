@@ -27,7 +27,7 @@ func init() {
 				statePartitions, rf      *int
 				group                    *string
 				session                  *time.Duration
-				logLevel                 *string
+				logLevel, secretsKeyFile *string
 			)
 			cfg, err := proxy.ParseArgsWith("kmirror proxy", args, func(fs *flag.FlagSet) {
 				mirroring = fs.Bool("mirroring", true, "run the mirror control plane and copy pipeline (false: proxy only)")
@@ -37,9 +37,13 @@ func init() {
 				session = fs.Duration("session-timeout", 10*time.Second, "how soon a dead instance's mirror partitions move to the others")
 				readOnlyTopic = fs.Bool("read-only-topic-error", false, "refuse writes to mirror topics with READ_ONLY_TOPIC (134) instead of POLICY_VIOLATION (44)")
 				logLevel = fs.String("log-level", "info", "debug, info, warn or error")
+				secretsKeyFile = fs.String("secrets-key-file", "", "keys (lines ID=BASE64, the first encrypts) that encrypt mirrors' source secrets in __mirror_state; overrides secrets_key_file of --config")
 			})
 			if err != nil {
 				return err
+			}
+			if *secretsKeyFile != "" {
+				cfg.SecretsKeyFile = *secretsKeyFile
 			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(*logLevel)); err != nil {

@@ -101,8 +101,25 @@ func IsConnection(key string) bool {
 	return false
 }
 
-// IsSecret reports whether a key's value must not be shown (describe, logs).
-func IsSecret(key string) bool { return specs[key].secret }
+// secretNames are Kafka's client configs that hold credentials. Most are not
+// mirror configs, but the CLI's client configs and records written by other
+// kmirror versions carry them, and all are masked the same way.
+var secretNames = map[string]bool{
+	"sasl.password": true, "sasl.jaas.config": true, "ssl.key.password": true,
+	"ssl.keystore.password": true, "ssl.truststore.password": true, "ssl.keystore.key": true,
+}
+
+// IsSecret reports whether a key's value is a secret: never shown (describe,
+// dump-state, logs) and never stored in clear in __mirror_state. It is the one
+// list of sensitive keys; besides the known ones it errs on the side of
+// masking for keys it does not know (anything about passwords, secrets,
+// tokens, JAAS or private keys).
+func IsSecret(key string) bool {
+	k := strings.ToLower(key)
+	return specs[key].secret || secretNames[k] ||
+		strings.HasSuffix(k, ".password") || strings.HasSuffix(k, ".secret") || strings.HasSuffix(k, ".key") ||
+		strings.Contains(k, "password") || strings.Contains(k, "secret") || strings.Contains(k, "jaas") || strings.Contains(k, "token")
+}
 
 // Validate checks a mirror's configs and returns an error that names the
 // first bad key and says what is expected.

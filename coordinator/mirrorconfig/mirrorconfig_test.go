@@ -56,3 +56,17 @@ func TestParseDefaultsAndMatcher(t *testing.T) {
 		t.Fatalf("topic property exclusions %v", c.TopicPropertyExcluded)
 	}
 }
+
+func TestIsSecretIsTheOneList(t *testing.T) {
+	for _, k := range []string{"sasl.password", "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
+		"ssl.keystore.key", "future.client.password", "oauth.client.secret", "SASL.PASSWORD", "future.oauth.token"} {
+		if !IsSecret(k) {
+			t.Errorf("%s is not secret", k)
+		}
+	}
+	for _, k := range Keys() {
+		if IsSecret(k) != (k == "sasl.password") {
+			t.Errorf("mirror config %s: secret %v", k, IsSecret(k))
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/internal/kafkaauth"
+	"github.com/kmirror/kmirror/internal/secrets"
 )
 
 // Options turns mirror configs into client options.
@@ -85,10 +87,17 @@ func ClusterID(ctx context.Context, cl *kgo.Client) (string, error) {
 }
 
 // Cache keeps one source client per mirror, rebuilt when its configs change.
+// It turns the stored configs into the client's with the instance's
+// secrets resolver (references resolved, encrypted values decrypted), so
+// each instance reads its own files, environment and keys.
 type Cache struct {
-	extra []kgo.Opt
-	mu    sync.Mutex
-	m     map[string]cached
+	extra    []kgo.Opt
+	secrets  *secrets.Resolver
+	log      *slog.Logger
+	mu       sync.Mutex
+	m        map[string]cached
+	repMu    sync.Mutex        // Options runs under mu (Client) and without it
+	reported map[string]string // mirror → the secret error last logged, so a retry loop logs it once
 }
 
 type cached struct {
@@ -96,10 +105,59 @@ type cached struct {
 	cl          *kgo.Client
 }
 
-// NewCache returns a cache whose clients also get extra options.
-func NewCache(extra ...kgo.Opt) *Cache { return &Cache{extra: extra, m: map[string]cached{}} }
+// NewCache returns a cache whose clients also get extra options. It has no
+// secrets key until WithSecrets.
+func NewCache(extra ...kgo.Opt) *Cache {
+	return &Cache{extra: extra, m: map[string]cached{}, reported: map[string]string{}, log: slog.New(slog.DiscardHandler)}
+}
 
-// Client returns the mirror's source client.
+// WithSecrets sets how stored secrets are resolved and where their errors
+// are logged.
+func (c *Cache) WithSecrets(r *secrets.Resolver, log *slog.Logger) *Cache {
+	c.secrets, c.log = r, log
+	return c
+}
+
+// Secrets is the cache's secrets resolver (nil: no keys; references still
+// resolve).
+func (c *Cache) Secrets() *secrets.Resolver { return c.secrets }
+
+// Options resolves a mirror's stored configs on this instance and turns them
+// into client options. A secret that does not resolve here is logged at
+// ERROR (naming the mirror and the reference or key id, never a value) and
+// returned as a *secrets.Error; it is retried by whoever asks again, so the
+// mirror recovers by itself once the file, variable or key is there.
+func (c *Cache) Options(mirror string, configs map[string]string) ([]kgo.Opt, error) {
+	resolved, err := c.secrets.Resolve(mirror, configs)
+	c.repMu.Lock()
+	last := c.reported[mirror]
+	switch {
+	case err != nil:
+		c.reported[mirror] = err.Error()
+	default:
+		delete(c.reported, mirror)
+	}
+	c.repMu.Unlock()
+	if err != nil {
+		if last != err.Error() {
+			c.log.Error("a source secret of the mirror does not resolve on this instance; the mirror's partitions do not copy here until it does",
+				"mirror", mirror, "err", err)
+		}
+		return nil, err
+	}
+	if last != "" {
+		c.log.Info("the mirror's source secrets resolve again on this instance", "mirror", mirror)
+	}
+	if clear := secrets.InClear(configs); len(clear) > 0 {
+		c.log.Warn("the mirror's source secret is stored in clear in the state topic (written by an older kmirror); `kmirror mirrors --alter` on an instance with a secrets key re-saves it encrypted",
+			"mirror", mirror, "configs", clear)
+	}
+	return Options(mirrorconfig.Parse(resolved))
+}
+
+// Client returns the mirror's source client. Secrets are resolved when the
+// client is built: a changed file takes effect with the next client (the
+// instance's restart), as with Kafka's own clients.
 func (c *Cache) Client(mirror string, configs map[string]string) (*kgo.Client, error) {
 	fp := fingerprint(configs)
 	c.mu.Lock()
@@ -111,7 +169,7 @@ func (c *Cache) Client(mirror string, configs map[string]string) (*kgo.Client, e
 		e.cl.Close()
 		delete(c.m, mirror)
 	}
-	opts, err := Options(mirrorconfig.Parse(configs))
+	opts, err := c.Options(mirror, configs)
 	if err != nil {
 		return nil, fmt.Errorf("source client for mirror %s: %w", mirror, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/internal/flight"
+	"github.com/kmirror/kmirror/internal/secrets"
 )
 
 // DataPath is the coordinator's DataPath on top of fetcher: one Copier per
@@ -77,6 +78,19 @@ func permanent(err error) error {
 	return err
 }
 
+// sourceClientError marks a source client that cannot be built as
+// permanent (the configs are wrong), except for a secret that does not
+// resolve on this instance: the partition is FAILED with that message and
+// retried with the mirror's backoff, so it copies again by itself once the
+// file, variable or key is in place.
+func sourceClientError(err error) error {
+	var se *secrets.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	return coordinator.Permanent(err)
+}
+
 func key(p coordinator.PartitionRef) coordinator.PartitionRef {
 	p.Config = nil
 	return p
@@ -94,7 +108,7 @@ func (d *DataPath) SetLease(lease func() error) { d.lease = lease }
 func (d *DataPath) Prepare(ctx context.Context, p coordinator.PartitionRef, data *statetopic.Producer) (coordinator.Writer, []string, error) {
 	src, err := d.sources.Client(p.Mirror, p.Config.Configs)
 	if err != nil {
-		return coordinator.Writer{}, nil, coordinator.Permanent(err)
+		return coordinator.Writer{}, nil, sourceClientError(err)
 	}
 	if want := p.Config.SourceClusterID; want != "" {
 		got, err := flight.Do(ctx, &d.flights, "cluster-id/"+p.Mirror, time.Minute, func(ctx context.Context) (string, error) {
@@ -141,7 +155,7 @@ func (d *DataPath) copierFor(p coordinator.PartitionRef) (*mirrorCopier, error) 
 	}
 	src, err := d.sources.Client(p.Mirror, p.Config.Configs)
 	if err != nil {
-		return nil, coordinator.Permanent(err)
+		return nil, sourceClientError(err)
 	}
 	cfg := mirrorconfig.Parse(p.Config.Configs)
 	c, err := fetcher.NewCopier(fetcher.Config{Source: src, Destination: d.dst, FetchMaxBytes: cfg.FetchMaxBytes,

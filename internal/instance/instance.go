@@ -24,6 +24,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/enforcement"
+	"github.com/kmirror/kmirror/internal/secrets"
 	"github.com/kmirror/kmirror/proxy"
 )
 
@@ -89,7 +90,11 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	if err != nil {
 		return nil, err
 	}
-	in.sources = sourceclient.NewCache()
+	resolver, err := secretsResolver(cfg.Proxy.SecretsKeyFile, log)
+	if err != nil {
+		return nil, err
+	}
+	in.sources = sourceclient.NewCache().WithSecrets(resolver, log)
 	identities, err := identityClients(dstOpts)
 	if err != nil {
 		return nil, err
@@ -114,6 +119,21 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	return in, nil
+}
+
+// secretsResolver loads the secrets key file, if any: without one, source
+// secrets can only be given as config provider references.
+func secretsResolver(keyFile string, log *slog.Logger) (*secrets.Resolver, error) {
+	if keyFile == "" {
+		log.Info("no secrets key file: mirrors' source secrets must be config provider references (${file:…}, ${env:…}); literal ones are refused and encrypted ones do not copy here")
+		return secrets.NewResolver(nil), nil
+	}
+	keys, err := secrets.LoadKeyFile(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("secrets key file loaded", "file", keyFile, "encrypting_key", keys.Current(), "keys", keys.IDs())
+	return secrets.NewResolver(keys), nil
 }
 
 // release closes what a failing New opened (a coordinator that never ran

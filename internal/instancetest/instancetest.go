@@ -18,8 +18,9 @@ import (
 // Start runs an instance in front of dst until the test ends. It logs warnings to stderr;
 // a nil log is the default. In front of a SASL cluster (kafkatest.WithSASL) kmirror
 // authenticates as the harness's kmirror user (upstream_sasl, SCRAM-SHA-512), as an operator
-// would configure it.
-func Start(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger) *instance.Instance {
+// would configure it. configure, if given, changes the instance's config before it starts
+// (e.g. a secrets key file).
+func Start(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger, configure ...func(*instance.Config)) *instance.Instance {
 	t.Helper()
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -29,10 +30,14 @@ func Start(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger) *instance.Ins
 		pcfg.UpstreamSASL = proxy.UpstreamSASL{Mechanism: kafkatest.MechanismSCRAM,
 			Username: kafkatest.KmirrorUser, Password: dst.Password(kafkatest.KmirrorUser)}
 	}
-	in, err := instance.New(context.Background(), instance.Config{
+	cfg := instance.Config{
 		Proxy:     pcfg,
 		Mirroring: true, StatePartitions: 10, SessionTimeout: 6 * time.Second, Logger: log,
-	})
+	}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	in, err := instance.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

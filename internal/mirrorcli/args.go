@@ -392,7 +392,11 @@ Actions (exactly one):
         create mirror M; FILE holds mirror configs (bootstrap.servers of the source,
         security, topics.include, ...). source.cluster.id is filled in by asking the
         source cluster when absent. A sasl.jaas.config line is sent as
-        sasl.username + sasl.password.
+        sasl.username + sasl.password. Secrets are never stored in clear: give
+        sasl.password as a reference every instance resolves itself,
+        ${file:/PATH.properties:KEY}, ${env:NAME} or ${directory:DIR:FILE}, or
+        literally to instances started with --secrets-key-file, which store it
+        encrypted (docs/SECURITY.md, "Secrets").
   --add --mirror M --topics TOPICS [--exclude TOPICS]
         start mirroring topics. A pattern is also stored with the mirror, so
         matching source topics created later are mirrored too; --exclude narrows it.
@@ -430,7 +434,9 @@ Actions (exactly one):
         within a second; patterns, group and ACL filters at the next refresh; fetch
         sizes when copies restart). --delete-config puts a key back to its default;
         FILE's lines are set too. The keys naming the source (bootstrap.servers,
-        source.cluster.id, security.protocol, sasl.*, ssl.*) cannot change.
+        source.cluster.id, security.protocol, sasl.*, ssl.*) cannot change. Every
+        alter re-saves the mirror's secrets with the answering instance's current
+        key (after a key rotation, or to encrypt one an older kmirror stored in clear).
   --describe --mirror M --configs       the mirror's configs, with defaults
 
 TOPICS is either topic names separated by commas (orders,payments), or, when the

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/internal/secrets"
 )
 
 // DumpStateArgs is a parsed `kmirror dump-state` command line.
@@ -302,17 +303,6 @@ type DumpedKey struct {
 	Partition     *int32 `json:"partition,omitempty"`
 }
 
-// secretMask replaces secret config values.
-const secretMask = "******"
-
-// looksSecret catches secret-looking keys that mirrorconfig does not know
-// (written by another kmirror version), so a dump never prints them.
-func looksSecret(key string) bool {
-	k := strings.ToLower(key)
-	return strings.Contains(k, "password") || strings.Contains(k, "secret") || strings.Contains(k, "jaas") ||
-		strings.HasSuffix(k, ".key") || strings.Contains(k, "token")
-}
-
 // DecodeStateRecord decodes one __mirror_state record into its dump form.
 func DecodeStateRecord(partition int32, r LogRecord) DumpedRecord {
 	out := DumpedRecord{Partition: partition, Offset: r.Offset}
@@ -362,8 +352,8 @@ func DecodeStateRecord(partition int32, r LogRecord) DumpedRecord {
 	if mc, ok := v.(*statetopic.MirrorConfig); ok {
 		masked := make(map[string]string, len(mc.Configs))
 		for key, val := range mc.Configs {
-			if mirrorconfig.IsSecret(key) || looksSecret(key) {
-				val = secretMask
+			if mirrorconfig.IsSecret(key) {
+				val = secrets.Mask(val)
 			}
 			masked[key] = val
 		}

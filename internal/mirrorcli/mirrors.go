@@ -15,6 +15,7 @@ import (
 
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
+	"github.com/kmirror/kmirror/internal/secrets"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -134,7 +135,7 @@ func (r *runner) create(ctx context.Context, configs []protocol.CreateMirrorRequ
 	// Configs the mirror would refuse are not used to connect; the proxy
 	// names the bad key in its answer.
 	if m["source.cluster.id"] == "" && mirrorconfig.Validate(m) == nil {
-		id, err := lookupSourceClusterID(ctx, m)
+		id, err := lookupSourceClusterID(ctx, r.a.Mirror, m)
 		switch {
 		case err != nil:
 			fmt.Fprintf(r.errw, "warning: source.cluster.id not filled in: %v; the proxy checks the source itself\n", err)
@@ -162,8 +163,14 @@ func (r *runner) create(ctx context.Context, configs []protocol.CreateMirrorRequ
 
 // lookupSourceClusterID asks the source cluster named by the mirror configs
 // for its id, with the mirror's own security configs.
-func lookupSourceClusterID(ctx context.Context, configs map[string]string) (string, error) {
-	opts, err := sourceclient.Options(mirrorconfig.Parse(configs))
+func lookupSourceClusterID(ctx context.Context, mirror string, configs map[string]string) (string, error) {
+	// References are resolved here, from this machine's files and
+	// environment; the proxy resolves them again on its own.
+	resolved, err := secrets.NewResolver(nil).Resolve(mirror, configs)
+	if err != nil {
+		return "", err
+	}
+	opts, err := sourceclient.Options(mirrorconfig.Parse(resolved))
 	if err != nil {
 		return "", err
 	}

@@ -112,6 +112,13 @@ func TestReadMirrorConfigTranslatesJAAS(t *testing.T) {
 	if strings.Join(flat, " ") != "bootstrap.servers=src:9092 security.protocol=SASL_SSL sasl.username=alice sasl.password=pw" {
 		t.Fatalf("got %q", flat)
 	}
+	// A config provider reference as the JAAS password is sent as written.
+	ref := "${file:/etc/kmirror/source.properties:sasl.password}"
+	got, err = readMirrorConfig(writeFile(t, "r.properties", "bootstrap.servers=src:9092\n"+
+		"sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"alice\" password=\""+ref+"\";\n"))
+	if err != nil || len(got) != 3 || got[2].Name != "sasl.password" || *got[2].Value != ref {
+		t.Fatalf("reference in JAAS: %v %+v", err, got)
+	}
 	if _, err := readMirrorConfig(writeFile(t, "e.properties", "# nothing\n")); err == nil || !strings.Contains(err.Error(), "needs at least bootstrap.servers") {
 		t.Fatalf("empty mirror config: %v", err)
 	}

@@ -48,7 +48,7 @@ func checkStateDump(t *testing.T, r result, copies int) {
 	t.Helper()
 	out := r.stdout
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`MirrorConfig mirror="dr" value=\{"configs":\{"bootstrap.servers":"src:9092","sasl.password":"\*\*\*\*\*\*","sasl.username":"alice","security.protocol":"SASL_SSL"\}`),
+		regexp.MustCompile(`MirrorConfig mirror="dr" value=\{"configs":\{"bootstrap.servers":"src:9092","sasl.password":"\*\*\*\*\*\* \(stored in clear\)","sasl.username":"alice","security.protocol":"SASL_SSL"\}`),
 		regexp.MustCompile(`MirrorTopic mirror="dr" topic="orders" value=\{"source_topic_id":"I2ODhZNbbdFlpFI1uBR_RQ"`),
 		regexp.MustCompile(`MirrorPartitionState mirror="dr" source-topic-id=I2ODhZNbbdFlpFI1uBR_RQ mirror-partition=2 value=\{"topic":"orders","state":"FAILED","previous_state":"MIRRORING","retry_attempt":3,"error_message":"boom"`),
 		regexp.MustCompile(`MirrorTopic mirror="dr" topic="gone" TOMBSTONE`),

@@ -1,4 +1,4 @@
-package mirrorcli
+package properties
 
 import (
 	"reflect"
@@ -17,7 +17,7 @@ func TestParseProperties(t *testing.T) {
 		"path=C:\\\\kafka\\\\ca.pem\n" +
 		"key\\=with\\:seps=v\\u00e9\r\n" +
 		"empty=\n"
-	got, err := ParseProperties(text)
+	got, err := Parse(text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestParsePropertiesErrors(t *testing.T) {
 		"a=\\u12\n":   `malformed \u escape`,
 		"a=\\uZZZZ\n": `malformed \u escape`,
 	} {
-		if _, err := ParseProperties(in); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := Parse(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", in, err, want)
 		}
 	}
