@@ -107,6 +107,8 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	in.Backend = &apicore.Backend{Coord: in.Coord, Sources: in.sources, Destination: kadm.NewClient(in.dstCl), Log: log}
 	apis.Register(p.Handlers, in.Backend)
 	p.SetConfigResources(apis.ConfigResources(in.Backend))
+	in.Guard.SetInternals(enforcement.Internals{StateTopic: in.Coord.StateTopic(), GroupID: in.Coord.GroupID(),
+		TransactionalIDPrefix: coordinator.TransactionalIDPrefix})
 	p.SetGuard(in.Guard)
 	meter := p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")
 	in.rpo = describemirrors.NewSampler(in.Backend, 0)
