@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/internal/audit"
+	"github.com/kmirror/kmirror/internal/instance"
+	"github.com/kmirror/kmirror/internal/kafkatest"
+)
+
+// syncBuffer is an io.Writer the audit log and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// internalsUser is how a client reaches kmirror's proxy: its Kafka tool
+// properties (nil: plaintext, unauthenticated), kcat -X arguments and
+// franz-go options.
+type internalsUser struct {
+	name      string
+	toolProps string // a client properties file for --command-config, "" for none
+	kcat      []string
+	kgo       []kgo.Opt
+}
+
+// commandConfig returns the tool arguments that make a Java tool use u's
+// credentials, with flag the tool's name for the properties file option.
+func (u internalsUser) commandConfig(flag string) []string {
+	if u.toolProps == "" {
+		return nil
+	}
+	return []string{flag, u.toolProps}
+}
+
+// tool runs a Kafka tool, which is expected to report a refusal: its output
+// is returned whatever its exit status.
+func tool(t *testing.T, class string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := kafkatest.RunTool(t, ctx, class, args...)
+	if err != nil && ctx.Err() != nil {
+		t.Fatalf("%s %v: %v", class, args, err)
+	}
+	return out
+}
+
+func mustContain(t *testing.T, what, out string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s: output lacks %q:\n%s", what, w, out)
+		}
+	}
+}
+
+// assertInternalsRefused tries, as u through kmirror at addr, everything a
+// client must not do to kmirror's internals, with the tools users have,
+// and checks each is refused with the error shown.
+func assertInternalsRefused(t *testing.T, addr string, u internalsUser, mirrorTopic string) {
+	const state, group = statetopic.TopicName, "kmirror-coordinators"
+	const stateMsg = "is kmirror's state topic"
+
+	out := tool(t, "org.apache.kafka.tools.TopicCommand", append([]string{"--bootstrap-server", addr, "--delete", "--topic", state},
+		u.commandConfig("--command-config")...)...)
+	mustContain(t, u.name+": kafka-topics --delete", out, "TopicAuthorizationException", stateMsg)
+
+	out = tool(t, "kafka.admin.ConfigCommand", append([]string{"--bootstrap-server", addr, "--alter", "--entity-type", "topics",
+		"--entity-name", state, "--add-config", "cleanup.policy=delete"}, u.commandConfig("--command-config")...)...)
+	mustContain(t, u.name+": kafka-configs --alter", out, "TopicAuthorizationException", stateMsg)
+
+	offsets := filepath.Join(t.TempDir(), "offsets.json")
+	if err := os.WriteFile(offsets, []byte(`{"version":1,"partitions":[{"topic":"`+state+`","partition":0,"offset":1}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = tool(t, "org.apache.kafka.tools.DeleteRecordsCommand", append([]string{"--bootstrap-server", addr, "--offset-json-file", offsets},
+		u.commandConfig("--command-config")...)...)
+	mustContain(t, u.name+": kafka-delete-records", out, "TopicAuthorizationException")
+
+	out = tool(t, "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", append([]string{"--bootstrap-server", addr, "--delete",
+		"--group", group}, u.commandConfig("--command-config")...)...)
+	mustContain(t, u.name+": kafka-consumer-groups --delete", out, "GroupAuthorizationException")
+
+	out = tool(t, "org.apache.kafka.tools.consumer.ConsoleConsumer", append([]string{"--bootstrap-server", addr, "--topic", mirrorTopic,
+		"--group", group, "--from-beginning", "--timeout-ms", "30000"}, u.commandConfig("--consumer.config")...)...)
+	mustContain(t, u.name+": kafka-console-consumer --group "+group, out, "GroupAuthorizationException", group)
+
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatalf("kcat not found: install the Debian package kcat: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kcat, append([]string{"-P", "-b", addr, "-t", state}, u.kcat...)...)
+	cmd.Stdin = strings.NewReader("junk\n")
+	kout, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Errorf("%s: kcat -P -t %s succeeded:\n%s", u.name, state, kout)
+	}
+	mustContain(t, u.name+": kcat -P", string(kout), "Topic authorization failed")
+
+	// franz-go: a producer with a kmirror transactional id, and a member of kmirror's group.
+	txn, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.TransactionalID("kmirror-dr-probe-0")}, u.kgo...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Close()
+	err = txn.BeginTransaction()
+	if err == nil {
+		err = txn.ProduceSync(ctx, &kgo.Record{Topic: mirrorTopic + "-other", Value: []byte("x")}).FirstErr()
+	}
+	if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		t.Errorf("%s: franz-go with a kmirror transactional id: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", u.name, err)
+	}
+
+	member, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(mirrorTopic)}, u.kgo...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	var joinErr error
+	for joinErr == nil && ctx.Err() == nil {
+		member.PollFetches(ctx).EachError(func(_ string, _ int32, err error) {
+			if errors.Is(err, kerr.GroupAuthorizationFailed) {
+				joinErr = err
+			}
+		})
+	}
+	if joinErr == nil {
+		t.Errorf("%s: a franz-go member of %s was not refused", u.name, group)
+	}
+}
+
+// assertStateIntact checks __mirror_state is still there, readable through
+// kmirror, and that the mirror still copies.
+func assertStateIntact(t *testing.T, src *kafkatest.Cluster, km *instance.Instance, mirror, topic string, before int64) {
+	t.Helper()
+	cl := admin(t, km.Proxy.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, statetopic.TopicName)
+	if err != nil || ends.Error() != nil {
+		t.Fatalf("reading %s through kmirror: %v %v", statetopic.TopicName, err, ends.Error())
+	}
+	var records int64
+	ends.Each(func(o kadm.ListedOffset) { records += o.Offset })
+	if records == 0 {
+		t.Fatalf("%s holds no records", statetopic.TopicName)
+	}
+	produce(t, src, topic, 1, 7, kgo.NoCompression())
+	waitMirrored(t, cl, mirror, map[string]int64{topic: before + 7})
+}
+
+// auditRefusals returns the APIs of the audit log's refusals.
+func auditRefusals(log string) map[string]bool {
+	apis := map[string]bool{}
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `"decision":"`+audit.Refused+`"`) {
+			if i := strings.Index(line, `"api":"`); i >= 0 {
+				rest := line[i+7:]
+				apis[rest[:strings.IndexByte(rest, '"')]] = true
+			}
+		}
+	}
+	return apis
+}
+
+// TestInternalsRefusedThroughProxy: with a destination that authenticates
+// nobody (every client is the unauthenticated ANONYMOUS), a client going
+// through kmirror can neither delete, write nor reconfigure __mirror_state,
+// join or delete kmirror's group nor take a kmirror transactional id; the
+// refusals are audited and counted, and the mirror keeps working.
+func TestInternalsRefusedThroughProxy(t *testing.T) {
+	src := kafkatest.Start(t)
+	dst := kafkatest.Start(t)
+	km := kmirror(t, dst)
+	var auditLog syncBuffer
+	km.Proxy.SetAudit(audit.New(&auditLog))
+
+	src.CreateKeptTopic(t, "ledger", 1)
+	produce(t, src, "ledger", 1, 20, kgo.NoCompression())
+	cl := admin(t, km.Proxy.Addr())
+	createMirror(t, cl, "dr", "bootstrap.servers", src.BootstrapString())
+	addTopics(t, cl, "dr", "ledger")
+	waitMirrored(t, cl, "dr", map[string]int64{"ledger": 20})
+
+	assertInternalsRefused(t, km.Proxy.Addr(), internalsUser{name: "anonymous"}, "ledger")
+	assertStateIntact(t, src, km, "dr", "ledger", 20)
+
+	got := auditRefusals(auditLog.String())
+	for _, api := range []string{"DeleteTopics", "IncrementalAlterConfigs", "DeleteRecords", "DeleteGroups", "JoinGroup", "Produce", "InitProducerID"} {
+		if !got[api] {
+			t.Errorf("no audit line for the refused %s; refusals audited: %v\n%s", api, got, auditLog.String())
+		}
+	}
+	metrics := scrape(t, km.Proxy.MetricsAddr())
+	mustContain(t, "metrics", metrics, `kmirror_proxy_refusals_total{api="DeleteTopics",reason="state_topic"}`,
+		`kmirror_proxy_refusals_total{api="JoinGroup",reason="coordinator_group"}`,
+		`kmirror_proxy_refusals_total{api="InitProducerID",reason="transactional_id"}`)
+}
+
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://%s/metrics", addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
