@@ -41,7 +41,13 @@ type Config struct {
 	// ReadOnlyErrorCode is what refused writes carry: 44 POLICY_VIOLATION
 	// (default) or 134 READ_ONLY_TOPIC.
 	ReadOnlyErrorCode int16
-	Logger            *slog.Logger
+	// BrokerACLs makes the destination brokers refuse direct writes to mirror
+	// topics too (DENY ACLs for User:* while a topic is mirrored;
+	// brokeracls.go). It needs an authoriser on the destination and
+	// upstream_sasl credentials of a super user; every instance of a
+	// destination must have the same setting.
+	BrokerACLs bool
+	Logger     *slog.Logger
 }
 
 // Instance is a running kmirror.
@@ -95,6 +101,14 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		return nil, err
 	}
 	in.data = NewDataPath(in.sources, in.dstCl, identities, log)
+	if cfg.BrokerACLs {
+		adm := kadm.NewClient(in.dstCl)
+		if err := checkBrokerACLs(ctx, adm, cfg.Proxy.UpstreamSASL); err != nil {
+			return nil, fmt.Errorf("broker ACLs (--broker-acls): %w", err)
+		}
+		in.data.acls = &brokerACLs{adm: adm}
+		log.Info("mirror topics are read-only at the destination brokers too: DENY ACLs for User:* while they are mirrored")
+	}
 	in.Coord, err = coordinator.New(ctx, coordinator.Config{
 		Client: dstOpts, StateTopic: cfg.StateTopic, StatePartitions: cfg.StatePartitions,
 		StateReplicationFactor: cfg.StateReplicationFactor, GroupID: cfg.GroupID,

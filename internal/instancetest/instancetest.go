@@ -19,15 +19,31 @@ import (
 // a nil log is the default.
 func Start(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger) *instance.Instance {
 	t.Helper()
+	in, err := StartWith(t, dst, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// StartWith is Start with the test's changes to the instance's configuration (edit may be
+// nil); an instance that cannot be built is returned as an error, for tests of start-up
+// checks.
+func StartWith(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger, edit func(*instance.Config)) (*instance.Instance, error) {
+	t.Helper()
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	in, err := instance.New(context.Background(), instance.Config{
+	cfg := instance.Config{
 		Proxy:     proxy.Config{Upstream: dst.Bootstrap(), Listen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0"},
 		Mirroring: true, StatePartitions: 10, SessionTimeout: 6 * time.Second, Logger: log,
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	in, err := instance.New(context.Background(), cfg)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := in.Start(ctx); err != nil {
@@ -42,5 +58,5 @@ func Start(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger) *instance.Ins
 			t.Logf("kmirror stopped: %v", err)
 		}
 	})
-	return in
+	return in, nil
 }
