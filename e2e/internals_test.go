@@ -22,7 +22,11 @@ import (
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/internal/audit"
 	"github.com/kmirror/kmirror/internal/instance"
+	"github.com/kmirror/kmirror/internal/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
+	"github.com/kmirror/kmirror/protocol"
+	"github.com/kmirror/kmirror/proxy"
 )
 
 // syncBuffer is an io.Writer the audit log and the test share.
@@ -112,8 +116,14 @@ func assertInternalsRefused(t *testing.T, addr string, u internalsUser, mirrorTo
 	mustContain(t, u.name+": kafka-consumer-groups --delete", out, "GroupAuthorizationException")
 
 	out = tool(t, "org.apache.kafka.tools.consumer.ConsoleConsumer", append([]string{"--bootstrap-server", addr, "--topic", mirrorTopic,
-		"--group", group, "--from-beginning", "--timeout-ms", "30000"}, u.commandConfig("--consumer.config")...)...)
+		"--group", group, "--from-beginning", "--timeout-ms", "30000"}, u.commandConfig("--command-config")...)...)
 	mustContain(t, u.name+": kafka-console-consumer --group "+group, out, "GroupAuthorizationException", group)
+
+	// The consumer group protocol of KIP-848: ConsumerGroupHeartbeat.
+	out = tool(t, "org.apache.kafka.tools.consumer.ConsoleConsumer", append([]string{"--bootstrap-server", addr, "--topic", mirrorTopic,
+		"--group", group, "--command-property", "group.protocol=consumer", "--from-beginning", "--timeout-ms", "30000"},
+		u.commandConfig("--command-config")...)...)
+	mustContain(t, u.name+": kafka-console-consumer --group "+group+" (group.protocol=consumer)", out, "GroupAuthorizationException", group)
 
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
@@ -143,6 +153,19 @@ func assertInternalsRefused(t *testing.T, addr string, u internalsUser, mirrorTo
 		t.Errorf("%s: franz-go with a kmirror transactional id: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", u.name, err)
 	}
 
+	// A Produce large enough to be forwarded before it is complete (256 KiB or more) is
+	// still checked whole.
+	large, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ProducerBatchMaxBytes(1 << 20),
+		kgo.RecordPartitioner(kgo.ManualPartitioner())}, u.kgo...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer large.Close()
+	err = large.ProduceSync(ctx, &kgo.Record{Topic: state, Partition: 0, Value: bytes.Repeat([]byte("j"), 300<<10)}).FirstErr()
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Errorf("%s: a 300 KiB Produce to %s: %v, want TOPIC_AUTHORIZATION_FAILED", u.name, state, err)
+	}
+
 	member, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(mirrorTopic)}, u.kgo...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -163,9 +186,8 @@ func assertInternalsRefused(t *testing.T, addr string, u internalsUser, mirrorTo
 
 // assertStateIntact checks __mirror_state is still there, readable through
 // kmirror, and that the mirror still copies.
-func assertStateIntact(t *testing.T, src *kafkatest.Cluster, km *instance.Instance, mirror, topic string, before int64) {
+func assertStateIntact(t *testing.T, src *kafkatest.Cluster, cl *kgo.Client, mirror, topic string, before int64) {
 	t.Helper()
-	cl := admin(t, km.Proxy.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, statetopic.TopicName)
@@ -215,7 +237,7 @@ func TestInternalsRefusedThroughProxy(t *testing.T) {
 	waitMirrored(t, cl, "dr", map[string]int64{"ledger": 20})
 
 	assertInternalsRefused(t, km.Proxy.Addr(), internalsUser{name: "anonymous"}, "ledger")
-	assertStateIntact(t, src, km, "dr", "ledger", 20)
+	assertStateIntact(t, src, cl, "dr", "ledger", 20)
 
 	got := auditRefusals(auditLog.String())
 	for _, api := range []string{"DeleteTopics", "IncrementalAlterConfigs", "DeleteRecords", "DeleteGroups", "JoinGroup", "Produce", "InitProducerID"} {
@@ -241,4 +263,179 @@ func scrape(t *testing.T, addr string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// saslKmirror runs kmirror in front of a SASL destination, authenticating as the harness's
+// kmirror user (a super user) for discovery, state and copy.
+func saslKmirror(t *testing.T, dst *kafkatest.Cluster, brokerACLs bool) *instance.Instance {
+	t.Helper()
+	in, err := instancetest.StartWith(t, dst, nil, func(c *instance.Config) {
+		c.Proxy.UpstreamSASL = proxy.UpstreamSASL{Mechanism: kafkatest.MechanismSCRAM, Username: kafkatest.KmirrorUser,
+			Password: dst.Password(kafkatest.KmirrorUser)}
+		c.BrokerACLs = brokerACLs
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// userAdmin is admin (for mirror RPCs) through kmirror, authenticated as user.
+func userAdmin(t *testing.T, addr string, dst *kafkatest.Cluster, user string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.MaxVersions(protocol.KgoMaxVersions(nil))}, dst.UserOpts(user)...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func alice(dst *kafkatest.Cluster) internalsUser {
+	return internalsUser{name: kafkatest.AliceUser, toolProps: dst.Real().PropertiesFile(kafkatest.AliceUser),
+		kcat: dst.KcatArgs(kafkatest.AliceUser), kgo: dst.UserOpts(kafkatest.AliceUser)}
+}
+
+// TestInternalsRefusedThroughProxySASL: on a SASL destination with the StandardAuthorizer,
+// alice (who may write any topic, read any group and use any transactional id at the
+// broker) is refused by kmirror what would touch its internals.
+func TestInternalsRefusedThroughProxySASL(t *testing.T) {
+	src := kafkatest.Start(t)
+	dst := kafkatest.Start(t, kafkatest.WithSASL())
+	km := saslKmirror(t, dst, false)
+	cl := userAdmin(t, km.Proxy.Addr(), dst, kafkatest.AdminUser)
+
+	src.CreateKeptTopic(t, "ledger", 1)
+	produce(t, src, "ledger", 1, 20, kgo.NoCompression())
+	createMirror(t, cl, "dr", "bootstrap.servers", src.BootstrapString())
+	addTopics(t, cl, "dr", "ledger")
+	waitMirrored(t, cl, "dr", map[string]int64{"ledger": 20})
+
+	assertInternalsRefused(t, km.Proxy.Addr(), alice(dst), "ledger")
+	assertStateIntact(t, src, cl, "dr", "ledger", 20)
+}
+
+// denyBindings counts kmirror's DENY bindings on topic as the (single) destination broker's
+// authoriser lists them.
+func denyBindings(t *testing.T, adm *kadm.Client, topic string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := adm.DescribeACLs(ctx, kadm.NewACLs().Topics(topic).ResourcePatternType(kadm.ACLPatternLiteral).
+		Deny("User:*").DenyHosts("*").Operations(kadm.OpWrite, kadm.OpDelete, kadm.OpAlterConfigs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		n += len(r.Described)
+	}
+	return n
+}
+
+// kcatDirect produces one record as user straight to the destination broker, bypassing
+// kmirror, and returns kcat's output and whether it succeeded.
+func kcatDirect(t *testing.T, dst *kafkatest.Cluster, user, topic string) (string, bool) {
+	t.Helper()
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatalf("kcat not found: install the Debian package kcat: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kcat, append([]string{"-P", "-b", dst.BootstrapString(), "-t", topic, "-p", "0"}, dst.KcatArgs(user)...)...)
+	cmd.Stdin = strings.NewReader("direct write\n")
+	out, err := cmd.CombinedOutput()
+	return string(out), err == nil
+}
+
+// waitStates polls until every partition of the mirror is in state.
+func waitStates(t *testing.T, cl *kgo.Client, mirror, state string) {
+	t.Helper()
+	polltest.Eventually(t, 2*time.Minute, "every partition of "+mirror+" "+state, func() (bool, string) {
+		req := protocol.NewPtrDescribeMirrorsRequest()
+		req.MirrorNames = []string{mirror}
+		resp := request[*protocol.DescribeMirrorsResponse](t, cl, req)
+		if len(resp.Mirrors) != 1 || resp.Mirrors[0].ErrorCode != 0 {
+			return false, "mirror not described"
+		}
+		var b strings.Builder
+		for _, tp := range resp.Mirrors[0].Topics {
+			for _, p := range tp.Partitions {
+				if p.State != state {
+					fmt.Fprintf(&b, "%s/%d %s; ", tp.Name, p.Partition, p.State)
+				}
+			}
+		}
+		return b.Len() == 0, b.String()
+	})
+}
+
+// TestBrokerACLsKeepMirrorTopicsReadOnly: with --broker-acls, a client that goes straight
+// to a destination broker (alice, who may write any topic) cannot write to a mirror topic
+// while it is mirrored or paused, kmirror's own copy still passes, and after failover the
+// same write succeeds. An instance whose principal is no super user does not start.
+func TestBrokerACLsKeepMirrorTopicsReadOnly(t *testing.T) {
+	src := kafkatest.Start(t)
+	dst := kafkatest.Start(t, kafkatest.WithSASL())
+	_, err := instancetest.StartWith(t, dst, nil, func(c *instance.Config) {
+		c.Proxy.UpstreamSASL = proxy.UpstreamSASL{Mechanism: kafkatest.MechanismSCRAM, Username: kafkatest.AliceUser,
+			Password: dst.Password(kafkatest.AliceUser)}
+		c.BrokerACLs = true
+	})
+	if err == nil || !strings.Contains(err.Error(), "super user") {
+		t.Fatalf("an instance authenticating as alice started with --broker-acls (err %v); want a refusal naming the super-user precondition", err)
+	}
+
+	km := saslKmirror(t, dst, true)
+	cl := userAdmin(t, km.Proxy.Addr(), dst, kafkatest.AdminUser)
+	adm := kadm.NewClient(dst.Client(t))
+	src.CreateKeptTopic(t, "ledger", 2)
+	produce(t, src, "ledger", 2, 10, kgo.NoCompression())
+	createMirror(t, cl, "dr", "bootstrap.servers", src.BootstrapString())
+	addTopics(t, cl, "dr", "ledger")
+	waitMirrored(t, cl, "dr", map[string]int64{"ledger": 20})
+	polltest.Eventually(t, 30*time.Second, "the broker lists kmirror's 3 DENY bindings on ledger", func() (bool, string) {
+		n := denyBindings(t, adm, "ledger")
+		return n == 3, fmt.Sprint(n, " bindings")
+	})
+
+	if out, ok := kcatDirect(t, dst, kafkatest.AliceUser, "ledger"); ok || !strings.Contains(out, "Topic authorization failed") {
+		t.Fatalf("alice wrote to mirror topic ledger straight at the broker (ok %v):\n%s", ok, out)
+	}
+	// kmirror's copy, a super user's, passes the DENY.
+	produce(t, src, "ledger", 2, 5, kgo.NoCompression())
+	waitMirrored(t, cl, "dr", map[string]int64{"ledger": 30})
+
+	pause := protocol.NewPtrPauseMirrorTopicsRequest()
+	pause.MirrorName, pause.Topics = "dr", []protocol.TopicName{{Name: "ledger"}}
+	if r := request[*protocol.PauseMirrorTopicsResponse](t, cl, pause); r.ErrorCode != 0 || r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("pause: %+v", r)
+	}
+	waitStates(t, cl, "dr", "PAUSED")
+	if n := denyBindings(t, adm, "ledger"); n != 3 {
+		t.Fatalf("paused: %d DENY bindings on ledger, want 3", n)
+	}
+	if out, ok := kcatDirect(t, dst, kafkatest.AliceUser, "ledger"); ok || !strings.Contains(out, "Topic authorization failed") {
+		t.Fatalf("alice wrote to paused mirror topic ledger straight at the broker (ok %v):\n%s", ok, out)
+	}
+
+	remove := protocol.NewPtrRemoveTopicsFromMirrorRequest()
+	remove.MirrorName, remove.Topics = "dr", []protocol.TopicName{{Name: "ledger"}}
+	if r := request[*protocol.RemoveTopicsFromMirrorResponse](t, cl, remove); r.ErrorCode != 0 {
+		t.Fatalf("failover: %s", deref(r.ErrorMessage))
+	}
+	waitStates(t, cl, "dr", "STOPPED")
+	// STOPPED is recorded after the delete was accepted; the broker applies it from the
+	// metadata log a moment later.
+	polltest.Eventually(t, 30*time.Second, "the broker lists no DENY binding on ledger", func() (bool, string) {
+		n := denyBindings(t, adm, "ledger")
+		return n == 0, fmt.Sprint(n, " bindings")
+	})
+	if out, ok := kcatDirect(t, dst, kafkatest.AliceUser, "ledger"); !ok {
+		t.Fatalf("alice cannot write to ledger after failover:\n%s", out)
+	}
 }

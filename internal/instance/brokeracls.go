@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/proxy"
 )
@@ -72,16 +74,24 @@ func (b *brokerACLs) allow(ctx context.Context, topic string) error {
 	return nil
 }
 
+// probeTopic names the resource of the super-user probe; no such topic need exist.
+const probeTopic = "__kmirror_acl_probe"
+
 // checkBrokerACLs verifies the option's preconditions: the destination has
 // an authoriser, and kmirror's principal is a super user on every broker.
-func checkBrokerACLs(ctx context.Context, adm *kadm.Client, sasl proxy.UpstreamSASL) error {
+// super.users is the authoriser's own setting, which DescribeConfigs does
+// not show, so the check asks the authoriser instead: with a DENY DESCRIBE
+// binding for kmirror's own principal on a probe topic, only a super user
+// still may describe it (DENY beats any ALLOW for everyone else).
+func checkBrokerACLs(ctx context.Context, cl *kgo.Client, sasl proxy.UpstreamSASL) error {
 	if sasl.Username == "" {
 		return errors.New("kmirror's destination principal is not known: set upstream_sasl (kmirror must authenticate as a super user of the destination)")
 	}
 	principal := "User:" + sasl.Username
-	probe := kadm.NewACLs().Topics("__kmirror_probe").ResourcePatternType(kadm.ACLPatternLiteral).
-		Deny(principal).Operations(kadm.OpWrite)
-	res, err := adm.DescribeACLs(ctx, probe)
+	adm := kadm.NewClient(cl)
+	probe := kadm.NewACLs().Topics(probeTopic).ResourcePatternType(kadm.ACLPatternLiteral).
+		Deny(principal).DenyHosts("*").Operations(kadm.OpDescribe)
+	res, err := adm.CreateACLs(ctx, probe)
 	if err == nil && len(res) > 0 {
 		err = res[0].Err
 	}
@@ -89,43 +99,63 @@ func checkBrokerACLs(ctx context.Context, adm *kadm.Client, sasl proxy.UpstreamS
 	case errors.Is(err, kerr.SecurityDisabled):
 		return errors.New("the destination has no authoriser (authorizer.class.name is unset): there are no ACLs to keep mirror topics read-only with")
 	case errors.Is(err, kerr.ClusterAuthorizationFailed):
-		return fmt.Errorf("%s may not describe ACLs: it must be a super user of the destination (super.users)", principal)
+		return fmt.Errorf("%s may not create ACLs: it must be a super user of the destination (super.users)", principal)
 	case err != nil:
-		return fmt.Errorf("describing ACLs: %w", err)
+		return fmt.Errorf("creating the super-user probe ACL: %w", err)
 	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, _ = adm.DeleteACLs(dctx, probe)
+	}()
 	brokers, err := adm.ListBrokers(ctx)
 	if err != nil {
 		return fmt.Errorf("listing the destination brokers: %w", err)
 	}
-	configs, err := adm.DescribeBrokerConfigs(ctx, brokers.NodeIDs()...)
-	if err != nil {
-		return fmt.Errorf("reading the brokers' super.users: %w", err)
-	}
-	for _, rc := range configs {
-		if rc.Err != nil {
-			return fmt.Errorf("reading broker %s's super.users: %w", rc.Name, rc.Err)
-		}
-		super := ""
-		for _, c := range rc.Configs {
-			if c.Key == "super.users" {
-				super = c.MaybeValue()
-			}
-		}
-		if !superUser(super, principal) {
-			return fmt.Errorf("%s is not a super user of broker %s (super.users=%q): the DENY ACLs for User:* would refuse kmirror's own copy",
-				principal, rc.Name, super)
+	for _, b := range brokers {
+		if err := probeSuperUser(ctx, cl.Broker(int(b.NodeID)), principal); err != nil {
+			return fmt.Errorf("broker %d: %w", b.NodeID, err)
 		}
 	}
 	return nil
 }
 
-// superUser reports whether principal is in a super.users value
-// (principals separated by semicolons).
-func superUser(list, principal string) bool {
-	for _, p := range strings.Split(list, ";") {
-		if strings.TrimSpace(p) == principal {
-			return true
+// probeSuperUser waits until the broker's authoriser has the probe binding
+// (brokers apply ACLs from the metadata log a moment after the controller
+// accepted them), then asks whether principal may still describe the probe
+// topic.
+func probeSuperUser(ctx context.Context, br *kgo.Broker, principal string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		req := kmsg.NewPtrDescribeACLsRequest()
+		req.ResourceType, req.ResourceName = kmsg.ACLResourceTypeTopic, kmsg.StringPtr(probeTopic)
+		req.ResourcePatternType = kmsg.ACLResourcePatternTypeLiteral
+		req.Principal, req.Host = kmsg.StringPtr(principal), kmsg.StringPtr("*")
+		req.Operation, req.PermissionType = kmsg.ACLOperationDescribe, kmsg.ACLPermissionTypeDeny
+		resp, err := req.RequestWith(ctx, br)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err == nil && len(resp.Resources) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the super-user probe ACL did not reach the broker's authoriser (last error: %v): %w", err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return false
+	md := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(probeTopic)
+	md.Topics = append(md.Topics, t)
+	resp, err := md.RequestWith(ctx, br)
+	if err != nil {
+		return fmt.Errorf("super-user probe: %w", err)
+	}
+	if len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == kerr.TopicAuthorizationFailed.Code {
+		return fmt.Errorf("%s is not a super user (super.users): the DENY ACLs for User:* would refuse kmirror's own copy", principal)
+	}
+	return nil
 }

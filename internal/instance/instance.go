@@ -102,11 +102,10 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	}
 	in.data = NewDataPath(in.sources, in.dstCl, identities, log)
 	if cfg.BrokerACLs {
-		adm := kadm.NewClient(in.dstCl)
-		if err := checkBrokerACLs(ctx, adm, cfg.Proxy.UpstreamSASL); err != nil {
+		if err := checkBrokerACLs(ctx, in.dstCl, cfg.Proxy.UpstreamSASL); err != nil {
 			return nil, fmt.Errorf("broker ACLs (--broker-acls): %w", err)
 		}
-		in.data.acls = &brokerACLs{adm: adm}
+		in.data.acls = &brokerACLs{adm: kadm.NewClient(in.dstCl)}
 		log.Info("mirror topics are read-only at the destination brokers too: DENY ACLs for User:* while they are mirrored")
 	}
 	in.Coord, err = coordinator.New(ctx, coordinator.Config{
