@@ -225,6 +225,11 @@ func auditRefusals(log string) map[string]bool {
 func TestInternalsRefusedThroughProxy(t *testing.T) {
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t)
+	// --broker-acls needs to know kmirror's principal (and an authoriser, which dst lacks).
+	if _, err := instancetest.StartWith(t, dst, nil, func(c *instance.Config) { c.BrokerACLs = true }); err == nil ||
+		!strings.Contains(err.Error(), "upstream_sasl") {
+		t.Fatalf("an instance without upstream_sasl started with --broker-acls (err %v)", err)
+	}
 	km := kmirror(t, dst)
 	var auditLog syncBuffer
 	km.Proxy.SetAudit(audit.New(&auditLog))
@@ -237,10 +242,14 @@ func TestInternalsRefusedThroughProxy(t *testing.T) {
 	waitMirrored(t, cl, "dr", map[string]int64{"ledger": 20})
 
 	assertInternalsRefused(t, km.Proxy.Addr(), internalsUser{name: "anonymous"}, "ledger")
+	// An unclean election could lose records already copied from the source.
+	out := tool(t, "org.apache.kafka.tools.LeaderElectionCommand", "--bootstrap-server", km.Proxy.Addr(), "--election-type", "unclean",
+		"--topic", "ledger", "--partition", "0")
+	mustContain(t, "kafka-leader-election --election-type unclean", out, "PolicyViolationException", "unclean leader election refused")
 	assertStateIntact(t, src, cl, "dr", "ledger", 20)
 
 	got := auditRefusals(auditLog.String())
-	for _, api := range []string{"DeleteTopics", "IncrementalAlterConfigs", "DeleteRecords", "DeleteGroups", "JoinGroup", "Produce", "InitProducerID"} {
+	for _, api := range []string{"DeleteTopics", "IncrementalAlterConfigs", "DeleteRecords", "DeleteGroups", "JoinGroup", "ConsumerGroupHeartbeat", "Produce", "InitProducerID", "ElectLeaders"} {
 		if !got[api] {
 			t.Errorf("no audit line for the refused %s; refusals audited: %v\n%s", api, got, auditLog.String())
 		}
