@@ -114,6 +114,12 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	return c, nil
 }
 
+// StateTopic is the name of the state topic (the configured one or the default).
+func (c *Coordinator) StateTopic() string { return c.cfg.StateTopic }
+
+// GroupID is the group the instances share the work through.
+func (c *Coordinator) GroupID() string { return c.cfg.GroupID }
+
 // Store is this instance's view of __mirror_state, for the admin RPCs.
 func (c *Coordinator) Store() *Store { return c.store }
 

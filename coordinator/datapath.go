@@ -19,11 +19,16 @@ type PartitionRef struct {
 	Config        *statetopic.MirrorConfig
 }
 
+// TransactionalIDPrefix starts every destination transactional id kmirror
+// uses (the partitions' writers and, in fetcher, the ids derived from them).
+// The proxy refuses clients the ids with this prefix (enforcement.Internals).
+const TransactionalIDPrefix = "kmirror-"
+
 // TransactionalID is the fencing identity of the partition's writer: one per
 // mirror partition, so a new owner's InitProducerId fences exactly the old
 // owner of that partition.
 func (p PartitionRef) TransactionalID() string {
-	return "kmirror-" + p.Mirror + "-" + p.SourceTopicID.String() + "-" + strconv.Itoa(int(p.Partition))
+	return TransactionalIDPrefix + p.Mirror + "-" + p.SourceTopicID.String() + "-" + strconv.Itoa(int(p.Partition))
 }
 
 // Writer is what Prepare took for a partition: the owner's fencing identity

@@ -32,6 +32,23 @@ func (g *Guard) FilterProduce(ctx context.Context, version int16, body []byte) (
 	if set.Empty() {
 		return ProduceDecision{Forward: body}, nil
 	}
+	return g.filterProduce(ctx, version, body, g.readOnlyWhy(set))
+}
+
+// readOnlyWhy is the per-partition refusal of writes to read-only mirror
+// topics, in the form filterProduce takes.
+func (g *Guard) readOnlyWhy(set *ReadOnlySet) func(topic string, partition int32) (int16, string) {
+	return func(topic string, partition int32) (int16, string) {
+		if why := set.refusal(topic, partition); why != "" {
+			return g.opts.ErrorCode, why
+		}
+		return 0, ""
+	}
+}
+
+// filterProduce splits a Produce request: partitions for which why returns
+// a non-zero code are answered with it, the rest is forwarded.
+func (g *Guard) filterProduce(ctx context.Context, version int16, body []byte, why func(topic string, partition int32) (int16, string)) (ProduceDecision, error) {
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(version)
 	if err := req.ReadFrom(body); err != nil {
@@ -47,8 +64,8 @@ func (g *Guard) FilterProduce(ctx context.Context, version int16, body []byte) (
 		var rt *kmsg.ProduceResponseTopic
 		keptParts := t.Partitions[:0]
 		for _, p := range t.Partitions {
-			why := set.refusal(name, p.Partition)
-			if why == "" {
+			code, msg := why(name, p.Partition)
+			if code == 0 {
 				keptParts = append(keptParts, p)
 				continue
 			}
@@ -61,8 +78,7 @@ func (g *Guard) FilterProduce(ctx context.Context, version int16, body []byte) (
 				rt = &refused.Topics[len(refused.Topics)-1]
 			}
 			rp := kmsg.NewProduceResponseTopicPartition()
-			rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogStartOffset = p.Partition, g.opts.ErrorCode, -1, -1
-			msg := why
+			rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogStartOffset = p.Partition, code, -1, -1
 			rp.ErrorMessage = &msg
 			rt.Partitions = append(rt.Partitions, rp)
 		}

@@ -30,10 +30,22 @@ func (g *Guard) CheckAdmin(ctx context.Context, key, version int16, body []byte)
 	if err := req.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("enforcement: decode %s v%d: %w", kmsg.NameForKey(key), version, err)
 	}
-	a := adminCheck{g: g, set: set}
+	a := adminCheck{g: g, code: g.opts.ErrorCode, kind: "read-only mirror topic",
+		why: func(topic string) string { return set.refusal(topic, -1) },
+		configWhy: func(resourceType int8, topic string, keys []string) string {
+			return syncedKeyRefusal(set, resourceType, topic, keys)
+		},
+		growNote: " (the mirror grows the destination when the source grows)"}
+	return a.check(ctx, req, version)
+}
+
+// check answers req when a topic it names is refused, else returns nil.
+func (a *adminCheck) check(ctx context.Context, req kmsg.Request, version int16) (kmsg.Response, error) {
 	var resp kmsg.Response
 	var err error
 	switch r := req.(type) {
+	case *kmsg.CreateTopicsRequest:
+		resp = a.createTopics(r)
 	case *kmsg.DeleteTopicsRequest:
 		resp, err = a.deleteTopics(ctx, r)
 	case *kmsg.DeleteRecordsRequest:
@@ -52,10 +64,17 @@ func (g *Guard) CheckAdmin(ctx context.Context, key, version int16, body []byte)
 	return resp, nil
 }
 
+// adminCheck answers admin requests that name a refused topic. The read-only
+// guard and the internals guard (internals.go) differ only in why a topic
+// is refused, with which code, and in the note on CreatePartitions.
 type adminCheck struct {
-	g       *Guard
-	set     *ReadOnlySet
-	blocker string // first refused topic, named in the others' messages
+	g         *Guard
+	code      int16
+	kind      string                                                      // what a refused topic is, for the others' messages
+	why       func(topic string) string                                   // refusal of a change to the topic, "" to allow
+	configWhy func(resourceType int8, topic string, keys []string) string // refusal of a config change
+	growNote  string                                                      // appended to CreatePartitions refusals
+	blocker   string                                                      // first refused topic, named in the others' messages
 }
 
 // collect returns the refusal per topic (by index) or nil when none applies.
@@ -75,13 +94,11 @@ func (a *adminCheck) collect(names []string, why func(i int, name string) string
 	}
 	for i, n := range names {
 		if reasons[i] == "" {
-			reasons[i] = fmt.Sprintf("not applied to %q: the same request names read-only mirror topic %q; send it without that topic", n, a.blocker)
+			reasons[i] = fmt.Sprintf("not applied to %q: the same request names %s %q; send it without that topic", n, a.kind, a.blocker)
 		}
 	}
 	return reasons
 }
-
-func (a *adminCheck) code() int16 { return a.g.opts.ErrorCode }
 
 func (a *adminCheck) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsRequest) (kmsg.Response, error) {
 	var names []string
@@ -103,17 +120,39 @@ func (a *adminCheck) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsReque
 			names, ids = append(names, n), append(ids, [16]byte{})
 		}
 	}
-	reasons := a.collect(names, func(_ int, n string) string { return a.set.refusal(n, -1) })
+	reasons := a.collect(names, func(_ int, n string) string { return a.why(n) })
 	if reasons == nil {
 		return nil, nil
 	}
 	resp := kmsg.NewPtrDeleteTopicsResponse()
 	for i, n := range names {
 		t := kmsg.NewDeleteTopicsResponseTopic()
-		t.Topic, t.TopicID, t.ErrorCode, t.ErrorMessage = kmsg.StringPtr(n), ids[i], a.code(), kmsg.StringPtr(reasons[i])
+		t.Topic, t.TopicID, t.ErrorCode, t.ErrorMessage = kmsg.StringPtr(n), ids[i], a.code, kmsg.StringPtr(reasons[i])
 		resp.Topics = append(resp.Topics, t)
 	}
 	return resp, nil
+}
+
+// createTopics refuses creating a refused topic (only the internals guard
+// refuses topics that may not exist yet: kmirror creates its state topic
+// itself, with compaction).
+func (a *adminCheck) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
+	names := make([]string, len(r.Topics))
+	for i, t := range r.Topics {
+		names[i] = t.Topic
+	}
+	reasons := a.collect(names, func(_ int, n string) string { return a.why(n) })
+	if reasons == nil {
+		return nil
+	}
+	resp := kmsg.NewPtrCreateTopicsResponse()
+	for i, n := range names {
+		t := kmsg.NewCreateTopicsResponseTopic()
+		t.Topic, t.ErrorCode, t.ErrorMessage = n, a.code, kmsg.StringPtr(reasons[i])
+		t.NumPartitions, t.ReplicationFactor = -1, -1
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
 }
 
 func (a *adminCheck) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
@@ -121,7 +160,7 @@ func (a *adminCheck) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
 	for i, t := range r.Topics {
 		names[i] = t.Topic
 	}
-	reasons := a.collect(names, func(_ int, n string) string { return a.set.refusal(n, -1) })
+	reasons := a.collect(names, func(_ int, n string) string { return a.why(n) })
 	if reasons == nil {
 		return nil
 	}
@@ -131,7 +170,7 @@ func (a *adminCheck) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
-			rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, a.code()
+			rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, a.code
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -145,8 +184,8 @@ func (a *adminCheck) createPartitions(r *kmsg.CreatePartitionsRequest) kmsg.Resp
 		names[i] = t.Topic
 	}
 	reasons := a.collect(names, func(_ int, n string) string {
-		if why := a.set.refusal(n, -1); why != "" {
-			return why + " (the mirror grows the destination when the source grows)"
+		if why := a.why(n); why != "" {
+			return why + a.growNote
 		}
 		return ""
 	})
@@ -156,7 +195,7 @@ func (a *adminCheck) createPartitions(r *kmsg.CreatePartitionsRequest) kmsg.Resp
 	resp := kmsg.NewPtrCreatePartitionsResponse()
 	for i, n := range names {
 		t := kmsg.NewCreatePartitionsResponseTopic()
-		t.Topic, t.ErrorCode, t.ErrorMessage = n, a.code(), kmsg.StringPtr(reasons[i])
+		t.Topic, t.ErrorCode, t.ErrorMessage = n, a.code, kmsg.StringPtr(reasons[i])
 		resp.Topics = append(resp.Topics, t)
 	}
 	return resp
@@ -167,15 +206,15 @@ const topicResource = 2 // ConfigResourceType TOPIC
 // syncedKeyRefusal refuses changes of configs the mirror copies from the
 // source; keys in the mirror's topic.properties.exclude stay the
 // destination's own.
-func (a *adminCheck) syncedKeyRefusal(resourceType int8, topic string, keys []string) string {
+func syncedKeyRefusal(set *ReadOnlySet, resourceType int8, topic string, keys []string) string {
 	if resourceType != topicResource {
 		return ""
 	}
-	why := a.set.refusal(topic, -1)
+	why := set.refusal(topic, -1)
 	if why == "" {
 		return ""
 	}
-	local := a.set.topics[topic].localKeys
+	local := set.topics[topic].localKeys
 	for _, k := range keys {
 		if !local[k] {
 			return fmt.Sprintf("config %s is copied from the source: %s", k, why)
@@ -194,7 +233,7 @@ func (a *adminCheck) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequ
 		for _, c := range r.Resources[i].Configs {
 			keys = append(keys, c.Name)
 		}
-		return a.syncedKeyRefusal(int8(r.Resources[i].ResourceType), n, keys)
+		return a.configWhy(int8(r.Resources[i].ResourceType), n, keys)
 	})
 	if reasons == nil {
 		return nil
@@ -202,7 +241,7 @@ func (a *adminCheck) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequ
 	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
 	for i, res := range r.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, a.code(), kmsg.StringPtr(reasons[i])
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, a.code, kmsg.StringPtr(reasons[i])
 		resp.Resources = append(resp.Resources, rr)
 	}
 	return resp
@@ -216,7 +255,7 @@ func (a *adminCheck) alterConfigs(r *kmsg.AlterConfigsRequest) kmsg.Response {
 	reasons := a.collect(names, func(i int, n string) string {
 		// AlterConfigs replaces every config of the resource: any synced key
 		// it omits would be reset, so it is refused outright on mirror topics.
-		return a.syncedKeyRefusal(int8(r.Resources[i].ResourceType), n, []string{"(all configs: AlterConfigs replaces the whole set)"})
+		return a.configWhy(int8(r.Resources[i].ResourceType), n, []string{"(all configs: AlterConfigs replaces the whole set)"})
 	})
 	if reasons == nil {
 		return nil
@@ -224,7 +263,7 @@ func (a *adminCheck) alterConfigs(r *kmsg.AlterConfigsRequest) kmsg.Response {
 	resp := kmsg.NewPtrAlterConfigsResponse()
 	for i, res := range r.Resources {
 		rr := kmsg.NewAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, a.code(), kmsg.StringPtr(reasons[i])
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, a.code, kmsg.StringPtr(reasons[i])
 		resp.Resources = append(resp.Resources, rr)
 	}
 	return resp

@@ -122,6 +122,8 @@ type Guard struct {
 	opts  Options
 	set   atomic.Pointer[ReadOnlySet]
 	names *lru.Cache[[16]byte, string]
+	// internals names kmirror's own resources (internals.go); nil until set.
+	internals atomic.Pointer[Internals]
 }
 
 // New returns a guard that refuses nothing until Update gives it a set.

@@ -130,14 +130,15 @@ func (s *session) bulkRequest(br *bufio.Reader, src *bulkSource) error {
 		putFrame(head)
 		return fmt.Errorf("reading %d-byte request: %w", n, err)
 	}
-	if h, acks, err := produceHead(head); err == nil && !s.p.guardActive() {
+	if h, acks, err := produceHead(head); err == nil && !s.p.guardActive() && s.p.largeProduceClear(h, head) {
 		if !s.acquire() {
 			putFrame(head)
 			return net.ErrClosed // the session is closing
 		}
 		return s.spliceProduce(h, acks, head, total, br, src)
 	}
-	// Not a Produce, or topics are read-only: the request is handled whole.
+	// Not a Produce, topics are read-only, or it may touch kmirror's internals: the request is
+	// handled whole.
 	whole := getFrame(total)
 	copy(whole, head)
 	putFrame(head)

@@ -33,19 +33,33 @@ const guardTimeout = 5 * time.Second
 
 // enforce applies the guard to a request; it returns a locally answered
 // response frame, or the frame to forward (possibly rewritten), and sets
-// pr.merge when the response must be merged with refusals.
+// pr.merge when the response must be merged with refusals. The internals
+// rules apply always; the read-only rules while some topic is read-only.
 func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16) (local []byte, forward []byte, err error) {
 	g := s.p.guard.Load()
-	if g == nil || !g.Active() {
+	if g == nil || !enforcement.InternalKey(h.key) {
 		return nil, frame, nil
 	}
 	body := frame[4+h.bodyOff:]
-	ctx, cancel := context.WithTimeout(s.ctx, guardTimeout)
-	defer cancel()
 	hv := responseHeaderVersion(h.key, h.version)
-	switch {
-	case h.key == 0:
-		d, err := g.FilterProduce(ctx, h.version, body)
+	if h.key == 0 {
+		var d enforcement.ProduceDecision
+		switch {
+		case g.ProduceTouches(h.version, h.flexible, body):
+			ctx, cancel := context.WithTimeout(s.ctx, guardTimeout)
+			var ref *enforcement.Refusal
+			d, ref, err = g.ProduceInternals(ctx, h.version, h.flexible, body)
+			cancel()
+			if ref != nil {
+				s.refused(h, ref)
+			}
+		case g.Active():
+			ctx, cancel := context.WithTimeout(s.ctx, guardTimeout)
+			d, err = g.FilterProduce(ctx, h.version, body)
+			cancel()
+		default:
+			return nil, frame, nil
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("checking Produce against mirror topics: %w", err)
 		}
@@ -64,7 +78,18 @@ func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16
 		binary.BigEndian.PutUint32(out, uint32(len(out)-4))
 		pr.merge = d.Refused
 		return nil, out, nil
-	case enforcement.AdminKeys[h.key]:
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, guardTimeout)
+	defer cancel()
+	resp, ref, err := g.CheckInternals(ctx, h.key, h.version, h.flexible, body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("checking %s against kmirror's internals: %w", kmsg.NameForKey(h.key), err)
+	}
+	if resp != nil {
+		s.refused(h, ref)
+		return appendResponseFrame(nil, h.corrID, hv, resp.AppendTo(nil)), nil, nil
+	}
+	if enforcement.AdminKeys[h.key] && g.Active() {
 		resp, err := g.CheckAdmin(ctx, h.key, h.version, body)
 		if err != nil {
 			return nil, nil, fmt.Errorf("checking %s against mirror topics: %w", kmsg.NameForKey(h.key), err)

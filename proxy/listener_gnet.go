@@ -202,7 +202,8 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 			return gnet.Close
 		}
 		// A large Produce (not while topics are read-only: the guard must see every
-		// partition of a Produce before any of it is forwarded) moves the connection to
+		// partition of a Produce before any of it is forwarded; nor when its head does not
+		// prove it stays off kmirror's internals) moves the connection to
 		// serveBulk, which splices it (bulk.go); where that cannot be, it is forwarded as it
 		// arrives once its header and acks are in (cut-through): reading it whole first would
 		// serialise the client's transfer and the broker's. Anything else waits until complete.
@@ -211,7 +212,7 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 		large := false
 		if 4+size >= streamMinBytes && n >= min(4+size, streamHeadBytes) && !h.p.guardActive() {
 			if peek, err := c.Peek(min(4+size, streamHeadBytes)); err == nil {
-				if head, acks, err = produceHead(peek); err == nil {
+				if head, acks, err = produceHead(peek); err == nil && h.p.largeProduceClear(head, peek) {
 					if action, ok := h.handOff(c, s); ok {
 						return action
 					}

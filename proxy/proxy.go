@@ -12,7 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/kmirror/kmirror/enforcement"
+	"github.com/kmirror/kmirror/internal/audit"
 )
 
 // Proxy is a running kmirror proxy: one bootstrap listener plus one listener per upstream
@@ -24,6 +27,8 @@ type Proxy struct {
 	// Handlers answers the mirror RPCs; later work registers into it.
 	Handlers *Handlers
 	guard    atomic.Pointer[enforcement.Guard] // read-only mirror topics (guard.go)
+	audit    atomic.Pointer[audit.Logger]      // refusals of the guard (internals.go)
+	refusals metric.Int64Counter               // kmirror.proxy.refusals{api,reason}
 	// configResources answers kmirror's own config resources (local.go).
 	configResources atomic.Pointer[ConfigResourceHandler]
 
@@ -91,6 +96,9 @@ func New(cfg Config, opts ...Option) (*Proxy, error) {
 		return nil, err
 	}
 	p.metrics = m
+	if p.refusals, err = newRefusalCounter(m.provider); err != nil {
+		return nil, fmt.Errorf("creating the refusal metric: %w", err)
+	}
 	return p, nil
 }
 

@@ -28,7 +28,9 @@ var rewrittenKeys = map[int16]bool{
 
 // decodedKey reports whether the proxy may decode requests or responses of
 // key, so that it must cap the key's versions at what kmsg knows.
-func decodedKey(key int16) bool { return rewrittenKeys[key] || enforcement.AdminKeys[key] }
+func decodedKey(key int16) bool {
+	return rewrittenKeys[key] || enforcement.AdminKeys[key] || enforcement.InternalKey(key)
+}
 
 // kmsgMaxVersion is the newest version of key the proxy can decode (-1: unknown key).
 func kmsgMaxVersion(key int16) int16 {
@@ -41,7 +43,10 @@ func kmsgMaxVersion(key int16) int16 {
 
 // versionCaps lowers the advertised maximum of a key below what kmsg decodes, where a newer
 // version would force the proxy to hold whole responses (see 01_fetch.go).
-var versionCaps = map[int16]int16{1: maxFetchVersion}
+// Produce stops at v12, the last that names topics: from v13 topics come by id, and the guard
+// (enforcement) would have to resolve ids before it could see whether a Produce writes to
+// kmirror's state topic or a read-only mirror topic.
+var versionCaps = map[int16]int16{0: 12, 1: maxFetchVersion}
 
 // maxVersion is the newest version of key the proxy advertises and accepts (-1: unknown).
 func maxVersion(key int16) int16 {

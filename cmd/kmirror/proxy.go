@@ -24,6 +24,7 @@ func init() {
 		run: func(ctx context.Context, args []string) error {
 			var (
 				mirroring, readOnlyTopic *bool
+				brokerACLs               *bool
 				statePartitions, rf      *int
 				group                    *string
 				session                  *time.Duration
@@ -36,6 +37,8 @@ func init() {
 				group = fs.String("group", "kmirror-coordinators", "consumer group the instances share the mirrors through")
 				session = fs.Duration("session-timeout", 10*time.Second, "how soon a dead instance's mirror partitions move to the others")
 				readOnlyTopic = fs.Bool("read-only-topic-error", false, "refuse writes to mirror topics with READ_ONLY_TOPIC (134) instead of POLICY_VIOLATION (44)")
+				brokerACLs = fs.Bool("broker-acls", false, "make the destination brokers refuse direct writes to mirror topics too: DENY ACLs for User:* while "+
+					"a topic is mirrored (needs an authoriser and upstream_sasl credentials of a super user; docs/SECURITY.md)")
 				logLevel = fs.String("log-level", "info", "debug, info, warn or error")
 				secretsKeyFile = fs.String("secrets-key-file", "", "keys (lines ID=BASE64, the first encrypts) that encrypt mirrors' source secrets in __mirror_state; overrides secrets_key_file of --config")
 			})
@@ -55,7 +58,7 @@ func init() {
 				code = protocol.ErrReadOnlyTopic.Code
 			}
 			in, err := instance.New(ctx, instance.Config{Proxy: cfg, Mirroring: *mirroring, StatePartitions: int32(*statePartitions),
-				StateReplicationFactor: int16(*rf), GroupID: *group, SessionTimeout: *session, ReadOnlyErrorCode: code, Logger: log})
+				StateReplicationFactor: int16(*rf), GroupID: *group, SessionTimeout: *session, ReadOnlyErrorCode: code, BrokerACLs: *brokerACLs, Logger: log})
 			if err != nil {
 				return err
 			}

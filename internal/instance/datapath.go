@@ -30,6 +30,7 @@ type DataPath struct {
 	dstAdm  *kadm.Client
 	log     *slog.Logger
 	lease   func() error // set once, before the coordinator runs
+	acls    *brokerACLs  // DENY ACLs on mirror topics (Config.BrokerACLs); nil: off
 
 	mu      sync.Mutex
 	copiers map[string]*mirrorCopier
@@ -133,6 +134,14 @@ func (d *DataPath) Prepare(ctx context.Context, p coordinator.PartitionRef, data
 	}); err != nil {
 		return coordinator.Writer{}, nil, permanent(fmt.Errorf("preparing destination topic %s: %w", p.Topic, err))
 	}
+	if d.acls != nil {
+		// Before the partition is MIRRORING: from then on no client may write to it.
+		if _, err := flight.Do(ctx, &d.flights, "deny/"+p.Topic, time.Minute, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, d.acls.deny(ctx, p.Topic)
+		}); err != nil {
+			return coordinator.Writer{}, nil, err
+		}
+	}
 	id, err := fetcher.InitProducer(ctx, d.identityClient(p.TransactionalID()), p.TransactionalID())
 	if err != nil {
 		return coordinator.Writer{}, nil, err
@@ -208,8 +217,23 @@ func translate(ev fetcher.Event) coordinator.Event {
 // Stop stops the partition's copy and returns the last mirrored offset: the
 // destination log end (before the abort markers of a failover). A copy that
 // runs here stops as how says; one that does not (it failed) still gets its
-// open destination transactions aborted on failover.
+// open destination transactions aborted on failover. A failover then lifts
+// the brokers' DENY ACLs on the topic (brokeracls.go), before the
+// coordinator records the partition STOPPED.
 func (d *DataPath) Stop(ctx context.Context, p coordinator.PartitionRef, how coordinator.StopHow) (int64, error) {
+	end, err := d.stop(ctx, p, how)
+	if err != nil || how != coordinator.StopFailover || d.acls == nil {
+		return end, err
+	}
+	if _, err := flight.Do(ctx, &d.flights, "allow/"+p.Topic, time.Minute, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, d.acls.allow(ctx, p.Topic)
+	}); err != nil {
+		return 0, err
+	}
+	return end, nil
+}
+
+func (d *DataPath) stop(ctx context.Context, p coordinator.PartitionRef, how coordinator.StopHow) (int64, error) {
 	mode := fetcher.StopHandover
 	switch how {
 	case coordinator.StopPause:

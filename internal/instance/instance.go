@@ -42,7 +42,13 @@ type Config struct {
 	// ReadOnlyErrorCode is what refused writes carry: 44 POLICY_VIOLATION
 	// (default) or 134 READ_ONLY_TOPIC.
 	ReadOnlyErrorCode int16
-	Logger            *slog.Logger
+	// BrokerACLs makes the destination brokers refuse direct writes to mirror
+	// topics too (DENY ACLs for User:* while a topic is mirrored;
+	// brokeracls.go). It needs an authoriser on the destination and
+	// upstream_sasl credentials of a super user; every instance of a
+	// destination must have the same setting.
+	BrokerACLs bool
+	Logger     *slog.Logger
 }
 
 // Instance is a running kmirror.
@@ -100,6 +106,13 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		return nil, err
 	}
 	in.data = NewDataPath(in.sources, in.dstCl, identities, log)
+	if cfg.BrokerACLs {
+		if err := checkBrokerACLs(ctx, in.dstCl, cfg.Proxy.UpstreamSASL); err != nil {
+			return nil, fmt.Errorf("broker ACLs (--broker-acls): %w", err)
+		}
+		in.data.acls = &brokerACLs{adm: kadm.NewClient(in.dstCl)}
+		log.Info("mirror topics are read-only at the destination brokers too: DENY ACLs for User:* while they are mirrored")
+	}
 	in.Coord, err = coordinator.New(ctx, coordinator.Config{
 		Client: dstOpts, StateTopic: cfg.StateTopic, StatePartitions: cfg.StatePartitions,
 		StateReplicationFactor: cfg.StateReplicationFactor, GroupID: cfg.GroupID,
@@ -112,6 +125,8 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	in.Backend = &apicore.Backend{Coord: in.Coord, Sources: in.sources, Destination: kadm.NewClient(in.dstCl), Log: log}
 	apis.Register(p.Handlers, in.Backend)
 	p.SetConfigResources(apis.ConfigResources(in.Backend))
+	in.Guard.SetInternals(enforcement.Internals{StateTopic: in.Coord.StateTopic(), GroupID: in.Coord.GroupID(),
+		TransactionalIDPrefix: coordinator.TransactionalIDPrefix})
 	p.SetGuard(in.Guard)
 	meter := p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")
 	in.rpo = describemirrors.NewSampler(in.Backend, 0)

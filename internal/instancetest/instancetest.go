@@ -22,6 +22,22 @@ import (
 // (e.g. a secrets key file).
 func Start(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger, configure ...func(*instance.Config)) *instance.Instance {
 	t.Helper()
+	in, err := StartWith(t, dst, log, func(cfg *instance.Config) {
+		for _, c := range configure {
+			c(cfg)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// StartWith is Start with the test's changes to the instance's configuration (edit may be
+// nil); an instance that cannot be built is returned as an error, for tests of start-up
+// checks.
+func StartWith(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger, edit func(*instance.Config)) (*instance.Instance, error) {
+	t.Helper()
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -34,12 +50,12 @@ func Start(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger, configure ...
 		Proxy:     pcfg,
 		Mirroring: true, StatePartitions: 10, SessionTimeout: 6 * time.Second, Logger: log,
 	}
-	for _, c := range configure {
-		c(&cfg)
+	if edit != nil {
+		edit(&cfg)
 	}
 	in, err := instance.New(context.Background(), cfg)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := in.Start(ctx); err != nil {
@@ -54,5 +70,5 @@ func Start(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger, configure ...
 			t.Logf("kmirror stopped: %v", err)
 		}
 	})
-	return in
+	return in, nil
 }
