@@ -3,9 +3,13 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kmirror/kmirror/internal/audit"
+	"github.com/kmirror/kmirror/internal/tlstest"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -86,10 +91,17 @@ func newAuthzFixture(t *testing.T) *authzFixture {
 	if f.p.cfg.ClientAuth != ClientAuthSASL {
 		t.Fatalf("client_auth defaulted to %q with upstream_sasl set, want sasl", f.p.cfg.ClientAuth)
 	}
+	registerCannedHandlers(f.p, &f.handled)
+	return f
+}
+
+// registerCannedHandlers answers every mirror RPC with a fixed response (DescribeMirrors and
+// ListMirrors: mirror m with topics t1, t2) and records the principal each handler saw.
+func registerCannedHandlers(p *Proxy, handled *sync.Map) {
 	for _, api := range protocol.MirrorAPIs() {
 		key := api.Key
-		f.p.Handlers.Register(key, func(_ context.Context, r *MirrorRequest) (kmsg.Response, error) {
-			f.handled.Store(key, r.Principal)
+		p.Handlers.Register(key, func(_ context.Context, r *MirrorRequest) (kmsg.Response, error) {
+			handled.Store(key, r.Principal)
 			switch key {
 			case protocol.KeyDescribeMirrors:
 				return &protocol.DescribeMirrorsResponse{Mirrors: []protocol.DescribeMirrorsResponseMirror{{
@@ -110,7 +122,6 @@ func newAuthzFixture(t *testing.T) *authzFixture {
 			return protocol.ResponseForKey(key), nil
 		})
 	}
-	return f
 }
 
 func (f *authzFixture) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
@@ -288,4 +299,69 @@ func scrapeMetrics(t *testing.T, p *Proxy) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestAuthzMTLSPolicy: where the proxy terminates mutual TLS, the local mtls_policy decides
+// by the client certificate's subject.
+func TestAuthzMTLSPolicy(t *testing.T) {
+	pki := newTestPKI(t)
+	trusted := tlstest.NewCA(t, "client CA")
+	clientCA := filepath.Join(t.TempDir(), "client-ca.pem")
+	if err := os.WriteFile(clientCA, trusted.PEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	issue := func(ca *tlstest.CA, cn string) tls.Certificate {
+		certPEM, keyPEM := ca.Issue(t, cn, nil, nil, x509.ExtKeyUsageClientAuth)
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cert
+	}
+	kc := startKfake(t, 1)
+	var handled sync.Map
+	p := startProxy(t, kc.ListenAddrs(), func(cfg *Config) {
+		cfg.TLS = ListenerTLS{CertFile: pki.serverCert, KeyFile: pki.serverKey, ClientCAFile: clientCA}
+		cfg.MTLSPolicy = []MTLSGrant{
+			{Principal: "User:CN=ops", Operations: []string{"alter", "describe", "create"}},
+			{Principal: "User:CN=client", Operations: []string{"describe"}},
+		}
+	})
+	if p.cfg.ClientAuth != ClientAuthMTLS {
+		t.Fatalf("client_auth defaulted to %q with a client CA, want mtls", p.cfg.ClientAuth)
+	}
+	registerCannedHandlers(p, &handled)
+	client := func(cert tls.Certificate) *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(p.AdvertisedAddr()), kgo.MaxVersions(protocol.KgoMaxVersions(nil)), kgo.RequestRetries(0),
+			kgo.DialTLSConfig(&tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{cert}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	reader := client(issue(trusted, "client"))
+	ops := client(issue(trusted, "ops"))
+
+	if code, msg, _ := mirrorCall(t, reader, &protocol.DeleteMirrorRequest{MirrorName: "m"}); code != 144 ||
+		msg != "ALTER on CLUSTER is required to delete mirror m (principal User:CN=client)" {
+		t.Fatalf("describe-only certificate deletes: %d %q", code, msg)
+	}
+	if code, _, _ := mirrorCall(t, reader, &protocol.ListMirrorsRequest{}); code != 0 {
+		t.Fatalf("describe-only certificate lists: %d", code)
+	}
+	if code, msg, _ := mirrorCall(t, ops, &protocol.DeleteMirrorRequest{MirrorName: "m"}); code != 0 {
+		t.Fatalf("ops certificate deletes: %d %q", code, msg)
+	}
+	if pr, _ := handled.Load(protocol.KeyDeleteMirror); pr != "User:CN=ops" {
+		t.Fatalf("handler saw %v, want User:CN=ops", pr)
+	}
+
+	// A certificate the proxy does not trust never gets as far as a request.
+	other := issue(tlstest.NewCA(t, "untrusted CA"), "ops")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := client(other).Request(ctx, &protocol.DeleteMirrorRequest{MirrorName: "m"}); err == nil {
+		t.Fatal("a certificate from an untrusted CA got an answer")
+	}
 }
