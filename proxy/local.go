@@ -58,8 +58,9 @@ func (p *Proxy) answerConfigs(s *session, h requestHeader, body []byte, answer f
 		defer p.wg.Done()
 		var resp kmsg.Response
 		if d := decided(s.ctx); !d.allowed {
+			d.code = configRefusalCode(d)
 			s.refused(h.key, subj, d)
-			resp = configRefusal(h.key, h.version, body, configRefusalCode(d), d.message)
+			resp = configRefusal(h.key, h.version, body, d.code, d.message)
 		} else {
 			resp = answer(s.ctx)
 			s.audit(h.key, subj, audit.Allowed, d.principal, d.reason, 0)
