@@ -146,10 +146,7 @@ func (c *cachedOps) covers(now time.Time, generation uint64, topics []string, al
 func (s *session) authorize(key int16, req requirement, subj subject) func(ctx context.Context) decision {
 	mode := s.p.cfg.ClientAuth
 	now := time.Now()
-	authenticated, principal, generation := s.sasl.state(now)
-	if mode == ClientAuthMTLS {
-		authenticated, principal = s.auth.certPrincipal != "", s.auth.certPrincipal
-	}
+	authenticated, principal, generation := s.identity(now)
 	api := protocol.APIName(key)
 	ready := func(d decision) func(context.Context) decision {
 		return func(context.Context) decision { return d }
@@ -205,6 +202,17 @@ func (s *session) authorize(key int16, req requirement, subj subject) func(ctx c
 		s.auth.mu.Unlock()
 		return decide(key, req, subj, principal, &ops)
 	}
+}
+
+// identity is who the connection is as far as the proxy knows: authenticated (SASL exchange
+// succeeded, or a client certificate in mtls mode), the principal ("" if not visible) and
+// the generation of that answer. Audit lines of refusals made elsewhere (the internals
+// guard) take their principal from here.
+func (s *session) identity(now time.Time) (authenticated bool, principal string, generation uint64) {
+	if s.p.cfg.ClientAuth == ClientAuthMTLS {
+		return s.auth.certPrincipal != "", s.auth.certPrincipal, 0
+	}
+	return s.sasl.state(now)
 }
 
 // askBroker queues the authorised-operations question on the client's upstream connection
@@ -283,8 +291,8 @@ func principalPhrase(principal string) string {
 	return "principal " + principal
 }
 
-// refused counts and audits a refusal.
-func (s *session) refused(key int16, subj subject, d decision) {
+// authzRefused counts, logs and audits a refusal of a local answer.
+func (s *session) authzRefused(key int16, subj subject, d decision) {
 	s.p.metrics.refusal(key, d.reason)
 	s.log.Info("request refused", "api", protocol.APIName(key), "principal", d.principal, "reason", d.reason, "error", d.message)
 	s.audit(key, subj, audit.Refused, d.principal, d.message, d.code)
@@ -292,7 +300,7 @@ func (s *session) refused(key int16, subj subject, d decision) {
 
 // audit writes one audit line for a request of this connection.
 func (s *session) audit(key int16, subj subject, outcome, principal, reason string, code int16) {
-	s.p.audit.Log(audit.Event{
+	s.p.auditLog.Log(audit.Event{
 		Client: s.client.remoteAddr().String(), Listener: s.route.String(), Principal: principal,
 		API: protocol.APIName(key), APIKey: key, Mirror: subj.mirror, Topics: subj.topics,
 		Decision: outcome, Reason: reason, ErrorCode: code,

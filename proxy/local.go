@@ -59,7 +59,7 @@ func (p *Proxy) answerConfigs(s *session, h requestHeader, body []byte, answer f
 		var resp kmsg.Response
 		if d := decided(s.ctx); !d.allowed {
 			d.code = configRefusalCode(d)
-			s.refused(h.key, subj, d)
+			s.authzRefused(h.key, subj, d)
 			resp = configRefusal(h.key, h.version, body, d.code, d.message)
 		} else {
 			resp = answer(s.ctx)
@@ -93,7 +93,7 @@ func (p *Proxy) answerMirror(s *session, h requestHeader, frame []byte) chan []b
 		defer p.wg.Done()
 		d := decided(s.ctx)
 		if !d.allowed {
-			s.refused(h.key, subj, d)
+			s.authzRefused(h.key, subj, d)
 			ch <- appendResponseFrame(nil, h.corrID, 1, mirrorErrorBody(h.key, d.code, d.message))
 			return
 		}

@@ -67,7 +67,7 @@ func newMetrics() (*metrics, error) {
 		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
 	add(err)
 	m.refusals, err = meter.Int64Counter("kmirror.proxy.refusals",
-		metric.WithDescription("Requests refused on kmirror's own authority (unauthenticated, unauthorised, not served), by API and reason."))
+		metric.WithDescription("Requests the proxy refused on its own authority, by API and reason."))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("creating proxy metrics: %w", err)

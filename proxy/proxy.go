@@ -34,7 +34,7 @@ type Proxy struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	audit    *audit.Logger // one line per local answer and refusal (authz.go)
+	auditLog *audit.Logger // one line per local answer and refusal (authz.go)
 	auditOut io.Closer     // the audit_log file, closed by Close
 
 	metrics  *metrics
@@ -77,7 +77,7 @@ type Option func(*Proxy)
 func WithLogger(l *slog.Logger) Option { return func(p *Proxy) { p.log = l } }
 
 // WithAudit sends audit lines to l instead of the configured audit_log.
-func WithAudit(l *audit.Logger) Option { return func(p *Proxy) { p.audit = l } }
+func WithAudit(l *audit.Logger) Option { return func(p *Proxy) { p.auditLog = l } }
 
 // New validates cfg and returns a proxy that is not yet listening.
 func New(cfg Config, opts ...Option) (*Proxy, error) {
@@ -100,7 +100,7 @@ func New(cfg Config, opts ...Option) (*Proxy, error) {
 		return nil, err
 	}
 	p.metrics = m
-	if p.audit == nil {
+	if p.auditLog == nil {
 		if err := p.openAudit(); err != nil {
 			return nil, err
 		}
@@ -112,15 +112,15 @@ func New(cfg Config, opts ...Option) (*Proxy, error) {
 func (p *Proxy) openAudit() error {
 	switch p.cfg.AuditLog {
 	case "stderr":
-		p.audit = audit.New(os.Stderr)
+		p.auditLog = audit.New(os.Stderr)
 	case "stdout":
-		p.audit = audit.New(os.Stdout)
+		p.auditLog = audit.New(os.Stdout)
 	default:
 		f, err := os.OpenFile(p.cfg.AuditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			return fmt.Errorf("opening audit_log: %w", err)
 		}
-		p.audit, p.auditOut = audit.New(f), f
+		p.auditLog, p.auditOut = audit.New(f), f
 	}
 	return nil
 }
