@@ -9,8 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -35,7 +37,9 @@ import (
 // message docs/SECURITY.md documents, and is audited.
 func TestAuthzMatrixReal(t *testing.T) {
 	src := kafkatest.Start(t)
-	dst := kafkatest.Start(t, kafkatest.WithSASL())
+	// Sessions expire after 10 s (KIP-368): franz-go re-authenticates on the same
+	// connections, which the proxy must follow.
+	dst := kafkatest.Start(t, kafkatest.WithSASL(), kafkatest.ServerProperty("connections.max.reauth.ms", "10000"))
 	auditPath := filepath.Join(t.TempDir(), "audit.log")
 	in := startSASLInstance(t, dst, auditPath)
 	addr := in.Proxy.AdvertisedAddr()
@@ -119,11 +123,28 @@ func TestAuthzMatrixReal(t *testing.T) {
 		}
 	}
 
-	// alice's describe shows the topics she may describe, but no cluster-wide jobs.
-	d := kgoRequest(t, alice)(&protocol.DescribeMirrorsRequest{}).(*protocol.DescribeMirrorsResponse)
-	if len(d.Mirrors) != 0 {
-		t.Errorf("alice still sees deleted mirror: %+v", d.Mirrors)
+	// Re-authentication (KIP-368): franz-go re-authenticates before its next request once
+	// the 10 s session nears its end; the proxy follows, so the clients keep their answers
+	// through it and after it.
+	before := saslAuthenticates(t, in)
+	polltest.Eventually(t, time.Minute, "clients re-authenticated", func() (bool, string) {
+		for i, cl := range []*kgo.Client{alice, admin} {
+			if code, msg := outcome(kgoRequest(t, cl)(&protocol.ListMirrorsRequest{})); code != 0 {
+				t.Fatalf("%s while sessions expire and renew: %d %q", who[i+1], code, msg)
+			}
+		}
+		n := saslAuthenticates(t, in)
+		return n >= before+4, fmt.Sprintf("%d SaslAuthenticate requests, %d before", n, before) // SCRAM: 2 per exchange
+	})
+	if code, msg := outcome(kgoRequest(t, alice)(&protocol.DeleteMirrorRequest{MirrorName: "m2"})); code != 144 ||
+		msg != fmt.Sprintf(alterMsg, "delete mirror m2") {
+		t.Errorf("alice after re-authentication: %d %q", code, msg)
 	}
+	if code, msg := outcome(kgoRequest(t, admin)(&protocol.DeleteMirrorRequest{MirrorName: "m2"})); code != protocol.ErrUnknownMirror.Code {
+		t.Errorf("admin after re-authentication: %d %q, want UNKNOWN_MIRROR", code, msg)
+	}
+	cells = append(cells, audit.Event{API: "DeleteMirror", Principal: "User:alice", Decision: audit.Refused, ErrorCode: 144},
+		audit.Event{API: "DeleteMirror", Principal: "User:admin", Decision: audit.Allowed, ErrorCode: protocol.ErrUnknownMirror.Code})
 
 	// The audit file has a line per decision; a few cells checked whole.
 	events := readAudit(t, auditPath)
@@ -157,7 +178,7 @@ func startSASLInstance(t *testing.T, dst *kafkatest.Cluster, auditPath string) *
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	in, err := instance.New(context.Background(), instance.Config{
-		Proxy: proxy.Config{Upstream: dst.Bootstrap(), Listen: "127.0.0.1:0", AuditLog: auditPath,
+		Proxy: proxy.Config{Upstream: dst.Bootstrap(), Listen: "127.0.0.1:0", AuditLog: auditPath, MetricsAddr: "127.0.0.1:0",
 			UpstreamSASL: proxy.UpstreamSASL{Mechanism: kafkatest.MechanismSCRAM, Username: kafkatest.KmirrorUser, Password: dst.Password(kafkatest.KmirrorUser)}},
 		Mirroring: true, StatePartitions: 10, SessionTimeout: 6 * time.Second, Logger: log,
 	})
@@ -373,4 +394,27 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// saslAuthenticates is how many SaslAuthenticate requests the proxy has relayed.
+func saslAuthenticates(t *testing.T, in *instance.Instance) int {
+	t.Helper()
+	resp, err := http.Get("http://" + in.Proxy.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "kmirror_proxy_requests_total{") && strings.Contains(line, `api_key="36"`) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			n += int(v)
+		}
+	}
+	return n
 }
