@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -363,5 +364,65 @@ func TestAuthzMTLSPolicy(t *testing.T) {
 	defer cancel()
 	if _, err := client(other).Request(ctx, &protocol.DeleteMirrorRequest{MirrorName: "m"}); err == nil {
 		t.Fatal("a certificate from an untrusted CA got an answer")
+	}
+}
+
+// TestAuthzQuestionKeepsOrder: the proxy's authorisation question takes its request's
+// place on the connection; pipelined forwarded and local requests are answered in order,
+// and the question's own answer never reaches the client.
+func TestAuthzQuestionKeepsOrder(t *testing.T) {
+	kc := startKfake(t, 1)
+	p := startProxy(t, kc.ListenAddrs())
+	var handled sync.Map
+	registerCannedHandlers(p, &handled)
+	c := rawDial(t, p.AdvertisedAddr())
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	reqs := []kmsg.Request{
+		&kmsg.MetadataRequest{Version: 12},
+		&protocol.ListMirrorsRequest{},
+		&kmsg.ApiVersionsRequest{Version: 3, ClientSoftwareName: "t", ClientSoftwareVersion: "1"},
+		&protocol.DescribeMirrorsRequest{},
+		&kmsg.MetadataRequest{Version: 12},
+	}
+	var out []byte
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("pipeline"))
+	for i, r := range reqs {
+		out = append(out, f.AppendRequest(nil, r, int32(100+i))...) // the formatter sizes from dst[0]
+	}
+	if _, err := c.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range reqs {
+		frame, err := readFrame(c, 1<<20)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		if corr := int32(binary.BigEndian.Uint32(frame[4:])); corr != int32(100+i) {
+			t.Fatalf("response %d has correlation id %d, want %d (%s)", i, corr, 100+i, protocol.APIName(r.Key()))
+		}
+	}
+	if _, ok := handled.Load(protocol.KeyDescribeMirrors); !ok {
+		t.Fatal("DescribeMirrors was not answered by its handler")
+	}
+}
+
+func TestAuthzCache(t *testing.T) {
+	now := time.Now()
+	c := &cachedOps{at: now, generation: 3, asked: []string{"t1"}}
+	switch {
+	case !c.covers(now.Add(time.Second), 3, []string{"t1"}, false):
+		t.Fatal("a fresh answer about t1 does not cover t1")
+	case c.covers(now.Add(time.Second), 3, []string{"t2"}, false):
+		t.Fatal("an answer about t1 covers t2")
+	case c.covers(now.Add(time.Second), 3, nil, true):
+		t.Fatal("an answer about t1 covers every topic")
+	case c.covers(now.Add(time.Second), 4, []string{"t1"}, false):
+		t.Fatal("an answer survives re-authentication")
+	case c.covers(now.Add(authzCacheFor+time.Second), 3, []string{"t1"}, false):
+		t.Fatal("an answer outlives authzCacheFor")
+	}
+	all := &cachedOps{at: now, allTopics: true}
+	if !all.covers(now, 0, []string{"x"}, true) {
+		t.Fatal("an answer about every topic does not cover x")
 	}
 }

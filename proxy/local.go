@@ -6,7 +6,6 @@ import (
 	"reflect"
 
 	"github.com/kmirror/kmirror/internal/audit"
-
 	"github.com/kmirror/kmirror/protocol"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
