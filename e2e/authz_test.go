@@ -201,16 +201,6 @@ func startSASLInstance(t *testing.T, dst *kafkatest.Cluster, auditPath string) *
 	return in
 }
 
-func saslClient(t *testing.T, dst *kafkatest.Cluster, addr, user string) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(append(dst.UserOpts(user), kgo.SeedBrokers(addr), kgo.MaxVersions(protocol.KgoMaxVersions(nil)))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
 func kgoRequest(t *testing.T, cl *kgo.Client) func(kmsg.Request) kmsg.Response {
 	return func(req kmsg.Request) kmsg.Response {
 		t.Helper()

@@ -16,7 +16,10 @@ func TestClientAuthConfig(t *testing.T) {
 		{"plain destination", func(*Config) {}, ClientAuthNone, ""},
 		{"SASL destination", func(c *Config) { c.UpstreamSASL = UpstreamSASL{Mechanism: "PLAIN", Username: "k", Password: "p"} }, ClientAuthSASL, ""},
 		{"client certificates", func(c *Config) { c.TLS = ListenerTLS{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"} }, ClientAuthMTLS, ""},
-		{"explicit none", func(c *Config) { c.ClientAuth = "NONE"; c.UpstreamSASL.Mechanism = "PLAIN" }, ClientAuthNone, ""},
+		{"explicit none", func(c *Config) {
+			c.ClientAuth = "NONE"
+			c.UpstreamSASL = UpstreamSASL{Mechanism: "PLAIN", Username: "k", Password: "p"}
+		}, ClientAuthNone, ""},
 		{"mtls without a client CA", func(c *Config) { c.ClientAuth = "mtls" }, "", "client_auth mtls needs tls.client_ca_file"},
 		{"unknown mode", func(c *Config) { c.ClientAuth = "kerberos" }, "", `client_auth "kerberos": want sasl, mtls or none`},
 		{"policy outside mtls", func(c *Config) { c.MTLSPolicy = []MTLSGrant{{Principal: "User:CN=a"}} }, "", "mtls_policy is set but client_auth is \"none\""},

@@ -57,8 +57,10 @@ type Config struct {
 	TLS ListenerTLS `yaml:"tls"`
 	// UpstreamTLS configures TLS towards the brokers.
 	UpstreamTLS UpstreamTLS `yaml:"upstream_tls"`
-	// UpstreamSASL is used only by the proxy's own broker discovery; client connections
-	// authenticate end to end because each maps to exactly one upstream connection.
+	// UpstreamSASL are kmirror's own credentials towards the destination: every client
+	// kmirror builds (broker discovery, the state topic and ownership group, the copy
+	// pipeline; see UpstreamClientOptions) uses them. Client connections authenticate end to
+	// end because each maps to exactly one upstream connection.
 	UpstreamSASL UpstreamSASL `yaml:"upstream_sasl"`
 
 	// ClientAuth is what a client must prove before kmirror answers it itself (mirror RPCs,
@@ -97,11 +99,21 @@ type UpstreamTLS struct {
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
 }
 
-// UpstreamSASL are the proxy's own credentials for discovery (PLAIN, SCRAM-SHA-256/512).
+// UpstreamSASL are kmirror's own credentials towards the destination (PLAIN,
+// SCRAM-SHA-256/512).
 type UpstreamSASL struct {
 	Mechanism string `yaml:"mechanism"`
 	Username  string `yaml:"username"`
 	Password  string `yaml:"password"`
+}
+
+// String shows the credentials without the password, so that a config printed with %v or
+// %+v in a log or an error does not leak it.
+func (s UpstreamSASL) String() string {
+	if s.Mechanism == "" && s.Username == "" && s.Password == "" {
+		return "{}"
+	}
+	return fmt.Sprintf("{mechanism:%s username:%s password:[redacted]}", s.Mechanism, s.Username)
 }
 
 // Defaults returns the configuration every unset field falls back to.
@@ -206,6 +218,13 @@ func (c Config) Validate() error {
 	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
 	default:
 		return fmt.Errorf("upstream_sasl.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.UpstreamSASL.Mechanism)
+	}
+	// Half-given credentials would silently leave kmirror unauthenticated (or fail later, at
+	// the broker, with a less useful message).
+	if s := c.UpstreamSASL; s.Mechanism != "" && (s.Username == "" || s.Password == "") {
+		return fmt.Errorf("upstream_sasl.mechanism %s needs upstream_sasl.username and upstream_sasl.password", s.Mechanism)
+	} else if s.Mechanism == "" && (s.Username != "" || s.Password != "") {
+		return errors.New("upstream_sasl: username and password need a mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)")
 	}
 	switch c.ClientAuth {
 	case ClientAuthSASL, ClientAuthNone, "":

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,6 +67,36 @@ func TestParseArgsErrors(t *testing.T) {
 	} {
 		if _, err := ParseArgs("proxy", args); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestUpstreamSASLConfig(t *testing.T) {
+	dir := t.TempDir()
+	for name, c := range map[string]struct {
+		yaml string
+		ok   bool
+	}{
+		"scram":                      {"upstream_sasl: {mechanism: SCRAM-SHA-512, username: kmirror, password: pw-marker-91}\n", true},
+		"plain lower case":           {"upstream_sasl: {mechanism: plain, username: kmirror, password: pw-marker-91}\n", true},
+		"unknown mechanism":          {"upstream_sasl: {mechanism: GSSAPI, username: kmirror, password: pw-marker-91}\n", false},
+		"mechanism without user":     {"upstream_sasl: {mechanism: PLAIN, password: pw-marker-91}\n", false},
+		"mechanism without password": {"upstream_sasl: {mechanism: PLAIN, username: kmirror}\n", false},
+		"user without mechanism":     {"upstream_sasl: {username: kmirror, password: pw-marker-91}\n", false},
+	} {
+		file := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")
+		if err := os.WriteFile(file, []byte("upstream: [a:1]\n"+c.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := ParseArgs("proxy", []string{"--config", file})
+		if (err == nil) != c.ok {
+			t.Errorf("%s: err %v, want ok=%v", name, err, c.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), "pw-marker-91") {
+			t.Errorf("%s: the error shows the password: %v", name, err)
+		}
+		if err == nil && strings.Contains(fmt.Sprintf("%v %+v", cfg, cfg), "pw-marker-91") {
+			t.Errorf("%s: the printed config shows the password: %+v", name, cfg)
 		}
 	}
 }

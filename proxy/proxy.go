@@ -153,8 +153,8 @@ func (p *Proxy) Start(ctx context.Context) error {
 		}
 	}
 	if err := p.discover(ctx); err != nil {
-		// Not fatal: with SASL-only upstreams the proxy has no credentials of its own and
-		// learns brokers from the Metadata its clients fetch.
+		// Not fatal: without upstream_sasl on a SASL-only destination the proxy has no
+		// credentials of its own and learns brokers from the Metadata its clients fetch.
 		p.log.Warn("initial broker discovery failed; broker listeners start when clients fetch metadata", "err", err)
 	}
 	p.wg.Add(2)

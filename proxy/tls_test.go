@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,5 +170,29 @@ func TestTLSAndSASLToBrokers(t *testing.T) {
 	})
 	if n := len(p2.BrokerListenerPorts()); n != 3 {
 		t.Fatalf("proxy with credentials discovered %d brokers, want 3", n)
+	}
+}
+
+// A destination that requires SASL, and no upstream_sasl: discovery fails with an error that
+// says what to set (kmirror's own clients would otherwise only retry quietly).
+func TestDiscoveryWithoutUpstreamSASLSaysWhatToSet(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "admin-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	p, err := New(Config{Upstream: kc.ListenAddrs(), Listen: "127.0.0.1:0", DialTimeout: 5 * time.Second}, WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.discover(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "set upstream_sasl") {
+		t.Fatalf("discovery without credentials: %v, want a hint to set upstream_sasl", err)
+	}
+	// With credentials discovery works (TestTLSAndSASLToBrokers); with credentials that fail,
+	// the hint would mislead and is not given.
+	p.cfg.UpstreamSASL = UpstreamSASL{Mechanism: "PLAIN", Username: "admin", Password: "wrong"}
+	if err := p.discover(context.Background()); err == nil || strings.Contains(err.Error(), "set upstream_sasl") {
+		t.Fatalf("discovery with wrong credentials: %v, want an error without the hint", err)
 	}
 }

@@ -86,7 +86,7 @@ func (p *Proxy) upstreamTLSConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// upstreamSASL returns the proxy's own SASL mechanism for discovery (nil: none).
+// upstreamSASL returns kmirror's own SASL mechanism towards the destination (nil: none).
 func (p *Proxy) upstreamSASL() sasl.Mechanism {
 	s := p.cfg.UpstreamSASL
 	if s.Mechanism == "" {
@@ -99,22 +99,12 @@ func (p *Proxy) upstreamSASL() sasl.Mechanism {
 
 // discover asks upstream for its brokers and makes sure each has a listener.
 func (p *Proxy) discover(ctx context.Context) error {
-	tlsCfg, err := p.upstreamTLSConfig()
+	// The same options as every other client kmirror builds: its own TLS and SASL.
+	opts, err := p.UpstreamClientOptions()
 	if err != nil {
 		return err
 	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(p.cfg.Upstream...),
-		kgo.DialTimeout(p.cfg.DialTimeout),
-		kgo.RequestRetries(1),
-	}
-	if tlsCfg != nil {
-		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
-	}
-	if m := p.upstreamSASL(); m != nil {
-		opts = append(opts, kgo.SASL(m))
-	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(append(opts, kgo.RequestRetries(1))...)
 	if err != nil {
 		return fmt.Errorf("creating discovery client: %w", err)
 	}
@@ -122,6 +112,14 @@ func (p *Proxy) discover(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
 	md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	var eof *kgo.ErrFirstReadEOF
+	if err != nil && p.cfg.UpstreamSASL.Mechanism == "" && errors.As(err, &eof) {
+		// Without credentials kmirror's own clients (state, mirroring) cannot work at all and
+		// would only retry quietly: say what to set.
+		return fmt.Errorf("fetching broker metadata from %v: the destination closed the connection at the first request, "+
+			"so it probably requires SASL: set upstream_sasl (mechanism, username, password) in the proxy config, "+
+			"without it kmirror's state and mirroring cannot reach the destination: %w", p.cfg.Upstream, err)
+	}
 	if err != nil {
 		return fmt.Errorf("fetching broker metadata from %v: %w", p.cfg.Upstream, err)
 	}

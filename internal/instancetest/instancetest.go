@@ -16,14 +16,21 @@ import (
 )
 
 // Start runs an instance in front of dst until the test ends. It logs warnings to stderr;
-// a nil log is the default.
+// a nil log is the default. In front of a SASL cluster (kafkatest.WithSASL) kmirror
+// authenticates as the harness's kmirror user (upstream_sasl, SCRAM-SHA-512), as an operator
+// would configure it.
 func Start(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger) *instance.Instance {
 	t.Helper()
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	pcfg := proxy.Config{Upstream: dst.Bootstrap(), Listen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0"}
+	if dst.IsReal() && dst.Real().SASL() {
+		pcfg.UpstreamSASL = proxy.UpstreamSASL{Mechanism: kafkatest.MechanismSCRAM,
+			Username: kafkatest.KmirrorUser, Password: dst.Password(kafkatest.KmirrorUser)}
+	}
 	in, err := instance.New(context.Background(), instance.Config{
-		Proxy:     proxy.Config{Upstream: dst.Bootstrap(), Listen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0"},
+		Proxy:     pcfg,
 		Mirroring: true, StatePartitions: 10, SessionTimeout: 6 * time.Second, Logger: log,
 	})
 	if err != nil {

@@ -50,8 +50,8 @@ func ServerProperty(key, value string) Option {
 	return func(c *config) { c.props[key] = value }
 }
 
-// WithListener gives every broker of a real cluster a second plaintext listener (see
-// Listener); Cluster.Real().ListenerAddrs(name) says where it listens. kfake has none: a test
+// WithListener gives every broker of a real cluster a second listener (see Listener), plaintext,
+// or SASL_PLAINTEXT with the same users on a SASL cluster (WithSASL); Cluster.Real().ListenerAddrs(name) says where it listens. kfake has none: a test
 // that needs one must use a real cluster.
 func WithListener(name string, advertise func(i int) string) Option {
 	return func(c *config) { c.listeners = append(c.listeners, Listener{Name: name, Advertise: advertise}) }

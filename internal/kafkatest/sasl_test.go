@@ -217,3 +217,38 @@ func (f *fatalRecorder) Fatalf(format string, args ...any) {
 }
 
 func (f *fatalRecorder) Helper() {}
+
+// A SASL cluster has no unauthenticated listener: not for clients, not for relays, not for
+// the controllers.
+func TestSASLServerPropertiesHaveNoPlaintextListener(t *testing.T) {
+	users, err := saslUsers(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &RealCluster{cfg: RealConfig{Brokers: 1, SASL: true, Listeners: []Listener{{Name: "RELAY", Advertise: func(int) string { return "127.0.0.1:1" }}}}, users: users}
+	n := &node{id: 1, brokerPort: 1, controllerPort: 2, extraPorts: []int{3}, dir: t.TempDir()}
+	props := map[string]string{}
+	for _, l := range strings.Split(c.serverProperties(n, []string{"1@127.0.0.1:2"}), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			props[k] = v
+		}
+	}
+	for _, m := range strings.Split(props["listener.security.protocol.map"], ",") {
+		name, protocol, _ := strings.Cut(m, ":")
+		if protocol != "SASL_PLAINTEXT" {
+			t.Errorf("listener %s is %s", name, protocol)
+		}
+		for _, mech := range []string{"plain", "scram-sha-512"} {
+			key := "listener.name." + strings.ToLower(name) + "." + mech + ".sasl.jaas.config"
+			if name != "CONTROLLER" && props[key] == "" {
+				t.Errorf("%s is not set", key)
+			}
+		}
+	}
+	if got := strings.Count(props["listener.security.protocol.map"], ":"); got != 3 {
+		t.Errorf("protocol map %q: want 3 listeners", props["listener.security.protocol.map"])
+	}
+	if props["authorizer.class.name"] == "" || props["allow.everyone.if.no.acl.found"] != "false" {
+		t.Errorf("authoriser settings: %q, allow.everyone %q", props["authorizer.class.name"], props["allow.everyone.if.no.acl.found"])
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/kmirror/kmirror/fetcher"
 )
@@ -88,7 +89,10 @@ func sameRecord(a, b *kgo.Record) error {
 // readAll reads [from, to) of one partition (read_uncommitted).
 func readAll(ctx context.Context, t testing.TB, side string, seeds *kgo.Client, topic string, p int32, from, to int64) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds.OptValue(kgo.SeedBrokers).([]string)...),
+	// The reader reaches the cluster as the given client does: its seeds and, on a SASL
+	// cluster, its credentials.
+	sasls, _ := seeds.OptValue(kgo.SASL).([]sasl.Mechanism)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds.OptValue(kgo.SeedBrokers).([]string)...), kgo.SASL(sasls...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
 	must(t, err, "reader client")

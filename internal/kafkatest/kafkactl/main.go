@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -23,7 +24,8 @@ const usage = `usage: scripts/kafka.sh COMMAND
                              start real Apache Kafka cluster NAME (KRaft, loopback); prints its bootstrap
                              address on the last line. --sasl: the client listener is SASL_PLAINTEXT
                              (SCRAM-SHA-512, PLAIN) with the StandardAuthorizer; super users admin and
-                             kmirror, alice with READ/WRITE/DESCRIBE on topics only (password NAME-secret);
+                             kmirror, alice with topics, groups and transactional ids but nothing on
+                             CLUSTER (password USER-secret, e.g. alice-secret);
                              writes admin.properties, kmirror.properties, alice.properties (SCRAM-SHA-512)
                              and USER-plain.properties (PLAIN) into the cluster's directory
   stop NAME                  stop cluster NAME and remove its directory
@@ -38,7 +40,7 @@ var errUsage = errors.New("usage")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
+	err := run(ctx, os.Args[1:], os.Stdout)
 	stop()
 	var exit *exec.ExitError
 	switch {
@@ -64,7 +66,8 @@ func stateDir(name string) (string, error) {
 	return filepath.Join(root, name), nil
 }
 
-func run(ctx context.Context, args []string) error {
+// run carries out one command; what it prints for scripts goes to stdout.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return errUsage
 	}
@@ -92,7 +95,7 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Println(strings.Join(c.Bootstrap(), ","))
+		fmt.Fprintln(stdout, strings.Join(c.Bootstrap(), ","))
 		if *sasl {
 			fmt.Fprintf(os.Stderr, "cluster %s: SASL_PLAINTEXT; client properties %s\n", name,
 				strings.Join([]string{c.PropertiesFile(kafkatest.AdminUser), c.PropertiesFile(kafkatest.KmirrorUser), c.PropertiesFile(kafkatest.AliceUser)}, " "))
@@ -123,7 +126,7 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Println(bs)
+		fmt.Fprintln(stdout, bs)
 		return nil
 	case "dir":
 		if len(args) != 1 {
@@ -136,7 +139,7 @@ func run(ctx context.Context, args []string) error {
 		if _, err := kafkatest.ReadBootstrap(dir); err != nil {
 			return fmt.Errorf("cluster %s is not running: %w", args[0], err)
 		}
-		fmt.Println(dir)
+		fmt.Fprintln(stdout, dir)
 		return nil
 	case "tools":
 		if len(args) == 0 {
@@ -146,14 +149,14 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+		c.Stdin, c.Stdout, c.Stderr = os.Stdin, stdout, os.Stderr
 		return c.Run()
 	case "jars":
 		libs, err := kafkatest.Jars(ctx)
 		if err != nil {
 			return err
 		}
-		fmt.Println(libs)
+		fmt.Fprintln(stdout, libs)
 		return nil
 	default:
 		fmt.Fprintf(os.Stderr, "unknown command %q\n", cmd)
