@@ -143,7 +143,15 @@ func TestAuthzMatrixReal(t *testing.T) {
 	if code, msg := outcome(kgoRequest(t, admin)(&protocol.DeleteMirrorRequest{MirrorName: "m2"})); code != protocol.ErrUnknownMirror.Code {
 		t.Errorf("admin after re-authentication: %d %q, want UNKNOWN_MIRROR", code, msg)
 	}
-	cells = append(cells, audit.Event{API: "DeleteMirror", Principal: "User:alice", Decision: audit.Refused, ErrorCode: 144},
+	// PLAIN: the proxy reads the user name from the message, never the password.
+	alicePlain := kafkatest.NewClient(t, []string{addr}, append(dst.UserOptsMechanism(kafkatest.AliceUser, kafkatest.MechanismPLAIN),
+		kgo.MaxVersions(protocol.KgoMaxVersions(nil)))...)
+	if code, msg := outcome(kgoRequest(t, alicePlain)(&protocol.PauseMirrorTopicsRequest{MirrorName: "m2", Topics: topics})); code != 144 ||
+		msg != fmt.Sprintf(alterMsg, "pause topics of mirror m2") {
+		t.Errorf("alice over PLAIN: %d %q", code, msg)
+	}
+	cells = append(cells, audit.Event{API: "PauseMirrorTopics", Principal: "User:alice", Decision: audit.Refused, ErrorCode: 144},
+		audit.Event{API: "DeleteMirror", Principal: "User:alice", Decision: audit.Refused, ErrorCode: 144},
 		audit.Event{API: "DeleteMirror", Principal: "User:admin", Decision: audit.Allowed, ErrorCode: protocol.ErrUnknownMirror.Code})
 
 	// The audit file has a line per decision; a few cells checked whole.
