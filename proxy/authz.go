@@ -186,8 +186,8 @@ func (s *session) authorize(key int16, req requirement, subj subject) func(ctx c
 	return func(ctx context.Context) decision {
 		var frame []byte
 		select {
-		case <-ctx.Done():
-			return decision{principal: principal, code: errSASLAuthenticationFailed, reason: reasonAuthzFailed,
+		case <-ctx.Done(): // the connection closed (a broker closes on a request before SASL completes)
+			return decision{principal: principal, code: protocol.ErrMirrorAuthorizationFailed.Code, reason: reasonAuthzFailed,
 				message: fmt.Sprintf("%s refused: %v (connection closed)", api, errOpsUnavailable)}
 		case frame = <-answer:
 		}
