@@ -1,10 +1,7 @@
 package proxy
 
 import (
-	"context"
-
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
+	"time"
 
 	"github.com/kmirror/kmirror/enforcement"
 	"github.com/kmirror/kmirror/internal/audit"
@@ -16,29 +13,21 @@ import (
 // the API's own error, whether or not any topic is read-only. Each refusal
 // is audited and counted in kmirror.proxy.refusals{api,reason}.
 
-// SetAudit installs the audit log refusals are written to; nil discards.
-func (p *Proxy) SetAudit(l *audit.Logger) { p.audit.Store(l) }
-
-func newRefusalCounter(mp metric.MeterProvider) (metric.Int64Counter, error) {
-	return mp.Meter("github.com/kmirror/kmirror/proxy").Int64Counter("kmirror.proxy.refusals",
-		metric.WithDescription("Requests the proxy refused on its own authority, by API and reason."))
-}
+// SetAudit replaces the audit log (audit_log, or WithAudit); nil discards.
+func (p *Proxy) SetAudit(l *audit.Logger) { p.auditLog.Store(l) }
 
 // refused audits and counts a refusal of the guard.
 func (s *session) refused(h requestHeader, ref *enforcement.Refusal) {
 	api := protocol.APIName(h.key)
-	if s.p.refusals != nil {
-		s.p.refusals.Add(context.Background(), 1, metric.WithAttributes(attribute.String("api", api), attribute.String("reason", ref.Kind)))
-	}
-	e := audit.Event{Client: s.client.remoteAddr().String(), Listener: s.route.String(), API: api, APIKey: h.key,
-		Decision: audit.Refused, Reason: ref.Kind + ": " + ref.Reason, ErrorCode: ref.Code}
-	// Principal stays empty here: the authorisation layer, which tracks
-	// each session's authenticated principal, fills it.
+	s.p.metrics.refusal(h.key, ref.Kind)
+	_, principal, _ := s.identity(time.Now())
+	e := audit.Event{Client: s.client.remoteAddr().String(), Listener: s.route.String(), Principal: principal,
+		API: api, APIKey: h.key, Decision: audit.Refused, Reason: ref.Kind + ": " + ref.Reason, ErrorCode: ref.Code}
 	if ref.Resource != "" && ref.Kind != enforcement.RefusedGroup && ref.Kind != enforcement.RefusedTransactionalID {
 		e.Topics = []string{ref.Resource}
 	}
-	s.p.audit.Load().Log(e)
-	s.log.Warn("refused a request touching kmirror's internals", "api", api, "reason", ref.Kind, "resource", ref.Resource)
+	s.p.auditLog.Load().Log(e)
+	s.log.Warn("refused a request touching kmirror's internals", "api", api, "principal", principal, "reason", ref.Kind, "resource", ref.Resource)
 }
 
 // largeProduceClear reports whether a large Produce may be forwarded before

@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kmirror/kmirror/enforcement"
 	"github.com/kmirror/kmirror/internal/audit"
@@ -27,14 +27,16 @@ type Proxy struct {
 	// Handlers answers the mirror RPCs; later work registers into it.
 	Handlers *Handlers
 	guard    atomic.Pointer[enforcement.Guard] // read-only mirror topics (guard.go)
-	audit    atomic.Pointer[audit.Logger]      // refusals of the guard (internals.go)
-	refusals metric.Int64Counter               // kmirror.proxy.refusals{api,reason}
 	// configResources answers kmirror's own config resources (local.go).
 	configResources atomic.Pointer[ConfigResourceHandler]
 
 	ctx    context.Context // cancelled by Close: stops every goroutine the proxy started
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// auditLog gets one line per local answer and refusal (authz.go, internals.go).
+	auditLog atomic.Pointer[audit.Logger]
+	auditOut io.Closer // the audit_log file, closed by Close
 
 	metrics  *metrics
 	sessions sync.Map     // *session -> struct{}
@@ -75,6 +77,9 @@ type Option func(*Proxy)
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(p *Proxy) { p.log = l } }
 
+// WithAudit sends audit lines to l instead of the configured audit_log.
+func WithAudit(l *audit.Logger) Option { return func(p *Proxy) { p.auditLog.Store(l) } }
+
 // New validates cfg and returns a proxy that is not yet listening.
 func New(cfg Config, opts ...Option) (*Proxy, error) {
 	cfg = cfg.withDefaults()
@@ -96,10 +101,30 @@ func New(cfg Config, opts ...Option) (*Proxy, error) {
 		return nil, err
 	}
 	p.metrics = m
-	if p.refusals, err = newRefusalCounter(m.provider); err != nil {
-		return nil, fmt.Errorf("creating the refusal metric: %w", err)
+	if p.auditLog.Load() == nil {
+		if err := p.openAudit(); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
+}
+
+// openAudit opens the audit_log sink.
+func (p *Proxy) openAudit() error {
+	switch p.cfg.AuditLog {
+	case "stderr":
+		p.auditLog.Store(audit.New(os.Stderr))
+	case "stdout":
+		p.auditLog.Store(audit.New(os.Stdout))
+	default:
+		f, err := os.OpenFile(p.cfg.AuditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("opening audit_log: %w", err)
+		}
+		p.auditLog.Store(audit.New(f))
+		p.auditOut = f
+	}
+	return nil
 }
 
 // Start binds the bootstrap listener, the metrics endpoint and the listeners of the brokers
@@ -138,6 +163,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 	go p.runJanitor()
 	go p.runDiscovery()
 	p.log.Info("proxy listening", "bootstrap", ln.addr().String(), "upstream", p.cfg.Upstream, "advertised_host", p.cfg.AdvertisedHost)
+	p.logClientAuth(ctx)
 	return nil
 }
 
@@ -262,6 +288,9 @@ func (p *Proxy) Close() error {
 		_ = sv.Close()
 	}
 	p.wg.Wait()
+	if p.auditOut != nil {
+		_ = p.auditOut.Close()
+	}
 	return errors.Join(errs...)
 }
 
