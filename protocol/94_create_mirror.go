@@ -19,9 +19,9 @@ import (
 
 // CreateMirrorRequest creates a mirror.
 type CreateMirrorRequest struct {
-	Version     int16
-	MirrorName  string
-	Configs     []CreateMirrorRequestConfig
+	Version    int16
+	MirrorName string
+	Configs    []CreateMirrorRequestConfig
 	// RecoverState (tag 0): rebuild the lost state of this mirror.
 	RecoverState bool
 	UnknownTags  kmsg.Tags
