@@ -24,12 +24,14 @@ type Store struct {
 	rf         int16
 	log        *slog.Logger
 	tailOpts   []kgo.Opt
-	producer   *kgo.Client
+	writeOpts  []kgo.Opt
+	adminCl    *kgo.Client
 	admin      *kadm.Client
 	gone       chan struct{} // cap 1: a fetch said the topic is missing
 
 	mu      sync.RWMutex
 	tail    *kgo.Client // replaced when the view restarts on a new state topic
+	writer  *kgo.Client // replaced with tail: it would keep the old topic's id
 	view    *statetopic.View
 	pos     map[int32]int64 // next offset to apply, per state partition
 	changed chan struct{}   // closed and replaced after every applied batch and loss change
@@ -71,17 +73,24 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: state tail client: %w", err)
 	}
-	s.producer, err = kgo.NewClient(append(cfg.Client,
+	s.writeOpts = append(append([]kgo.Opt(nil), cfg.Client...),
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
-	)...)
+	)
+	s.writer, err = kgo.NewClient(s.writeOpts...)
 	if err != nil {
 		s.tail.Close()
 		return nil, fmt.Errorf("coordinator: state producer client: %w", err)
 	}
-	s.admin = kadm.NewClient(s.producer)
+	s.adminCl, err = kgo.NewClient(cfg.Client...)
+	if err != nil {
+		s.tail.Close()
+		s.writer.Close()
+		return nil, fmt.Errorf("coordinator: state admin client: %w", err)
+	}
+	s.admin = kadm.NewClient(s.adminCl)
 	return s, nil
 }
 
@@ -176,12 +185,18 @@ func (s *Store) reset(id statetopic.UUID) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: state tail client: %w", err)
 	}
+	writer, err := kgo.NewClient(s.writeOpts...)
+	if err != nil {
+		tail.Close()
+		return fmt.Errorf("coordinator: state producer client: %w", err)
+	}
 	s.mu.Lock()
-	old := s.tail
-	s.tail, s.view, s.pos, s.id, s.frozen = tail, statetopic.NewView(), map[int32]int64{}, id, false
+	oldTail, oldWriter := s.tail, s.writer
+	s.tail, s.writer, s.view, s.pos, s.id, s.frozen = tail, writer, statetopic.NewView(), map[int32]int64{}, id, false
 	s.notifyLocked()
 	s.mu.Unlock()
-	old.Close()
+	oldTail.Close()
+	oldWriter.Close()
 	return nil
 }
 
@@ -191,10 +206,11 @@ func (s *Store) Gone() <-chan struct{} { return s.gone }
 // Close releases the clients.
 func (s *Store) Close() {
 	s.mu.RLock()
-	tail := s.tail
+	tail, writer := s.tail, s.writer
 	s.mu.RUnlock()
 	tail.Close()
-	s.producer.Close()
+	writer.Close()
+	s.adminCl.Close()
 }
 
 // Read runs fn with the view under the read lock; fn must not keep pointers
@@ -291,7 +307,10 @@ func (s *Store) Write(ctx context.Context, numPartitions int32, recs ...Record) 
 		}
 		krs[i] = &kgo.Record{Key: r.Key.Bytes(), Value: value, Partition: r.Key.StatePartition(numPartitions)}
 	}
-	if err := s.producer.ProduceSync(ctx, krs...).FirstErr(); err != nil {
+	s.mu.RLock()
+	writer := s.writer
+	s.mu.RUnlock()
+	if err := writer.ProduceSync(ctx, krs...).FirstErr(); err != nil {
 		return fmt.Errorf("coordinator: write mirror state: %w", err)
 	}
 	want := map[int32]int64{}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,14 @@ import (
 // Start runs an instance in front of dst until the test ends. It logs warnings to stderr;
 // a nil log is the default.
 func Start(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger) *instance.Instance {
+	t.Helper()
+	in, _ := StartStoppable(t, dst, log)
+	return in
+}
+
+// StartStoppable is Start with a function that stops the instance before the test ends
+// (a restart in the test); calling it again, or not at all, is fine.
+func StartStoppable(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger) (*instance.Instance, func()) {
 	t.Helper()
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -36,11 +45,15 @@ func Start(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger) *instance.Ins
 	}
 	done := make(chan error, 1)
 	go func() { done <- in.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Logf("kmirror stopped: %v", err)
-		}
-	})
-	return in
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Logf("kmirror stopped: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return in, stop
 }
