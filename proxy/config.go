@@ -60,6 +60,24 @@ type Config struct {
 	// UpstreamSASL is used only by the proxy's own broker discovery; client connections
 	// authenticate end to end because each maps to exactly one upstream connection.
 	UpstreamSASL UpstreamSASL `yaml:"upstream_sasl"`
+
+	// ClientAuth is what a client must prove before kmirror answers it itself (mirror RPCs,
+	// mirror config resources): "sasl", "mtls" or "none" (docs/SECURITY.md). Default: sasl
+	// when upstream_sasl is set (the destination is SASL), mtls when tls.client_ca_file is
+	// set, none otherwise.
+	ClientAuth string `yaml:"client_auth"`
+	// MTLSPolicy grants operations to client certificate principals in mtls mode.
+	MTLSPolicy []MTLSGrant `yaml:"mtls_policy"`
+	// AuditLog is where audit lines go: "stderr" (default), "stdout", or a file appended to.
+	AuditLog string `yaml:"audit_log"`
+}
+
+// MTLSGrant gives a principal ("User:CN=ops,O=Example", as Kafka's default principal
+// builder names a certificate subject; "User:*" for every certificate) operations on
+// kmirror's RPCs: alter, describe, create (docs/SECURITY.md).
+type MTLSGrant struct {
+	Principal  string   `yaml:"principal"`
+	Operations []string `yaml:"operations"`
 }
 
 // ListenerTLS is the server side TLS of client listeners.
@@ -132,6 +150,20 @@ func (c Config) withDefaults() Config {
 	if c.EventLoops == 0 {
 		c.EventLoops = d.EventLoops
 	}
+	if c.ClientAuth == "" {
+		switch {
+		case c.UpstreamSASL.Mechanism != "":
+			c.ClientAuth = ClientAuthSASL
+		case c.TLS.ClientCAFile != "":
+			c.ClientAuth = ClientAuthMTLS
+		default:
+			c.ClientAuth = ClientAuthNone
+		}
+	}
+	c.ClientAuth = strings.ToLower(c.ClientAuth)
+	if c.AuditLog == "" {
+		c.AuditLog = "stderr"
+	}
 	host, _, _ := net.SplitHostPort(c.Listen)
 	if c.BrokerListenHost == "" {
 		c.BrokerListenHost = host
@@ -174,6 +206,28 @@ func (c Config) Validate() error {
 	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
 	default:
 		return fmt.Errorf("upstream_sasl.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.UpstreamSASL.Mechanism)
+	}
+	switch c.ClientAuth {
+	case ClientAuthSASL, ClientAuthNone, "":
+		if len(c.MTLSPolicy) > 0 {
+			return fmt.Errorf("mtls_policy is set but client_auth is %q: the policy applies only with client_auth mtls", c.ClientAuth)
+		}
+	case ClientAuthMTLS:
+		if c.TLS.ClientCAFile == "" {
+			return errors.New("client_auth mtls needs tls.client_ca_file (and cert_file, key_file): clients must present certificates")
+		}
+	default:
+		return fmt.Errorf("client_auth %q: want sasl, mtls or none", c.ClientAuth)
+	}
+	for _, g := range c.MTLSPolicy {
+		if !strings.HasPrefix(g.Principal, "User:") {
+			return fmt.Errorf("mtls_policy principal %q: want User:<certificate subject>, e.g. User:CN=ops,O=Example", g.Principal)
+		}
+		for _, o := range g.Operations {
+			if _, ok := mtlsOperations[strings.ToLower(o)]; !ok {
+				return fmt.Errorf("mtls_policy operation %q for %s: want alter, describe or create", o, g.Principal)
+			}
+		}
 	}
 	return nil
 }
@@ -231,6 +285,8 @@ func ParseArgsWith(name string, args []string, extra func(fs *flag.FlagSet)) (Co
 		certFile = fs.String("tls-cert", "", "TLS certificate for client listeners")
 		keyFile  = fs.String("tls-key", "", "TLS key for client listeners")
 		clientCA = fs.String("tls-client-ca", "", "CA for client certificates (enables mutual TLS)")
+		auth     = fs.String("client-auth", "", "what clients prove before kmirror answers them itself: sasl, mtls or none (default from upstream_sasl / tls client CA)")
+		auditLog = fs.String("audit-log", "", "audit lines to stderr (default), stdout or a file")
 	)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -275,6 +331,10 @@ func ParseArgsWith(name string, args []string, extra func(fs *flag.FlagSet)) (Co
 			cfg.TLS.KeyFile = *keyFile
 		case "tls-client-ca":
 			cfg.TLS.ClientCAFile = *clientCA
+		case "client-auth":
+			cfg.ClientAuth = *auth
+		case "audit-log":
+			cfg.AuditLog = *auditLog
 		}
 	})
 	if err != nil {

@@ -103,6 +103,9 @@ func (p *Proxy) serveTLSConn(r route, c *tls.Conn) {
 		s.closeWith(fmt.Errorf("tls handshake: %w", err))
 		return
 	}
+	if certs := c.ConnectionState().PeerCertificates; len(certs) > 0 {
+		s.auth.certPrincipal = certPrincipal(certs[0])
+	}
 	br := bufio.NewReaderSize(c, 64<<10)
 	for {
 		if p.draining.Load() {
@@ -155,3 +158,9 @@ func (t *tlsClient) relay(head []byte, src io.Reader, n int64) error {
 func (t *tlsClient) resume()              {}
 func (t *tlsClient) close()               { _ = t.c.Close() }
 func (t *tlsClient) remoteAddr() net.Addr { return t.c.RemoteAddr() }
+
+// certPrincipal names a client certificate as Kafka's default principal builder does:
+// "User:" and the subject's distinguished name (RFC 2253, e.g. "User:CN=ops,O=Example").
+func certPrincipal(cert *x509.Certificate) string {
+	return "User:" + cert.Subject.String()
+}

@@ -3,6 +3,9 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"reflect"
+
+	"github.com/kmirror/kmirror/internal/audit"
 
 	"github.com/kmirror/kmirror/protocol"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -30,7 +33,7 @@ func (p *Proxy) answerLocally(s *session, h requestHeader, frame []byte) (chan [
 	if h.key == 32 || h.key == 44 {
 		if fn := p.configResources.Load(); fn != nil {
 			if answer, ok := (*fn)(h.key, h.version, frame[4+h.bodyOff:]); ok {
-				return p.answerConfigs(s, h, answer), nil
+				return p.answerConfigs(s, h, frame[4+h.bodyOff:], answer), nil
 			}
 		}
 	}
@@ -46,20 +49,30 @@ type ConfigResourceHandler func(key, version int16, body []byte) (answer func(ct
 // SetConfigResources installs the handler of kmirror's own config resources.
 func (p *Proxy) SetConfigResources(fn ConfigResourceHandler) { p.configResources.Store(&fn) }
 
-func (p *Proxy) answerConfigs(s *session, h requestHeader, answer func(ctx context.Context) kmsg.Response) chan []byte {
+func (p *Proxy) answerConfigs(s *session, h requestHeader, body []byte, answer func(ctx context.Context) kmsg.Response) chan []byte {
 	ch := make(chan []byte, 1)
+	subj := configSubject(h.key, h.version, body)
+	decided := s.authorize(h.key, configRequirements[h.key], subj)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		resp := answer(s.ctx)
+		var resp kmsg.Response
+		if d := decided(s.ctx); !d.allowed {
+			d.code = configRefusalCode(d)
+			s.refused(h.key, subj, d)
+			resp = configRefusal(h.key, h.version, body, d.code, d.message)
+		} else {
+			resp = answer(s.ctx)
+			s.audit(h.key, subj, audit.Allowed, d.principal, d.reason, 0)
+		}
 		resp.SetVersion(h.version)
 		ch <- appendResponseFrame(nil, h.corrID, responseHeaderVersion(h.key, h.version), resp.AppendTo(nil))
 	}()
 	return ch
 }
 
-// answerMirror runs the mirror RPC handler off the client's goroutine; the response FIFO
-// keeps the answer in request order.
+// answerMirror runs the mirror RPC handler off the client's goroutine, once the client is
+// authorised for it (authz.go); the response FIFO keeps the answer in request order.
 func (p *Proxy) answerMirror(s *session, h requestHeader, frame []byte) chan []byte {
 	ch := make(chan []byte, 1)
 	fn := p.Handlers.lookup(h.key)
@@ -72,24 +85,57 @@ func (p *Proxy) answerMirror(s *session, h requestHeader, frame []byte) chan []b
 		ch <- appendResponseFrame(nil, h.corrID, 1, mirrorErrorBody(h.key, errInvalidRequest, mirroringDisabledMessage))
 		return ch
 	}
-	req := &MirrorRequest{Key: h.key, Version: h.version, CorrelationID: h.corrID,
-		Body: frame[4+h.bodyOff:], ClientAddr: s.client.remoteAddr()}
+	body := frame[4+h.bodyOff:]
+	subj := mirrorSubject(h.key, h.version, body)
+	decided := s.authorize(h.key, mirrorRequirements[h.key], subj)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		var body []byte
+		d := decided(s.ctx)
+		if !d.allowed {
+			s.refused(h.key, subj, d)
+			ch <- appendResponseFrame(nil, h.corrID, 1, mirrorErrorBody(h.key, d.code, d.message))
+			return
+		}
+		wantNames := true
+		if d.filter != nil && h.key == protocol.KeyListMirrors {
+			body, wantNames = withTopicNames(h.version, body)
+		}
+		req := &MirrorRequest{Key: h.key, Version: h.version, CorrelationID: h.corrID,
+			Body: body, ClientAddr: s.client.remoteAddr(), Principal: d.principal}
+		var out []byte
+		var code int16
 		resp, err := fn(s.ctx, req)
 		switch {
 		case err != nil:
-			code, msg := protocol.ErrorCodeAndMessage(err)
-			body = mirrorErrorBody(h.key, code, *msg)
+			var msg *string
+			code, msg = protocol.ErrorCodeAndMessage(err)
+			out = mirrorErrorBody(h.key, code, *msg)
 		case resp == nil:
-			body = mirrorErrorBody(h.key, errInvalidRequest, "mirror handler returned no response")
+			code = errInvalidRequest
+			out = mirrorErrorBody(h.key, code, "mirror handler returned no response")
 		default:
+			if d.filter != nil {
+				filterTopics(resp, d.filter, wantNames)
+			}
 			resp.SetVersion(h.version)
-			body = resp.AppendTo(nil)
+			code = topErrorCode(resp)
+			out = resp.AppendTo(nil)
 		}
-		ch <- appendResponseFrame(nil, h.corrID, 1, body)
+		s.audit(h.key, subj, audit.Allowed, d.principal, d.reason, code)
+		ch <- appendResponseFrame(nil, h.corrID, 1, out)
 	}()
 	return ch
+}
+
+// topErrorCode is a mirror response's top-level error code (every one has ErrorCode).
+func topErrorCode(resp kmsg.Response) int16 {
+	v := reflect.ValueOf(resp)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return 0
+	}
+	if f := v.Elem().FieldByName("ErrorCode"); f.IsValid() && f.CanInt() {
+		return int16(f.Int())
+	}
+	return 0
 }

@@ -30,6 +30,7 @@ type metrics struct {
 	errors      metric.Int64Counter
 	bytes       metric.Int64Counter
 	latency     metric.Float64Histogram
+	refusals    metric.Int64Counter
 
 	// Attribute options per API key are built once: the hot path must not allocate them.
 	keyAttrs   [256]metric.MeasurementOption
@@ -64,6 +65,9 @@ func newMetrics() (*metrics, error) {
 	m.latency, err = meter.Float64Histogram("kmirror.proxy.request.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from reading a request to handing its response to the client."),
 		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+	add(err)
+	m.refusals, err = meter.Int64Counter("kmirror.proxy.refusals",
+		metric.WithDescription("Requests refused on kmirror's own authority (unauthenticated, unauthorised, not served), by API and reason."))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("creating proxy metrics: %w", err)
@@ -108,6 +112,11 @@ func (m *metrics) request(key int16, size int) {
 }
 
 func (m *metrics) requestError(key int16) { m.errors.Add(bg, 1, m.key(key)) }
+
+// refusal counts a request refused by the proxy itself (rare: attributes built per call).
+func (m *metrics) refusal(key int16, reason string) {
+	m.refusals.Add(bg, 1, metric.WithAttributes(attribute.String("api", protocol.APIName(key)), attribute.String("reason", reason)))
+}
 
 func (m *metrics) bytesOut(n int) { m.bytes.Add(bg, int64(n), m.outAttr) }
 

@@ -32,6 +32,10 @@ type MirrorRequest struct {
 	CorrelationID int32
 	Body          []byte
 	ClientAddr    net.Addr
+	// Principal is the client's principal where the proxy knows it ("User:alice" from
+	// SASL PLAIN/SCRAM or the client certificate; "" otherwise). The proxy authorised the
+	// request before the handler runs (authz.go).
+	Principal string
 }
 
 // Handler answers one mirror RPC. A returned error becomes the key's response carrying

@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kmirror/kmirror/enforcement"
+	"github.com/kmirror/kmirror/internal/audit"
 )
 
 // Proxy is a running kmirror proxy: one bootstrap listener plus one listener per upstream
@@ -30,6 +33,9 @@ type Proxy struct {
 	ctx    context.Context // cancelled by Close: stops every goroutine the proxy started
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	audit    *audit.Logger // one line per local answer and refusal (authz.go)
+	auditOut io.Closer     // the audit_log file, closed by Close
 
 	metrics  *metrics
 	sessions sync.Map     // *session -> struct{}
@@ -70,6 +76,9 @@ type Option func(*Proxy)
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(p *Proxy) { p.log = l } }
 
+// WithAudit sends audit lines to l instead of the configured audit_log.
+func WithAudit(l *audit.Logger) Option { return func(p *Proxy) { p.audit = l } }
+
 // New validates cfg and returns a proxy that is not yet listening.
 func New(cfg Config, opts ...Option) (*Proxy, error) {
 	cfg = cfg.withDefaults()
@@ -91,7 +100,29 @@ func New(cfg Config, opts ...Option) (*Proxy, error) {
 		return nil, err
 	}
 	p.metrics = m
+	if p.audit == nil {
+		if err := p.openAudit(); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
+}
+
+// openAudit opens the audit_log sink.
+func (p *Proxy) openAudit() error {
+	switch p.cfg.AuditLog {
+	case "stderr":
+		p.audit = audit.New(os.Stderr)
+	case "stdout":
+		p.audit = audit.New(os.Stdout)
+	default:
+		f, err := os.OpenFile(p.cfg.AuditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("opening audit_log: %w", err)
+		}
+		p.audit, p.auditOut = audit.New(f), f
+	}
+	return nil
 }
 
 // Start binds the bootstrap listener, the metrics endpoint and the listeners of the brokers
@@ -130,6 +161,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 	go p.runJanitor()
 	go p.runDiscovery()
 	p.log.Info("proxy listening", "bootstrap", ln.addr().String(), "upstream", p.cfg.Upstream, "advertised_host", p.cfg.AdvertisedHost)
+	p.logClientAuth(ctx)
 	return nil
 }
 
@@ -254,6 +286,9 @@ func (p *Proxy) Close() error {
 		_ = sv.Close()
 	}
 	p.wg.Wait()
+	if p.auditOut != nil {
+		_ = p.auditOut.Close()
+	}
 	return errors.Join(errs...)
 }
 

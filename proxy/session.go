@@ -30,8 +30,9 @@ import (
 // slots is the in-flight semaphore shared by those goroutines: one token per request that
 // still owes the client a response, plus one per acks=0 Produce not yet written upstream.
 // With every slot taken the client side stops reading, so buffering per connection is bounded
-// by MaxInFlight frames. fifo and toUpstream have MaxInFlight capacity, so sends on them never
-// block once a slot is held.
+// by MaxInFlight frames. toUpstream has MaxInFlight capacity and fifo twice that (a locally
+// answered request may queue the proxy's own authorisation question before its answer,
+// authz.go), so sends on them never block once a slot is held.
 //
 // Nothing is shared between sessions except the Proxy's broker table and metrics.
 
@@ -68,6 +69,10 @@ type pending struct {
 	start        time.Time
 	local        chan []byte           // non-nil: answered by the proxy itself (a complete frame)
 	merge        *kmsg.ProduceResponse // refusals to merge into a split Produce's response (guard.go)
+	// intercept: the proxy's own request (authz.go); the whole response goes here, not to
+	// the client, and no slot is released for it.
+	intercept chan []byte
+	sasl      bool // SaslHandshake/SaslAuthenticate: the tracker reads the response (sasl.go)
 }
 
 // outbound is one frame to forward upstream.
@@ -115,6 +120,9 @@ type session struct {
 	readerIdle   bool // the reader waits in a read of the upstream socket, no response owed
 	readerKicked bool // a read deadline in the past was set to end that wait
 
+	sasl saslTracker // the client's SASL exchange with its broker (sasl.go)
+	auth authState   // authorisation of local answers (authz.go)
+
 	mu       sync.Mutex
 	upstream net.Conn
 	closed   bool
@@ -130,7 +138,7 @@ func (p *Proxy) newSession(r route, client clientSide) *session {
 		ctx:        ctx,
 		cancel:     cancel,
 		slots:      make(chan struct{}, p.cfg.MaxInFlight),
-		fifo:       make(chan *pending, p.cfg.MaxInFlight),
+		fifo:       make(chan *pending, 2*p.cfg.MaxInFlight),
 		toUpstream: make(chan outbound, p.cfg.MaxInFlight+streamQueue),
 	}
 	s.touch()
@@ -185,6 +193,13 @@ func (s *session) dispatch(frame []byte) error {
 	}
 	s.p.metrics.request(h.key, len(frame))
 	p := &pending{key: h.key, version: h.version, corrID: h.corrID, start: time.Now()}
+	if h.key == keySaslHandshake || h.key == keySaslAuthenticate { // rare: one branch per request
+		if refusal := s.watchSASL(h, frame, p); refusal != nil {
+			p.local = refusal
+			s.pushLocal(p)
+			return nil
+		}
+	}
 
 	if local, err := s.p.answerLocally(s, h, frame); err != nil {
 		s.release()
@@ -460,6 +475,21 @@ func (s *session) relayResponse(p *pending, br *bufio.Reader, conn net.Conn) err
 		return fmt.Errorf("upstream %s answered correlation id %d while %d (%s) was next", upstream, corrID, p.corrID, kmsg.NameForKey(p.key))
 	}
 	total := 4 + int(size)
+
+	if p.intercept != nil || p.sasl {
+		frame := make([]byte, total)
+		copy(frame, head[:])
+		if _, err := io.ReadFull(br, frame[8:]); err != nil {
+			return fmt.Errorf("reading %s response body from %s: %w", kmsg.NameForKey(p.key), upstream, err)
+		}
+		if p.intercept != nil {
+			p.intercept <- frame // the proxy's own question: not the client's, no slot
+			return nil
+		}
+		s.sasl.onResponse(p.key, p.version, frame, time.Now())
+		s.deliver(p, frame, false, true)
+		return nil
+	}
 
 	if needsRewrite(p.key, p.version) || p.merge != nil {
 		frame := getFrame(total)

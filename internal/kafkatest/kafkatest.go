@@ -28,6 +28,8 @@ type config struct {
 	brokers   int
 	props     map[string]string
 	listeners []Listener
+	sasl      bool
+	users     []User
 }
 
 // Option configures Start.
@@ -82,7 +84,8 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	began := time.Now()
-	rc, err := StartReal(ctx, RealConfig{Brokers: cfg.brokers, Dir: dir, Props: cfg.props, Listeners: cfg.listeners})
+	rc, err := StartReal(ctx, RealConfig{Brokers: cfg.brokers, Dir: dir, Props: cfg.props, Listeners: cfg.listeners,
+		SASL: cfg.sasl, Users: cfg.users})
 	if err != nil {
 		t.Fatalf("kafkatest: start real Kafka %s (%d brokers): %v\n(logs kept in %s)", KafkaVersion, cfg.brokers, err, dir)
 	}
@@ -118,6 +121,9 @@ func RequireReal(t testing.TB) {
 func startFake(t testing.TB, cfg config) *Cluster {
 	if len(cfg.listeners) > 0 {
 		t.Fatalf("kafkatest: WithListener needs a real cluster; kfake has one listener per broker")
+	}
+	if cfg.sasl {
+		t.Fatalf("kafkatest: WithSASL and SASLUser need a real cluster; kfake has no authoriser")
 	}
 	kopts := []kfake.Opt{kfake.NumBrokers(cfg.brokers)}
 	for k, v := range cfg.props {
@@ -168,10 +174,18 @@ func (c *Cluster) Real() *RealCluster { return c.real }
 func (c *Cluster) Fake() *kfake.Cluster { return c.fake }
 
 // Client returns a franz-go client bootstrapped to this cluster, closed when
-// the test ends.
+// the test ends. On a SASL cluster it authenticates as admin unless opts carry
+// a kgo.SASL of their own (UserOpts), so that the harness's helpers work on
+// every kind of cluster.
 func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...)}, opts...)...)
+	seeds := kgo.SeedBrokers(c.Bootstrap()...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{seeds}, opts...)...)
+	if err == nil && c.real != nil && c.real.SASL() && !hasSASL(cl) {
+		// kgo.NewClient dials nothing, so trying the options first costs nothing.
+		cl.Close()
+		cl, err = kgo.NewClient(append(append([]kgo.Opt{seeds}, c.real.adminOpts()...), opts...)...)
+	}
 	if err != nil {
 		t.Fatalf("kafkatest: client: %v", err)
 	}

@@ -31,8 +31,13 @@ type RealConfig struct {
 	// Detach starts the JVMs in their own session so they outlive this process
 	// (the shell interface). Otherwise they die with this process.
 	Detach bool
-	// Listeners are plaintext listeners every broker has besides PLAINTEXT.
+	// Listeners are listeners every broker has besides its client listener: PLAINTEXT, or
+	// SASL_PLAINTEXT with the same users when SASL is set.
 	Listeners []Listener
+	// SASL makes the client listener SASL_PLAINTEXT with the StandardAuthorizer and the
+	// harness users (see sasl.go); Users are users besides admin, kmirror and alice.
+	SASL  bool
+	Users []User
 }
 
 // Listener is a second client listener on every broker, on a free port of its own. A client
@@ -51,6 +56,7 @@ type RealCluster struct {
 	libs      string
 	clusterID string
 	nodes     []*node
+	users     []User // SASL users, admin first; nil without SASL
 }
 
 type node struct {
@@ -95,13 +101,22 @@ func StartReal(ctx context.Context, cfg RealConfig) (*RealCluster, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("kafkatest: RealConfig.Dir is required")
 	}
+	var users []User
+	if cfg.SASL {
+		var err error
+		if users, err = saslUsers(cfg.Users); err != nil {
+			return nil, err
+		}
+	} else if len(cfg.Users) > 0 {
+		return nil, errors.New("kafkatest: RealConfig.Users needs SASL")
+	}
 	libs, err := Jars(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var lastErr error
 	for attempt := 1; attempt <= portAttempts; attempt++ {
-		c := &RealCluster{cfg: cfg, libs: libs, clusterID: randomClusterID()}
+		c := &RealCluster{cfg: cfg, libs: libs, clusterID: randomClusterID(), users: users}
 		if err := os.RemoveAll(cfg.Dir); err != nil {
 			return nil, fmt.Errorf("kafkatest: clean %s: %w", cfg.Dir, err)
 		}
@@ -151,13 +166,19 @@ func (c *RealCluster) layout() error {
 
 func (c *RealCluster) serverProperties(n *node, voters []string) string {
 	rf := strconv.Itoa(min(3, c.cfg.Brokers))
-	listeners := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.brokerPort, n.controllerPort)
-	advertised := "PLAINTEXT://" + n.addr()
-	protocols := "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+	client, protocol := "PLAINTEXT", "PLAINTEXT"
+	if c.cfg.SASL {
+		client, protocol = saslListener, "SASL_PLAINTEXT"
+	}
+	listeners := fmt.Sprintf("%s://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", client, n.brokerPort, n.controllerPort)
+	advertised := client + "://" + n.addr()
+	protocols := fmt.Sprintf("%s:%s,CONTROLLER:%s", client, protocol, protocol)
+	var extra []string
 	for j, l := range c.cfg.Listeners {
 		listeners += fmt.Sprintf(",%s://%s", l.Name, loopbackAddr(n.extraPorts[j]))
 		advertised += fmt.Sprintf(",%s://%s", l.Name, l.Advertise(n.id-1))
-		protocols += "," + l.Name + ":PLAINTEXT"
+		protocols += "," + l.Name + ":" + protocol
+		extra = append(extra, l.Name)
 	}
 	props := map[string]string{
 		"process.roles":                    "broker,controller",
@@ -185,6 +206,11 @@ func (c *RealCluster) serverProperties(n *node, voters []string) string {
 		"num.partitions":                                             "1",
 		"log.flush.interval.messages":                                "9223372036854775807",
 		"transaction.remove.expired.transaction.cleanup.interval.ms": "60000",
+	}
+	if c.cfg.SASL {
+		for k, v := range saslServerProperties(c.users, extra) {
+			props[k] = v
+		}
 	}
 	for k, v := range c.cfg.Props {
 		props[k] = v
@@ -238,12 +264,20 @@ func (c *RealCluster) start(ctx context.Context) error {
 	if err := c.waitReady(ctx, c.Bootstrap(), len(c.nodes)); err != nil {
 		return err
 	}
+	if c.cfg.SASL {
+		if err := c.grantACLs(ctx); err != nil {
+			return err
+		}
+		if err := c.writeProperties(); err != nil {
+			return err
+		}
+	}
 	return c.writeState()
 }
 
 func (c *RealCluster) format(ctx context.Context, n *node) error {
-	cmd := c.java(ctx, n.dir, "kafka.tools.StorageTool", "format", "-t", c.clusterID,
-		"-c", filepath.Join(n.dir, "server.properties"))
+	args := []string{"format", "-t", c.clusterID, "-c", filepath.Join(n.dir, "server.properties")}
+	cmd := c.java(ctx, n.dir, "kafka.tools.StorageTool", append(args, scramFormatArgs(c.users)...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("kafkatest: format node %d: %w\n%s", n.id, err, out)
 	}
@@ -308,8 +342,8 @@ func (c *RealCluster) launch(n *node) error {
 func (c *RealCluster) waitReady(ctx context.Context, seeds []string, want int) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DialTimeout(time.Second),
-		kgo.RequestRetries(0), kgo.RetryTimeout(time.Second))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DialTimeout(time.Second),
+		kgo.RequestRetries(0), kgo.RetryTimeout(time.Second)}, c.adminOpts()...)...)
 	if err != nil {
 		return fmt.Errorf("kafkatest: client for readiness: %w", err)
 	}

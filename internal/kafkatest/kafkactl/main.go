@@ -19,9 +19,16 @@ import (
 )
 
 const usage = `usage: scripts/kafka.sh COMMAND
-  start NAME [--brokers N]   start real Apache Kafka cluster NAME (KRaft, loopback); prints its bootstrap address
+  start NAME [--brokers N] [--sasl]
+                             start real Apache Kafka cluster NAME (KRaft, loopback); prints its bootstrap
+                             address on the last line. --sasl: the client listener is SASL_PLAINTEXT
+                             (SCRAM-SHA-512, PLAIN) with the StandardAuthorizer; super users admin and
+                             kmirror, alice with READ/WRITE/DESCRIBE on topics only (password NAME-secret);
+                             writes admin.properties, kmirror.properties, alice.properties (SCRAM-SHA-512)
+                             and USER-plain.properties (PLAIN) into the cluster's directory
   stop NAME                  stop cluster NAME and remove its directory
   bootstrap NAME             print the bootstrap address of running cluster NAME
+  dir NAME                   print the directory of cluster NAME (properties files, broker logs)
   tools CLASS [ARGS...]      run a Kafka tool class, e.g. org.apache.kafka.tools.ConsoleProducer
   jars                       resolve the Kafka jars into the cache and print where they are
 Clusters live in $KMIRROR_KAFKA_STATE (default $TMPDIR/kmirror-kafka-clusters).`
@@ -66,6 +73,7 @@ func run(ctx context.Context, args []string) error {
 	case "start":
 		fs := flag.NewFlagSet("start", flag.ContinueOnError)
 		brokers := fs.Int("brokers", 1, "number of brokers")
+		sasl := fs.Bool("sasl", false, "SASL_PLAINTEXT client listener with the StandardAuthorizer and the harness users")
 		if len(args) == 0 {
 			return errUsage
 		}
@@ -80,11 +88,15 @@ func run(ctx context.Context, args []string) error {
 		if bs, err := kafkatest.ReadBootstrap(dir); err == nil {
 			return fmt.Errorf("cluster %s is already running at %s (stop it first)", name, bs)
 		}
-		c, err := kafkatest.StartReal(ctx, kafkatest.RealConfig{Brokers: *brokers, Dir: dir, Detach: true})
+		c, err := kafkatest.StartReal(ctx, kafkatest.RealConfig{Brokers: *brokers, Dir: dir, Detach: true, SASL: *sasl})
 		if err != nil {
 			return err
 		}
 		fmt.Println(strings.Join(c.Bootstrap(), ","))
+		if *sasl {
+			fmt.Fprintf(os.Stderr, "cluster %s: SASL_PLAINTEXT; client properties %s\n", name,
+				strings.Join([]string{c.PropertiesFile(kafkatest.AdminUser), c.PropertiesFile(kafkatest.KmirrorUser), c.PropertiesFile(kafkatest.AliceUser)}, " "))
+		}
 		fmt.Fprintf(os.Stderr, "cluster %s: %d broker(s), logs in %s\n", name, *brokers, dir)
 		return nil
 	case "stop":
@@ -112,6 +124,19 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Println(bs)
+		return nil
+	case "dir":
+		if len(args) != 1 {
+			return errUsage
+		}
+		dir, err := stateDir(args[0])
+		if err != nil {
+			return err
+		}
+		if _, err := kafkatest.ReadBootstrap(dir); err != nil {
+			return fmt.Errorf("cluster %s is not running: %w", args[0], err)
+		}
+		fmt.Println(dir)
 		return nil
 	case "tools":
 		if len(args) == 0 {

@@ -1,0 +1,376 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/audit"
+	"github.com/kmirror/kmirror/internal/instance"
+	"github.com/kmirror/kmirror/internal/instancetest"
+	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
+	"github.com/kmirror/kmirror/protocol"
+	"github.com/kmirror/kmirror/proxy"
+)
+
+// TestAuthzMatrixReal: every mirror RPC and both mirror-config requests, each sent through
+// the proxy by an unauthenticated client, by alice (READ, WRITE, DESCRIBE on every topic,
+// nothing on CLUSTER) and by admin (super user), in front of a real SASL destination with
+// the StandardAuthorizer. Only the allowed cells succeed; every refusal carries the code and
+// message docs/SECURITY.md documents, and is audited.
+func TestAuthzMatrixReal(t *testing.T) {
+	src := kafkatest.Start(t)
+	dst := kafkatest.Start(t, kafkatest.WithSASL())
+	auditPath := filepath.Join(t.TempDir(), "audit.log")
+	in := startSASLInstance(t, dst, auditPath)
+	addr := in.Proxy.AdvertisedAddr()
+	src.CreateKeptTopic(t, "orders", 1)
+	produce(t, src, "orders", 1, 20, kgo.NoCompression())
+
+	admin := saslClient(t, dst, addr, kafkatest.AdminUser)
+	alice := saslClient(t, dst, addr, kafkatest.AliceUser)
+	unauth := &rawClient{t: t, addr: addr}
+
+	const (
+		unauthMsg = "%s refused: this kmirror answers only SASL-authenticated connections; authenticate with the destination's SASL mechanism first"
+		alterMsg  = "ALTER on CLUSTER is required to %s (principal User:alice)"
+	)
+	type cell struct {
+		code int16
+		msg  string // "" for success
+	}
+	refusedAll := func(api, what string) [3]cell {
+		return [3]cell{{58, fmt.Sprintf(unauthMsg, api)}, {144, fmt.Sprintf(alterMsg, what)}, {0, ""}}
+	}
+	readable := func(api string) [3]cell {
+		return [3]cell{{58, fmt.Sprintf(unauthMsg, api)}, {0, ""}, {0, ""}}
+	}
+	createReq := protocol.NewPtrCreateMirrorRequest()
+	createReq.MirrorName = "m"
+	createReq.Configs = []protocol.CreateMirrorRequestConfig{{Name: "bootstrap.servers", Value: kmsg.StringPtr(src.BootstrapString())}}
+	addReq := protocol.NewPtrAddTopicsToMirrorRequest()
+	addReq.MirrorName = "m"
+	addReq.Topics = []protocol.AddTopicsToMirrorRequestTopic{{Name: "orders", NumPartitions: -1}}
+	topics := []protocol.TopicName{{Name: "orders"}}
+	parts := []protocol.TopicPartitions{{Name: "orders", Partitions: []int32{0}}}
+
+	// Steps run in this order (admin's success of one is the next one's precondition);
+	// within a step unauthenticated, alice, then admin.
+	steps := []struct {
+		req   kmsg.Request
+		cells [3]cell
+		after func() // before the next step, as admin
+	}{
+		{createReq, refusedAll("CreateMirror", "create mirror m"), nil},
+		{addReq, [3]cell{{58, fmt.Sprintf(unauthMsg, "AddTopicsToMirror")},
+			{144, "ALTER on CLUSTER is required to add topics to mirror m (an add creates the destination topics) (principal User:alice)"}, {0, ""}},
+			func() { waitMirrored(t, admin, "m", map[string]int64{"orders": 20}) }},
+		{&protocol.ListMirrorsRequest{IncludeTopicNames: true}, readable("ListMirrors"), nil},
+		{&protocol.DescribeMirrorsRequest{MirrorNames: []string{"m"}}, readable("DescribeMirrors"), nil},
+		{&protocol.LastMirroredOffsetsRequest{MirrorName: "m", Topics: parts}, readable("LastMirroredOffsets"), nil},
+		{&protocol.ReadMirrorStateRequest{MirrorName: "m", Topics: parts}, readable("ReadMirrorState"), nil},
+		{&protocol.WriteMirrorStateRequest{MirrorName: "m"}, [3]cell{{58, fmt.Sprintf(unauthMsg, "WriteMirrorState")},
+			{144, writeRefusal}, {144, writeRefusal}}, nil},
+		{&protocol.PauseMirrorTopicsRequest{MirrorName: "m", Topics: topics}, refusedAll("PauseMirrorTopics", "pause topics of mirror m"),
+			func() { waitState(t, admin, "m", "PAUSED") }},
+		{&protocol.ResumeMirrorTopicsRequest{MirrorName: "m", Topics: topics}, refusedAll("ResumeMirrorTopics", "resume topics of mirror m"), nil},
+		{&protocol.RemoveTopicsFromMirrorRequest{MirrorName: "m", Topics: topics}, refusedAll("RemoveTopicsFromMirror", "fail over mirror m"),
+			func() { waitState(t, admin, "m", "STOPPED") }},
+		{describeMirrorConfigs("m"), [3]cell{{58, fmt.Sprintf(unauthMsg, "DescribeConfigs")},
+			{31, "DESCRIBE on CLUSTER is required to describe the configs of mirror m (principal User:alice)"}, {0, ""}}, nil},
+		{alterMirrorConfigs("m"), [3]cell{{58, fmt.Sprintf(unauthMsg, "IncrementalAlterConfigs")},
+			{31, "ALTER on CLUSTER is required to alter the configs of mirror m (principal User:alice)"}, {0, ""}}, nil},
+		{&protocol.DeleteMirrorRequest{MirrorName: "m"}, refusedAll("DeleteMirror", "delete mirror m"), nil},
+	}
+	who := []string{"unauthenticated", "alice", "admin"}
+	principals := []string{"", "User:alice", "User:admin"}
+	var cells []audit.Event
+	for _, st := range steps {
+		api := protocol.APIName(st.req.Key())
+		for i, send := range []func(kmsg.Request) kmsg.Response{unauth.request, kgoRequest(t, alice), kgoRequest(t, admin)} {
+			code, msg := outcome(send(st.req))
+			want := st.cells[i]
+			if code != want.code || (want.msg != "" && msg != want.msg) {
+				t.Errorf("%s as %s: %d %q, want %d %q", api, who[i], code, msg, want.code, want.msg)
+			}
+			e := audit.Event{API: api, Principal: principals[i], Decision: audit.Allowed, ErrorCode: code, Reason: want.msg}
+			if want.msg != "" {
+				e.Decision = audit.Refused
+			}
+			cells = append(cells, e)
+		}
+		if st.after != nil {
+			st.after()
+		}
+	}
+
+	// alice's describe shows the topics she may describe, but no cluster-wide jobs.
+	d := kgoRequest(t, alice)(&protocol.DescribeMirrorsRequest{}).(*protocol.DescribeMirrorsResponse)
+	if len(d.Mirrors) != 0 {
+		t.Errorf("alice still sees deleted mirror: %+v", d.Mirrors)
+	}
+
+	// The audit file has a line per decision; a few cells checked whole.
+	events := readAudit(t, auditPath)
+	for _, w := range []audit.Event{
+		{API: "CreateMirror", Decision: audit.Refused, ErrorCode: 58, Mirror: "m"},
+		{API: "RemoveTopicsFromMirror", Principal: "User:alice", Decision: audit.Refused, ErrorCode: 144, Mirror: "m",
+			Topics: []string{"orders"}, Reason: fmt.Sprintf(alterMsg, "fail over mirror m")},
+		{API: "RemoveTopicsFromMirror", Principal: "User:admin", Decision: audit.Allowed, Mirror: "m", Topics: []string{"orders"}, Reason: "ALTER on CLUSTER"},
+		{API: "WriteMirrorState", Principal: "User:admin", Decision: audit.Refused, ErrorCode: 144, Mirror: "m", Reason: writeRefusal},
+	} {
+		if !hasEvent(events, w) {
+			t.Errorf("no audit line %+v", w)
+		}
+	}
+	for _, w := range cells {
+		if !hasEvent(events, w) {
+			t.Errorf("no audit line for the cell %+v", w)
+		}
+	}
+	raw, _ := os.ReadFile(auditPath)
+	for _, user := range []string{kafkatest.AdminUser, kafkatest.AliceUser, kafkatest.KmirrorUser} {
+		if strings.Contains(string(raw), dst.Password(user)) {
+			t.Fatalf("the audit log carries %s's password", user)
+		}
+	}
+}
+
+const writeRefusal = "WriteMirrorState is never accepted from a client: kmirror instances write __mirror_state themselves, fenced by their writer epoch; use pause, resume or remove to change a mirror topic's state"
+
+func startSASLInstance(t *testing.T, dst *kafkatest.Cluster, auditPath string) *instance.Instance {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	in, err := instance.New(context.Background(), instance.Config{
+		Proxy: proxy.Config{Upstream: dst.Bootstrap(), Listen: "127.0.0.1:0", AuditLog: auditPath,
+			UpstreamSASL: proxy.UpstreamSASL{Mechanism: kafkatest.MechanismSCRAM, Username: kafkatest.KmirrorUser, Password: dst.Password(kafkatest.KmirrorUser)}},
+		Mirroring: true, StatePartitions: 10, SessionTimeout: 6 * time.Second, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := in.Start(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Logf("kmirror stopped: %v", err)
+		}
+	})
+	return in
+}
+
+func saslClient(t *testing.T, dst *kafkatest.Cluster, addr, user string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append(dst.UserOpts(user), kgo.SeedBrokers(addr), kgo.MaxVersions(protocol.KgoMaxVersions(nil)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func kgoRequest(t *testing.T, cl *kgo.Client) func(kmsg.Request) kmsg.Response {
+	return func(req kmsg.Request) kmsg.Response {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		resp, err := cl.Request(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", protocol.APIName(req.Key()), err)
+		}
+		return resp
+	}
+}
+
+// rawClient sends requests on a plain TCP connection that never authenticates.
+type rawClient struct {
+	t    *testing.T
+	addr string
+	conn net.Conn
+	br   *bufio.Reader
+	corr int32
+}
+
+func (c *rawClient) request(req kmsg.Request) kmsg.Response {
+	t := c.t
+	t.Helper()
+	if c.conn == nil {
+		conn, err := net.DialTimeout("tcp", c.addr, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		c.conn, c.br = conn, bufio.NewReader(conn)
+	}
+	if req.GetVersion() == 0 && req.MaxVersion() > 0 && !protocol.IsMirrorKey(req.Key()) {
+		req.SetVersion(req.MaxVersion())
+	}
+	c.corr++
+	_ = c.conn.SetDeadline(time.Now().Add(30 * time.Second))
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("unauthenticated")).AppendRequest(nil, req, c.corr)
+	if _, err := c.conn.Write(frame); err != nil {
+		t.Fatalf("%s: %v", protocol.APIName(req.Key()), err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c.br, size[:]); err != nil {
+		t.Fatalf("%s: reading response: %v", protocol.APIName(req.Key()), err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(c.br, body); err != nil {
+		t.Fatalf("%s: reading response: %v", protocol.APIName(req.Key()), err)
+	}
+	body = body[4:] // correlation id
+	if req.IsFlexible() {
+		body = body[1:] // no header tags
+	}
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatalf("%s: decoding response: %v", protocol.APIName(req.Key()), err)
+	}
+	return resp
+}
+
+// outcome is a response's error: the top-level one, or the first config resource's.
+func outcome(resp kmsg.Response) (int16, string) {
+	switch r := resp.(type) {
+	case *kmsg.DescribeConfigsResponse:
+		return r.Resources[0].ErrorCode, deref(r.Resources[0].ErrorMessage)
+	case *kmsg.IncrementalAlterConfigsResponse:
+		return r.Resources[0].ErrorCode, deref(r.Resources[0].ErrorMessage)
+	}
+	b, _ := json.Marshal(resp)
+	var top struct {
+		ErrorCode    int16
+		ErrorMessage *string
+	}
+	_ = json.Unmarshal(b, &top)
+	return top.ErrorCode, deref(top.ErrorMessage)
+}
+
+func describeMirrorConfigs(mirror string) kmsg.Request {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = 64, mirror
+	req.Resources = append(req.Resources, res)
+	return req
+}
+
+func alterMirrorConfigs(mirror string) kmsg.Request {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = 64, mirror
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = "replication.throttled.rate", kmsg.StringPtr("10000000")
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	return req
+}
+
+// waitState polls until every partition of the mirror is in state.
+func waitState(t *testing.T, cl *kgo.Client, mirror, state string) {
+	t.Helper()
+	polltest.Eventually(t, 2*time.Minute, "mirror "+mirror+" "+state, func() (bool, string) {
+		resp := kgoRequest(t, cl)(&protocol.DescribeMirrorsRequest{MirrorNames: []string{mirror}}).(*protocol.DescribeMirrorsResponse)
+		var states []string
+		for _, m := range resp.Mirrors {
+			for _, tp := range m.Topics {
+				for _, p := range tp.Partitions {
+					states = append(states, p.State)
+				}
+			}
+		}
+		for _, s := range states {
+			if s != state {
+				return false, strings.Join(states, ",")
+			}
+		}
+		return len(states) > 0, strings.Join(states, ",")
+	})
+}
+
+func readAudit(t *testing.T, path string) []audit.Event {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []audit.Event
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var e audit.Event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func hasEvent(events []audit.Event, w audit.Event) bool {
+	for _, e := range events {
+		if e.API == w.API && e.Principal == w.Principal && e.Decision == w.Decision && e.ErrorCode == w.ErrorCode &&
+			(w.Mirror == "" || e.Mirror == w.Mirror) && (w.Topics == nil || strings.Join(e.Topics, ",") == strings.Join(w.Topics, ",")) &&
+			(w.Reason == "" || e.Reason == w.Reason) && e.Client != "" && e.Listener != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAuthzNoAuthorizerReal: a destination without an authoriser (PLAINTEXT, no ACLs)
+// reports every operation allowed, so with client_auth none (the default there) an anonymous
+// client's mirror RPCs pass, as the broker would let it do anything; start-up says so.
+func TestAuthzNoAuthorizerReal(t *testing.T) {
+	dst := kafkatest.Start(t)
+	logs := &lockedBuffer{}
+	in := instancetest.Start(t, dst, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	cl := admin(t, in.Proxy.AdvertisedAddr())
+	r := request[*protocol.DeleteMirrorResponse](t, cl, &protocol.DeleteMirrorRequest{MirrorName: "nope"})
+	if r.ErrorCode != protocol.ErrUnknownMirror.Code {
+		t.Fatalf("anonymous DeleteMirror without an authoriser: %d %s, want UNKNOWN_MIRROR (past authorisation)", r.ErrorCode, deref(r.ErrorMessage))
+	}
+	polltest.Eventually(t, time.Minute, "the no-authoriser warning", func() (bool, string) {
+		return strings.Contains(logs.String(), "destination has no authorizer: every authenticated client may change mirrors"), ""
+	})
+	if !strings.Contains(logs.String(), "client authentication: none") {
+		t.Fatal("start-up did not say which client authentication applies")
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
