@@ -119,7 +119,9 @@ func destinationEnds(t *testing.T, c *kafkatest.Cluster, topic string) map[int32
 // restart), stops the copy, is logged at ERROR and reported by list,
 // describe and metrics; `kmirror mirrors --recover-state` continues the copy
 // from the destination log end, and the destination ends identical to the
-// source, offset by offset.
+// source, offset by offset (a plain topic record by record; a transactional
+// one with every commit and abort marker, written before, during and after
+// the loss).
 func TestStateLoss(t *testing.T) {
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t)
@@ -127,14 +129,23 @@ func TestStateLoss(t *testing.T) {
 	km, stop := instancetest.StartStoppable(t, dst, log1)
 	cl := admin(t, km.Proxy.Addr())
 
-	src.CreateKeptTopic(t, "orders", 2)
-	produce(t, src, "orders", 2, 500, kgo.Lz4Compression())
-	createMirror(t, cl, "dr", "bootstrap.servers", src.BootstrapString())
-	addTopics(t, cl, "dr", "orders")
-	waitMirrored(t, cl, "dr", map[string]int64{"orders": 1000})
-
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	src.CreateKeptTopic(t, "orders", 2)
+	produce(t, src, "orders", 2, 500, kgo.Lz4Compression())
+	// A transactional topic too: its markers must land at the source's offsets
+	// across the loss and the recovery.
+	src.CreateKeptTopic(t, "payments", 2)
+	txns := func(tag string, rounds int) {
+		t.Helper()
+		if _, _, err := txnRounds(t, ctx, src, "payments-app", "payments", 2, rounds, tag); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txns("before", 6)
+	createMirror(t, cl, "dr", "bootstrap.servers", src.BootstrapString())
+	addTopics(t, cl, "dr", "orders", "payments")
+	waitMirrored(t, cl, "dr", map[string]int64{"orders": 1000})
 	direct := dst.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	directAdm := kadm.NewClient(direct)
 
@@ -194,7 +205,7 @@ func TestStateLoss(t *testing.T) {
 		lost := metricValue(t, km, "kmirror_state_lost")
 		ok := len(errs) > 0 && strings.Contains(errs[0], "mirror=dr") &&
 			list.ErrorCode == protocol.ErrInvalidMirrorState.Code && strings.Contains(deref(list.ErrorMessage), "MIRROR STATE LOST") &&
-			desc.ErrorCode == protocol.ErrInvalidMirrorState.Code && strings.Contains(deref(desc.ErrorMessage), "dr (topics orders)") && lost == 1
+			desc.ErrorCode == protocol.ErrInvalidMirrorState.Code && strings.Contains(deref(desc.ErrorMessage), "dr (topics orders,payments)") && lost == 1
 		return ok, fmt.Sprintf("error lines %q; list %d %q; describe %d %q; gauge %v", errs, list.ErrorCode, deref(list.ErrorMessage), desc.ErrorCode, deref(desc.ErrorMessage), lost)
 	})
 	if n := len(logs1.lines("level=ERROR", "MIRROR STATE LOST")); n != 1 {
@@ -205,6 +216,7 @@ func TestStateLoss(t *testing.T) {
 	}
 	// Nothing is copied without state: records produced now stay on the source.
 	produce(t, src, "orders", 2, 150, kgo.Lz4Compression())
+	txns("during", 6)
 	before := destinationEnds(t, dst, "orders")
 	stop()
 	if got := destinationEnds(t, dst, "orders"); got[0]+got[1] != 1200 || before[0]+before[1] != 1200 {
@@ -234,8 +246,8 @@ func TestStateLoss(t *testing.T) {
 		descOK := len(desc.Mirrors) == 1 && desc.Mirrors[0].Name == "dr" && desc.Mirrors[0].ErrorCode == protocol.ErrInvalidMirrorState.Code &&
 			strings.Contains(deref(desc.Mirrors[0].ErrorMessage), "MIRROR STATE LOST")
 		listOK := list.ErrorCode == protocol.ErrInvalidMirrorState.Code && len(list.Mirrors) == 1 && list.Mirrors[0].Name == "dr" &&
-			strings.Join(list.Mirrors[0].TopicNames, ",") == "orders"
-		ok := len(errs) == 1 && strings.Contains(errs[0], "topics=orders") && listOK && descOK && lost == 1
+			strings.Join(list.Mirrors[0].TopicNames, ",") == "orders,payments"
+		ok := len(errs) == 1 && strings.Contains(errs[0], "topics=orders,payments") && listOK && descOK && lost == 1
 		return ok, fmt.Sprintf("error lines %q; list %+v %q; describe %+v; gauge %v", errs, list.Mirrors, deref(list.ErrorMessage), desc.Mirrors, lost)
 	})
 	var out, errw bytes.Buffer
@@ -255,8 +267,12 @@ func TestStateLoss(t *testing.T) {
 		t.Fatalf("kmirror mirrors --recover-state: %v\n%s%s", err, out.String(), errw.String())
 	}
 	produce(t, src, "orders", 2, 200, kgo.Lz4Compression())
-	waitMirrored(t, cl2, "dr", map[string]int64{"orders": 1900})
+	txns("after", 3)
+	var payments int64
+	stableEnds(t, src.Client(t), "payments").Each(func(o kadm.ListedOffset) { payments += o.Offset })
+	waitMirrored(t, cl2, "dr", map[string]int64{"orders": 1900, "payments": payments})
 	mirrortest.VerifyIdentical(t, src.Client(t), direct, "orders")
+	mirrortest.VerifyLog(t, src.Client(t), direct, false, "payments")
 	if err := refusedThroughProxy(t, km2, "orders"); !errors.Is(err, kerr.PolicyViolation) {
 		t.Fatalf("produce to the recovered mirror topic: %v, want POLICY_VIOLATION", err)
 	}
