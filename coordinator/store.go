@@ -112,10 +112,13 @@ func (s *Store) Run(ctx context.Context) {
 			case errors.Is(err, kgo.ErrClientClosed):
 				// reset replaced the tail.
 			case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
-				// Never created yet, or deleted: the loss check tells which.
-				select {
-				case s.gone <- struct{}{}:
-				default:
+				// Deleted (check at once), or never created yet (nothing
+				// to check: the periodic check notices the first one).
+				if id, frozen := s.ID(); !id.IsZero() && !frozen {
+					select {
+					case s.gone <- struct{}{}:
+					default:
+					}
 				}
 			default:
 				s.log.Warn("reading mirror state", "topic", topic, "partition", p, "err", err)
