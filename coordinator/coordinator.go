@@ -32,6 +32,7 @@ type Config struct {
 	StateTopic             string        // default __mirror_state
 	StatePartitions        int32         // default 50; never change it once created
 	StateReplicationFactor int16         // default 3, clamped to the broker count
+	MarksTopic             string        // default __mirror_state_marks (stateloss.go)
 	GroupID                string        // default kmirror-coordinators
 	SessionTimeout         time.Duration // default 10s: how fast a dead instance's share moves
 	DataPath               DataPath
@@ -41,6 +42,9 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.StateTopic == "" {
 		c.StateTopic = statetopic.TopicName
+	}
+	if c.MarksTopic == "" {
+		c.MarksTopic = statetopic.MarksTopicName
 	}
 	if c.StatePartitions <= 0 {
 		c.StatePartitions = 50
@@ -77,6 +81,9 @@ type Coordinator struct {
 	owned         map[int32]bool
 	numPartitions int32 // of the state topic, once it exists
 	workers       map[statetopic.Key]*worker
+
+	lossMu sync.Mutex // one CheckState at a time
+	loss   lossTracker
 }
 
 // New connects to the destination. Run starts the work.
@@ -93,6 +100,11 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.loss.marks, err = newMarksTopic(cfg.MarksTopic, cfg.StateReplicationFactor, cfg.Client, cfg.Logger)
+	if err != nil {
+		c.store.Close()
+		return nil, err
+	}
 	c.group, err = kgo.NewClient(append(cfg.Client,
 		kgo.ConsumerGroup(cfg.GroupID),
 		kgo.ConsumeTopics(cfg.StateTopic),
@@ -107,10 +119,19 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	)...)
 	if err != nil {
 		c.store.Close()
+		c.loss.marks.close()
 		return nil, fmt.Errorf("coordinator: group client: %w", err)
 	}
 	// Membership is all this client is for; the Store reads the records.
 	c.group.PauseFetchTopics(cfg.StateTopic)
+	// Know before serving whether state was lost while no instance ran, so
+	// the read-only set includes the lost mirrors' topics from the start;
+	// an unreachable destination is retried by Run.
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := c.CheckState(cctx); err != nil {
+		c.log.Warn("checking the mirror state topic at start-up; retrying while running", "err", err)
+	}
 	return c, nil
 }
 
@@ -165,16 +186,21 @@ func (c *Coordinator) Write(ctx context.Context, recs ...Record) error {
 func (c *Coordinator) Close() {
 	c.group.Close()
 	c.store.Close()
+	c.loss.marks.close()
 }
 
 // Run works until ctx ends, then stops every worker (without writing state:
 // the next owner finishes what this one started) and closes the clients.
 func (c *Coordinator) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		c.store.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		c.runLossCheck(ctx)
 	}()
 	go func() {
 		defer wg.Done()
@@ -190,6 +216,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			c.group.Close()
 			wg.Wait()
 			c.store.Close()
+			c.loss.marks.close()
 			return nil
 		case <-c.store.Changed():
 		case <-c.wake:
@@ -242,6 +269,11 @@ func (c *Coordinator) revoked(_ context.Context, _ *kgo.Client, m map[string][]i
 // tells every worker to look at the state again.
 func (c *Coordinator) reconcile(ctx context.Context) {
 	if ctx.Err() != nil {
+		return
+	}
+	if _, frozen := c.store.ID(); frozen {
+		// No state to fence or position a copy: copy nothing (stateloss.go).
+		c.stopWorkers(func(statetopic.Key) bool { return true })
 		return
 	}
 	n, err := c.StatePartitions(ctx)

@@ -85,7 +85,45 @@ func (c *Coordinator) RegisterMetrics(meter metric.Meter) error {
 	if err != nil {
 		return fmt.Errorf("coordinator metrics: %w", err)
 	}
+	if err := c.registerLossMetrics(meter); err != nil {
+		return err
+	}
 	return registerSyncMetrics(meter, c.store)
+}
+
+// registerLossMetrics publishes whether mirror state is lost (stateloss.go)
+// and how many state records could not be decoded: both are for alerts.
+func (c *Coordinator) registerLossMetrics(meter metric.Meter) error {
+	lost, err := meter.Int64ObservableGauge("kmirror.state.lost",
+		metric.WithDescription("1 while mirror state is lost (__mirror_state deleted or replaced behind kmirror's back): the lost mirrors' topics stay read-only and are not copied until recovered (kmirror mirrors --recover-state); else 0."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	lostMirrors, err := meter.Int64ObservableGauge("kmirror.state.lost.mirrors",
+		metric.WithDescription("Mirrors whose state is lost and not yet recovered."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	undecodable, err := meter.Int64ObservableCounter("kmirror.state.undecodable_records",
+		metric.WithDescription("__mirror_state records this instance could not decode (logged at ERROR with partition and offset, never applied)."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		l := c.Loss()
+		v := int64(0)
+		if l.Lost() {
+			v = 1
+		}
+		o.ObserveInt64(lost, v)
+		o.ObserveInt64(lostMirrors, int64(len(l.Mirrors)))
+		o.ObserveInt64(undecodable, c.store.Undecodable())
+		return nil
+	}, lost, lostMirrors, undecodable)
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	return nil
 }
 
 // registerSyncMetrics publishes what the mirrors' sync jobs last achieved,

@@ -23,15 +23,25 @@ type Store struct {
 	partitions int32
 	rf         int16
 	log        *slog.Logger
-	tail       *kgo.Client
-	producer   *kgo.Client
+	tailOpts   []kgo.Opt
+	writeOpts  []kgo.Opt
+	adminCl    *kgo.Client
 	admin      *kadm.Client
+	gone       chan struct{} // cap 1: a fetch said the topic is missing
 
 	mu      sync.RWMutex
+	tail    *kgo.Client // replaced when the view restarts on a new state topic
+	writer  *kgo.Client // replaced with tail: it would keep the old topic's id
 	view    *statetopic.View
 	pos     map[int32]int64 // next offset to apply, per state partition
-	changed chan struct{}   // closed and replaced after every applied batch
-	bad     int             // records that could not be decoded (logged)
+	changed chan struct{}   // closed and replaced after every applied batch and loss change
+	bad     int64           // records that could not be decoded (logged, never applied)
+	// id is the topic id of the state topic the view was read from (zero
+	// until it is first seen). frozen means that topic is gone: the view is
+	// its last known state, kept for the read-only set, and nothing more is
+	// applied or written (stateloss.go).
+	id     statetopic.UUID
+	frozen bool
 }
 
 // StoreConfig configures a Store.
@@ -48,65 +58,162 @@ type StoreConfig struct {
 func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	s := &Store{
 		topic: cfg.Topic, partitions: cfg.Partitions, rf: cfg.ReplicationFactor, log: cfg.Logger,
-		view: statetopic.NewView(), pos: map[int32]int64{}, changed: make(chan struct{}),
+		view: statetopic.NewView(), pos: map[int32]int64{}, changed: make(chan struct{}), gone: make(chan struct{}, 1),
 	}
-	var err error
-	s.tail, err = kgo.NewClient(append(cfg.Client,
+	s.tailOpts = append(append([]kgo.Opt(nil), cfg.Client...),
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(200*time.Millisecond),
 		// The topic may appear later (first CreateMirror): notice it soon.
 		kgo.MetadataMinAge(250*time.Millisecond),
 		kgo.MetadataMaxAge(5*time.Second),
-	)...)
+	)
+	var err error
+	s.tail, err = kgo.NewClient(s.tailOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: state tail client: %w", err)
 	}
-	s.producer, err = kgo.NewClient(append(cfg.Client,
+	s.writeOpts = append(append([]kgo.Opt(nil), cfg.Client...),
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
-	)...)
+	)
+	s.writer, err = kgo.NewClient(s.writeOpts...)
 	if err != nil {
 		s.tail.Close()
 		return nil, fmt.Errorf("coordinator: state producer client: %w", err)
 	}
-	s.admin = kadm.NewClient(s.producer)
+	s.adminCl, err = kgo.NewClient(cfg.Client...)
+	if err != nil {
+		s.tail.Close()
+		s.writer.Close()
+		return nil, fmt.Errorf("coordinator: state admin client: %w", err)
+	}
+	s.admin = kadm.NewClient(s.adminCl)
 	return s, nil
 }
 
-// Run applies tailed records until ctx ends.
+// Run applies tailed records until ctx ends. A record that does not decode
+// is logged at ERROR with its partition and offset, counted
+// (Undecodable) and skipped: it is never applied, and the records after it
+// are.
 func (s *Store) Run(ctx context.Context) {
 	for {
-		fs := s.tail.PollFetches(ctx)
+		s.mu.RLock()
+		tail := s.tail
+		s.mu.RUnlock()
+		fs := tail.PollFetches(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		fs.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			switch {
+			case errors.Is(err, kgo.ErrClientClosed):
+				// reset replaced the tail.
+			case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
+				// Deleted (check at once), or never created yet (nothing
+				// to check: the periodic check notices the first one).
+				if id, frozen := s.ID(); !id.IsZero() && !frozen {
+					select {
+					case s.gone <- struct{}{}:
+					default:
+					}
+				}
+			default:
 				s.log.Warn("reading mirror state", "topic", topic, "partition", p, "err", err)
 			}
 		})
 		s.mu.Lock()
+		if s.frozen || tail != s.tail {
+			// The state topic is gone or replaced: what this tail still
+			// returns is not the state the view was read from.
+			s.mu.Unlock()
+			continue
+		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if err := s.view.Apply(r.Key, r.Value); err != nil {
 				s.bad++
-				s.log.Error("skipping undecodable mirror state record; run `kmirror dump-state` to inspect it",
-					"partition", r.Partition, "offset", r.Offset, "err", err)
+				s.log.Error("skipping undecodable mirror state record (not applied); run `kmirror dump-state` to inspect it",
+					"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 			}
 			s.pos[r.Partition] = r.Offset + 1
 		})
-		close(s.changed)
-		s.changed = make(chan struct{})
+		s.notifyLocked()
 		s.mu.Unlock()
 	}
 }
 
+func (s *Store) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Undecodable counts the state records this instance could not decode.
+func (s *Store) Undecodable() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.bad
+}
+
+// ID is the topic id of the state topic the view was read from (zero
+// before it is first seen), and whether that topic is gone (frozen).
+func (s *Store) ID() (id statetopic.UUID, frozen bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.id, s.frozen
+}
+
+// adopt records the id of the state topic the tail reads, when first seen.
+func (s *Store) adopt(id statetopic.UUID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.id.IsZero() {
+		s.id = id
+	}
+}
+
+// freeze keeps the view as it is: the state topic it was read from is gone.
+func (s *Store) freeze() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.frozen = true
+	s.notifyLocked()
+}
+
+// reset starts a new, empty view read from the state topic with id: the
+// previous one is gone and its view is no longer the state.
+func (s *Store) reset(id statetopic.UUID) error {
+	tail, err := kgo.NewClient(s.tailOpts...)
+	if err != nil {
+		return fmt.Errorf("coordinator: state tail client: %w", err)
+	}
+	writer, err := kgo.NewClient(s.writeOpts...)
+	if err != nil {
+		tail.Close()
+		return fmt.Errorf("coordinator: state producer client: %w", err)
+	}
+	s.mu.Lock()
+	oldTail, oldWriter := s.tail, s.writer
+	s.tail, s.writer, s.view, s.pos, s.id, s.frozen = tail, writer, statetopic.NewView(), map[int32]int64{}, id, false
+	s.notifyLocked()
+	s.mu.Unlock()
+	oldTail.Close()
+	oldWriter.Close()
+	return nil
+}
+
+// Gone is signalled when a fetch found the state topic missing.
+func (s *Store) Gone() <-chan struct{} { return s.gone }
+
 // Close releases the clients.
 func (s *Store) Close() {
-	s.tail.Close()
-	s.producer.Close()
+	s.mu.RLock()
+	tail, writer := s.tail, s.writer
+	s.mu.RUnlock()
+	tail.Close()
+	writer.Close()
+	s.adminCl.Close()
 }
 
 // Read runs fn with the view under the read lock; fn must not keep pointers
@@ -177,12 +284,20 @@ func (s *Store) Partitions(ctx context.Context) (int32, error) {
 	return int32(len(t.Partitions)), nil
 }
 
+// ErrStateLost refuses writes while the state topic is gone: writing would
+// re-create it empty (or write into one someone re-created) and forget
+// every mirror in it.
+var ErrStateLost = errors.New("the mirror state topic was deleted or replaced behind kmirror's back; nothing is written until the state is recovered (kmirror mirrors --recover-state)")
+
 // ErrNoStateTopic means no mirror was ever created on this destination.
 var ErrNoStateTopic = errors.New("the mirror state topic does not exist yet (no mirror was created)")
 
 // Write appends records (a nil value is a tombstone) and returns once this
 // instance's view has applied them.
 func (s *Store) Write(ctx context.Context, numPartitions int32, recs ...Record) error {
+	if _, frozen := s.ID(); frozen {
+		return ErrStateLost
+	}
 	krs := make([]*kgo.Record, len(recs))
 	for i, r := range recs {
 		var value []byte
@@ -195,7 +310,10 @@ func (s *Store) Write(ctx context.Context, numPartitions int32, recs ...Record) 
 		}
 		krs[i] = &kgo.Record{Key: r.Key.Bytes(), Value: value, Partition: r.Key.StatePartition(numPartitions)}
 	}
-	if err := s.producer.ProduceSync(ctx, krs...).FirstErr(); err != nil {
+	s.mu.RLock()
+	writer := s.writer
+	s.mu.RUnlock()
+	if err := writer.ProduceSync(ctx, krs...).FirstErr(); err != nil {
 		return fmt.Errorf("coordinator: write mirror state: %w", err)
 	}
 	want := map[int32]int64{}

@@ -32,6 +32,7 @@ type topicRule struct {
 	localKeys map[string]bool // topic configs the destination keeps (topic.properties.exclude)
 	writable  map[int32]bool  // partitions already STOPPED
 	states    map[int32]protocol.MirrorState
+	lost      bool // the mirror's state was lost: read-only until recovered
 }
 
 // FromView builds the read-only set: every topic of every mirror, with the
@@ -64,6 +65,18 @@ func FromView(v *statetopic.View) *ReadOnlySet {
 	return s
 }
 
+// WithLost adds the topics of mirrors whose state was lost (topic → mirror):
+// they stay read-only, whole, until the mirror is recovered. Topics the view
+// already holds keep their rule.
+func (s *ReadOnlySet) WithLost(topics map[string]string) *ReadOnlySet {
+	for topic, mirror := range topics {
+		if _, ok := s.topics[topic]; !ok {
+			s.topics[topic] = &topicRule{mirror: mirror, writable: map[int32]bool{}, states: map[int32]protocol.MirrorState{}, lost: true}
+		}
+	}
+	return s
+}
+
 // Empty reports whether no topic is read-only.
 func (s *ReadOnlySet) Empty() bool { return s == nil || len(s.topics) == 0 }
 
@@ -90,6 +103,10 @@ func (s *ReadOnlySet) refusal(topic string, partition int32) string {
 	}
 	if partition >= 0 && r.writable[partition] {
 		return ""
+	}
+	if r.lost {
+		return fmt.Sprintf("topic %q is a read-only mirror topic of mirror %q, whose state was lost (__mirror_state deleted or replaced); "+
+			"it stays read-only until the mirror is recovered: kmirror mirrors --recover-state --mirror %s --config FILE", topic, r.mirror, r.mirror)
 	}
 	state := "not yet STOPPED"
 	if partition >= 0 {

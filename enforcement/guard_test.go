@@ -220,3 +220,21 @@ func FuzzFilterProduce(f *testing.F) {
 		}
 	})
 }
+
+// A lost mirror's topic is read-only whole, with the way to recover it;
+// a topic the view holds keeps the view's rule.
+func TestWithLostKeepsLostTopicsReadOnly(t *testing.T) {
+	g := testGuard(t)
+	g.Update(g.Set().WithLost(map[string]string{"payments": "old", "orders": "old"}))
+	s := g.Set()
+	why := s.refusal("payments", 3)
+	if !strings.Contains(why, `mirror "old", whose state was lost`) || !strings.Contains(why, "kmirror mirrors --recover-state --mirror old") {
+		t.Fatalf("refusal of a lost mirror's topic: %q", why)
+	}
+	if s.refusal("orders", 0) != "" || s.Mirror("orders") != "dr" {
+		t.Fatalf("orders/0 is STOPPED in the view and must stay writable (mirror %q)", s.Mirror("orders"))
+	}
+	if s.refusal("other", 0) != "" {
+		t.Fatal("a topic of no mirror refused")
+	}
+}

@@ -1,18 +1,30 @@
 package protocol
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // CreateMirror (key 94, v0, flexible) creates a named mirror: the link to
 // one source cluster and its mirror-level configuration (bootstrap.servers,
 // security, topic and group filters, fetch sizing). Errors:
 // MIRROR_ALREADY_EXISTS, INVALID_CONFIG, MIRROR_AUTHORIZATION_FAILED.
+//
+// RecoverState (tag 0, kmirror's own) asks to rebuild a mirror whose state
+// was lost (__mirror_state deleted or replaced behind kmirror's back): the
+// mirror is recorded again with the given configs and the destination topics
+// kmirror still knows as its mirror topics, which continue from their log
+// ends (docs/DESIGN.md, "When __mirror_state is lost"). Clients that do not
+// know the tag never send it; a server that does not know it ignores it.
 
 // CreateMirrorRequest creates a mirror.
 type CreateMirrorRequest struct {
-	Version     int16
-	MirrorName  string
-	Configs     []CreateMirrorRequestConfig
-	UnknownTags kmsg.Tags
+	Version    int16
+	MirrorName string
+	Configs    []CreateMirrorRequestConfig
+	// RecoverState (tag 0): rebuild the lost state of this mirror.
+	RecoverState bool
+	UnknownTags  kmsg.Tags
 }
 
 // CreateMirrorRequestConfig is one mirror configuration key.
@@ -47,13 +59,20 @@ func (v *CreateMirrorRequest) ReadFrom(src []byte) error { return readMessage(v,
 func (v *CreateMirrorRequest) AppendTo(dst []byte) []byte {
 	dst = appendString(dst, v.MirrorName)
 	dst = appendArray(dst, v.Configs)
-	return appendTags(dst, &v.UnknownTags)
+	return appendTags(dst, &v.UnknownTags,
+		taggedField{0, v.RecoverState, func(dst []byte) []byte { return kbin.AppendBool(dst, true) }})
 }
 
 func (v *CreateMirrorRequest) readFrom(d *decoder) {
 	v.MirrorName = d.string()
 	v.Configs = readArray[CreateMirrorRequestConfig](d)
-	d.tags(&v.UnknownTags, nil)
+	d.tags(&v.UnknownTags, func(tag uint32, fd *decoder) bool {
+		if tag != 0 {
+			return false
+		}
+		v.RecoverState = fd.bool()
+		return true
+	})
 }
 
 func (v *CreateMirrorRequestConfig) appendTo(dst []byte) []byte {

@@ -47,7 +47,12 @@ func CheckMirrorName(name string) error {
 
 // CatchUp makes the view include every state write made before the call, on
 // any instance. Without a state topic there is nothing to catch up with.
+// While the state topic is gone (deleted behind kmirror's back) it answers
+// the state loss: the view is only the last known state.
 func (b *Backend) CatchUp(ctx context.Context) error {
+	if l := b.Coord.Loss(); l.Frozen {
+		return l.Error("")
+	}
 	if _, err := b.Coord.StatePartitions(ctx); errors.Is(err, coordinator.ErrNoStateTopic) {
 		return nil
 	} else if err != nil {
@@ -67,6 +72,9 @@ func (b *Backend) Mirror(ctx context.Context, name string) (*statetopic.Mirror, 
 	}
 	if err := b.CatchUp(ctx); err != nil {
 		return nil, err
+	}
+	if l := b.Coord.Loss(); l.Mirrors[name] != nil {
+		return nil, l.Error(name)
 	}
 	var m *statetopic.Mirror
 	b.Coord.Store().Read(func(v *statetopic.View) { m = CopyMirror(v.Mirror(name)) })

@@ -18,7 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Handle creates the mirror or says why not.
+// Handle creates the mirror (or, with RecoverState, rebuilds a lost one:
+// recover.go) or says why not.
 func Handle(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorRequest) *protocol.CreateMirrorResponse {
 	resp := protocol.NewPtrCreateMirrorResponse()
 	resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(create(ctx, b, req))
@@ -52,8 +53,15 @@ func create(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorR
 	if err != nil {
 		return protocol.ErrInvalidConfig.WithMessage("%v; every instance must resolve it (the one that answered this request cannot)", err)
 	}
+	if req.RecoverState {
+		return recoverState(ctx, b, req.MirrorName, configs, stored, resolved)
+	}
 	if err := b.CatchUp(ctx); err != nil {
 		return err
+	}
+	if b.Coord.Loss().Mirrors[req.MirrorName] != nil {
+		return protocol.ErrMirrorAlreadyExists.WithMessage("mirror %q exists, but its state was lost: recover it with `kmirror mirrors --recover-state --mirror %s --config FILE`, or choose another name",
+			req.MirrorName, req.MirrorName)
 	}
 	exists := false
 	b.Coord.Store().Read(func(v *statetopic.View) { exists = v.RawMirror(req.MirrorName) != nil })

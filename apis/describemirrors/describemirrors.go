@@ -8,6 +8,7 @@ package describemirrors
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -29,6 +30,14 @@ func Handle(ctx context.Context, b *apicore.Backend, req *protocol.DescribeMirro
 	names := req.MirrorNames
 	if len(names) == 0 {
 		b.Coord.Store().Read(func(v *statetopic.View) { names = v.MirrorNames() })
+		// Lost mirrors are described too, each with the error that says
+		// its state was lost (Backend.Mirror).
+		for name := range b.Coord.Loss().Mirrors {
+			if !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+		sort.Strings(names)
 	}
 	for _, name := range names {
 		resp.Mirrors = append(resp.Mirrors, describe(ctx, b, name))

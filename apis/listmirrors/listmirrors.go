@@ -4,6 +4,8 @@ package listmirrors
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
@@ -28,5 +30,19 @@ func Handle(ctx context.Context, b *apicore.Backend, req *protocol.ListMirrorsRe
 			resp.Mirrors = append(resp.Mirrors, out)
 		}
 	})
+	// Mirrors whose state was lost are listed with the error that says so
+	// (INVALID_MIRROR_STATE, "MIRROR STATE LOST: ..."): never silently
+	// left out.
+	if l := b.Coord.Loss(); l.Lost() {
+		resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(l.Error(""))
+		for _, name := range slices.Sorted(maps.Keys(l.Mirrors)) {
+			topics := slices.Sorted(maps.Keys(l.Mirrors[name]))
+			out := protocol.ListMirrorsResponseMirror{Name: name, TopicCount: int32(len(topics))}
+			if req.IncludeTopicNames {
+				out.TopicNames = topics
+			}
+			resp.Mirrors = append(resp.Mirrors, out)
+		}
+	}
 	return resp
 }

@@ -128,6 +128,8 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	in.Guard.SetInternals(enforcement.Internals{StateTopic: in.Coord.StateTopic(), GroupID: in.Coord.GroupID(),
 		TransactionalIDPrefix: coordinator.TransactionalIDPrefix})
 	p.SetGuard(in.Guard)
+	// Lost mirrors' topics are read-only from the first request on.
+	in.Guard.Update(enforcement.FromView(statetopic.NewView()).WithLost(in.Coord.Loss().Topics()))
 	meter := p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")
 	in.rpo = describemirrors.NewSampler(in.Backend, 0)
 	if err := errors.Join(in.Coord.RegisterMetrics(meter), in.rpo.RegisterMetrics(meter)); err != nil {
@@ -248,13 +250,14 @@ func (in *Instance) Run(ctx context.Context) error {
 }
 
 // followReadOnlySet rebuilds the guard's read-only set whenever the mirror
-// state changes.
+// state changes: the view's mirror topics, and those of mirrors whose state
+// was lost (coordinator/stateloss.go).
 func (in *Instance) followReadOnlySet(ctx context.Context) {
 	for {
 		changed := in.Coord.Store().Changed()
 		var set *enforcement.ReadOnlySet
 		in.Coord.Store().Read(func(v *statetopic.View) { set = enforcement.FromView(v) })
-		in.Guard.Update(set)
+		in.Guard.Update(set.WithLost(in.Coord.Loss().Topics()))
 		select {
 		case <-ctx.Done():
 			return

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +39,23 @@ func Start(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger, configure ...
 // checks.
 func StartWith(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger, edit func(*instance.Config)) (*instance.Instance, error) {
 	t.Helper()
+	in, _, err := start(t, dst, log, edit)
+	return in, err
+}
+
+// StartStoppable is Start with a function that stops the instance before the test ends
+// (a restart in the test); calling it again, or not at all, is fine.
+func StartStoppable(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger) (*instance.Instance, func()) {
+	t.Helper()
+	in, stop, err := start(t, dst, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, stop
+}
+
+func start(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger, edit func(*instance.Config)) (*instance.Instance, func(), error) {
+	t.Helper()
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -55,7 +73,7 @@ func StartWith(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger, edit func
 	}
 	in, err := instance.New(context.Background(), cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := in.Start(ctx); err != nil {
@@ -64,11 +82,15 @@ func StartWith(t testing.TB, dst *kafkatest.Cluster, log *slog.Logger, edit func
 	}
 	done := make(chan error, 1)
 	go func() { done <- in.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Logf("kmirror stopped: %v", err)
-		}
-	})
-	return in, nil
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Logf("kmirror stopped: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return in, stop, nil
 }

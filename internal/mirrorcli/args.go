@@ -37,9 +37,12 @@ const (
 	ActDescribe Action = "describe"
 	ActDelete   Action = "delete"
 	ActAlter    Action = "alter"
+	// ActRecoverState rebuilds a mirror whose state was lost
+	// (__mirror_state deleted or replaced straight at a broker).
+	ActRecoverState Action = "recover-state"
 )
 
-var actions = []Action{ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActList, ActDescribe, ActDelete, ActAlter}
+var actions = []Action{ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActList, ActDescribe, ActDelete, ActAlter, ActRecoverState}
 
 // MirrorsArgs is a parsed `kmirror mirrors` command line.
 type MirrorsArgs struct {
@@ -138,8 +141,8 @@ func ParseTopics(flagName, v string) (TopicSelection, error) {
 
 // flagUse lists which actions take each optional flag.
 var flagUse = map[string][]Action{
-	"mirror":        {ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActDescribe, ActDelete, ActAlter},
-	"mirror-config": {ActCreate, ActAlter},
+	"mirror":        {ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActDescribe, ActDelete, ActAlter, ActRecoverState},
+	"mirror-config": {ActCreate, ActAlter, ActRecoverState},
 	"add-config":    {ActAlter},
 	"delete-config": {ActAlter},
 	"configs":       {ActDescribe},
@@ -199,7 +202,7 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 	}
 	switch len(chosen) {
 	case 0:
-		return nil, usagef("no action given; give exactly one of --create, --add, --remove, --pause, --resume, --list, --describe, --delete, --alter")
+		return nil, usagef("no action given; give exactly one of --create, --add, --remove, --pause, --resume, --list, --describe, --delete, --alter, --recover-state")
 	case 1:
 	default:
 		return nil, usagef("%s given together; give exactly one action per command", strings.Join(chosen, " and "))
@@ -222,6 +225,9 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 	}
 	if set["mirror"] && a.Mirror == "" {
 		return nil, usagef("--mirror is empty; give the mirror's name")
+	}
+	if a.Action == ActRecoverState && a.MirrorConfig == "" {
+		return nil, usagef("--recover-state needs --mirror-config FILE: the mirror's configs as given to --create (at least bootstrap.servers=SOURCE:PORT)")
 	}
 	if a.Action == ActCreate && a.MirrorConfig == "" {
 		return nil, usagef("--create needs --mirror-config FILE: a properties file with at least bootstrap.servers=SOURCE:PORT of the source cluster")
@@ -438,6 +444,13 @@ Actions (exactly one):
         alter re-saves the mirror's secrets with the answering instance's current
         key (after a key rotation, or to encrypt one an older kmirror stored in clear).
   --describe --mirror M --configs       the mirror's configs, with defaults
+  --recover-state --mirror M --mirror-config FILE
+        rebuild mirror M after its state was lost (__mirror_state deleted or
+        re-created straight at a broker; --list and --describe then say
+        MIRROR STATE LOST and its topics stay read-only). FILE holds the mirror's
+        configs as given to --create. The topics kmirror still knows as M's are
+        mirrored again from their destination log ends: nothing is copied twice.
+        Add include patterns again with --add afterwards.
 
 TOPICS is either topic names separated by commas (orders,payments), or, when the
 value has any character a topic name cannot have, ONE regular expression matched

@@ -79,6 +79,11 @@ func TestParseMirrorsArgs(t *testing.T) {
 		{"pause", []string{"--pause", "--mirror", "dr", "--topics", "a"}, &MirrorsArgs{Action: ActPause, Mirror: "dr", Topics: TopicSelection{Names: []string{"a"}}}, ""},
 		{"resume", []string{"--resume", "--mirror", "dr", "--topics", "a"}, &MirrorsArgs{Action: ActResume, Mirror: "dr", Topics: TopicSelection{Names: []string{"a"}}}, ""},
 		{"delete", []string{"--delete", "--mirror", "dr"}, &MirrorsArgs{Action: ActDelete, Mirror: "dr"}, ""},
+		{"recover state", []string{"--recover-state", "--mirror", "dr", "--mirror-config", "m.properties"},
+			&MirrorsArgs{Action: ActRecoverState, Mirror: "dr", MirrorConfig: "m.properties"}, ""},
+		{"recover state without config", []string{"--recover-state", "--mirror", "dr"}, nil, "--recover-state needs --mirror-config FILE"},
+		{"recover state without mirror", []string{"--recover-state", "--mirror-config", "f"}, nil, "--recover-state needs --mirror NAME"},
+		{"recover state with topics", []string{"--recover-state", "--mirror", "dr", "--mirror-config", "f", "--topics", "a"}, nil, "--topics does not apply to --recover-state"},
 
 		{"no action", nil, nil, "no action given; give exactly one of --create"},
 		{"two actions", []string{"--list", "--describe"}, nil, "--list and --describe given together"},

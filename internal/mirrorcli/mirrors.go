@@ -38,7 +38,7 @@ func RunMirrors(ctx context.Context, a *MirrorsArgs, stdout, stderr io.Writer) e
 	// Read the mirror config before connecting, so a bad file is reported
 	// without waiting on the network.
 	var configs []protocol.CreateMirrorRequestConfig
-	if a.Action == ActCreate || (a.Action == ActAlter && a.MirrorConfig != "") {
+	if a.Action == ActCreate || a.Action == ActRecoverState || (a.Action == ActAlter && a.MirrorConfig != "") {
 		if configs, err = readMirrorConfig(a.MirrorConfig); err != nil {
 			return err
 		}
@@ -77,6 +77,8 @@ func RunMirrors(ctx context.Context, a *MirrorsArgs, stdout, stderr io.Writer) e
 		return r.delete(ctx)
 	case ActAlter:
 		return r.alter(ctx, configs)
+	case ActRecoverState:
+		return r.recoverState(ctx, configs)
 	}
 	return usagef("unknown action %q", a.Action)
 }
@@ -158,6 +160,23 @@ func (r *runner) create(ctx context.Context, configs []protocol.CreateMirrorRequ
 		id = "looked up by the proxy"
 	}
 	fmt.Fprintf(r.out, "Created mirror %s from source cluster %s (cluster id %s).\n", r.a.Mirror, m["bootstrap.servers"], id)
+	return nil
+}
+
+// recoverState sends CreateMirror with RecoverState: the proxy records the
+// mirror again with these configs and the topics it still knows as the
+// mirror's, which continue from their destination log ends.
+func (r *runner) recoverState(ctx context.Context, configs []protocol.CreateMirrorRequestConfig) error {
+	req := &protocol.CreateMirrorRequest{MirrorName: r.a.Mirror, Configs: configs, RecoverState: true}
+	resp, err := r.c.request(ctx, req)
+	if err != nil {
+		return err
+	}
+	cr := resp.(*protocol.CreateMirrorResponse)
+	if err := protocol.ResponseError(cr.ErrorCode, cr.ErrorMessage); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.out, "Recovered mirror %s: its topics are mirrored again from their destination log ends; `kmirror mirrors --describe --mirror %s` shows them.\n", r.a.Mirror, r.a.Mirror)
 	return nil
 }
 
