@@ -138,6 +138,9 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 // StateTopic is the name of the state topic (the configured one or the default).
 func (c *Coordinator) StateTopic() string { return c.cfg.StateTopic }
 
+// MarksTopic is the topic that keeps lost mirrors' topics read-only (marks.go).
+func (c *Coordinator) MarksTopic() string { return c.cfg.MarksTopic }
+
 // GroupID is the group the instances share the work through.
 func (c *Coordinator) GroupID() string { return c.cfg.GroupID }
 

@@ -26,6 +26,10 @@ import (
 // Internals names kmirror's resources on the destination.
 type Internals struct {
 	StateTopic string // e.g. __mirror_state
+	// MarksTopic keeps lost mirrors' topics read-only (e.g.
+	// __mirror_state_marks, coordinator/marks.go): it gets the state topic's
+	// protection, since deleting both would make kmirror forget.
+	MarksTopic string
 	GroupID    string // e.g. kmirror-coordinators
 	// TransactionalIDPrefix starts every transactional id kmirror uses
 	// (coordinator.TransactionalIDPrefix).
@@ -66,8 +70,14 @@ func InternalKey(key int16) bool {
 // in a proxy without mirroring) nothing is refused on their account.
 func (g *Guard) SetInternals(in Internals) { g.internals.Store(&in) }
 
+// stateTopic reports whether name is one of kmirror's state topics (the
+// string conversion in a comparison does not allocate).
+func (in *Internals) stateTopic(name []byte) bool {
+	return string(name) == in.StateTopic || (in.MarksTopic != "" && string(name) == in.MarksTopic)
+}
+
 func (in *Internals) stateTopicWhy(topic string) string {
-	if topic != in.StateTopic {
+	if !in.stateTopic([]byte(topic)) {
 		return ""
 	}
 	return fmt.Sprintf("topic %q is kmirror's state topic: clients may read it, but only kmirror writes, deletes or reconfigures it "+
@@ -158,7 +168,7 @@ func (g *Guard) ProduceHeadClear(version int16, flexible bool, head []byte) bool
 		return false
 	}
 	name := readString(&b, flexible, false)
-	return b.Ok() && string(name) != in.StateTopic
+	return b.Ok() && !in.stateTopic(name)
 }
 
 // scanProduce walks a Produce body's transactional id and topic names,
@@ -176,7 +186,7 @@ func (in *Internals) scanProduce(version int16, flexible bool, body []byte) (tou
 	b.Int16()
 	b.Int32()
 	for topics := arrayLen(&b, flexible); topics > 0 && b.Ok(); topics-- {
-		if name := readString(&b, flexible, false); b.Ok() && string(name) == in.StateTopic {
+		if name := readString(&b, flexible, false); b.Ok() && in.stateTopic(name) {
 			return true, true
 		}
 		for parts := arrayLen(&b, flexible); parts > 0 && b.Ok(); parts-- {

@@ -11,7 +11,7 @@ import (
 
 func internalsGuard(t testing.TB) *Guard {
 	g := testGuard(t) // "orders" is read-only (partition 1 not yet STOPPED)
-	g.SetInternals(Internals{StateTopic: "__mirror_state", GroupID: "kmirror-coordinators", TransactionalIDPrefix: "kmirror-"})
+	g.SetInternals(Internals{StateTopic: "__mirror_state", MarksTopic: "__mirror_state_marks", GroupID: "kmirror-coordinators", TransactionalIDPrefix: "kmirror-"})
 	return g
 }
 
@@ -49,6 +49,7 @@ func TestProduceTouchesInternals(t *testing.T) {
 			{"", []string{"payments", "__mirror_state"}, true},
 			{"kmirror-dr-x-0", []string{"payments"}, true},
 			{"", []string{"__mirror_state_not"}, false},
+			{"", []string{"__mirror_state_marks"}, true},
 		} {
 			body := txnProduceBody(v, c.txn, c.topics...)
 			if got := g.ProduceTouches(v, flexible, body); got != c.want {
@@ -289,6 +290,8 @@ func TestCheckInternals(t *testing.T) {
 		{"delete records", deleteRecords("__mirror_state"), RefusedStateTopic, 29},
 		{"create partitions", createParts("__mirror_state"), RefusedStateTopic, 29},
 		{"create state topic", createTopics("__mirror_state"), RefusedStateTopic, 29},
+		{"delete marks topic", deleteTopics("__mirror_state_marks"), RefusedStateTopic, 29},
+		{"delete records of marks topic", deleteRecords("__mirror_state_marks"), RefusedStateTopic, 29},
 	} {
 		for _, v := range []int16{c.req.GetVersion(), c.req.MaxVersion()} {
 			if _, ok := c.req.(*kmsg.AddPartitionsToTxnRequest); ok && v >= 4 {

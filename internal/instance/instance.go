@@ -125,7 +125,7 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	in.Backend = &apicore.Backend{Coord: in.Coord, Sources: in.sources, Destination: kadm.NewClient(in.dstCl), Log: log}
 	apis.Register(p.Handlers, in.Backend)
 	p.SetConfigResources(apis.ConfigResources(in.Backend))
-	in.Guard.SetInternals(enforcement.Internals{StateTopic: in.Coord.StateTopic(), GroupID: in.Coord.GroupID(),
+	in.Guard.SetInternals(enforcement.Internals{StateTopic: in.Coord.StateTopic(), MarksTopic: in.Coord.MarksTopic(), GroupID: in.Coord.GroupID(),
 		TransactionalIDPrefix: coordinator.TransactionalIDPrefix})
 	p.SetGuard(in.Guard)
 	// Lost mirrors' topics are read-only from the first request on.
