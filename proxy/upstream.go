@@ -121,12 +121,16 @@ func (p *Proxy) discover(ctx context.Context) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
-	md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	adm := kadm.NewClient(cl)
+	md, err := adm.BrokerMetadata(ctx)
 	if err != nil {
 		return fmt.Errorf("fetching broker metadata from %v: %w", p.cfg.Upstream, err)
 	}
 	for _, b := range md.Brokers {
 		p.advertise(b.NodeID, b.Host, b.Port)
+	}
+	if err := p.checkUpstreamKeys(ctx, adm); err != nil {
+		p.log.Warn("could not check the destination's API keys against kmirror's range; clients' ApiVersions answers are still checked", "err", err)
 	}
 	return nil
 }
