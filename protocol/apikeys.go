@@ -6,26 +6,42 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// API keys of the mirror RPCs. They follow the Cluster Mirroring proposal's
-// prototype numbering so that a future Kafka admin client lines up; this
-// block is the one place to change them.
+// API keys of the mirror RPCs: this block is the one place their numbers
+// live. The proposal's own keys will be assigned by Apache Kafka when it is
+// accepted; until then kmirror must stay off Kafka's path.
 //
-// Key 94 is UnregisterController in newer Kafka (and in kmsg). That API is
-// served only on controller listeners, which clients never reach through
-// the proxy, so the proxy can still claim 94; everything in this package
-// looks mirror keys up before kmsg.
+// Why 1000..1010 (docs/proxy.md, "Mirror RPC keys"):
+//   - Kafka assigns keys sequentially from 0 (94 in Kafka 4.3's generation,
+//     UnregisterController) and adds a handful a year: at that pace 1000 is
+//     centuries away, while the old range 94..104 was being taken now.
+//   - The keys are small positive int16s. A client that keeps per-key arrays
+//     sized by the highest key it knows, or that treats negative keys as
+//     invalid, is unaffected: clients ignore keys they do not know in
+//     ApiVersions (Java's NodeApiVersions keeps them in unknownApis, kgo and
+//     kversion keep maps), and only a client that chose to send a mirror RPC
+//     ever writes one of these keys.
+//   - A round decimal base that is easy to spot in logs and captures.
+//
+// If a destination ever advertises a key in this range, the proxy stops
+// serving that key (proxy/18_api_versions.go): a Kafka request is never
+// answered with a mirror response.
 const (
-	KeyCreateMirror           int16 = 94
-	KeyAddTopicsToMirror      int16 = 95
-	KeyRemoveTopicsFromMirror int16 = 96
-	KeyLastMirroredOffsets    int16 = 97
-	KeyListMirrors            int16 = 98
-	KeyDescribeMirrors        int16 = 99
-	KeyReadMirrorState        int16 = 100
-	KeyWriteMirrorState       int16 = 101
-	KeyPauseMirrorTopics      int16 = 102
-	KeyResumeMirrorTopics     int16 = 103
-	KeyDeleteMirror           int16 = 104
+	KeyCreateMirror int16 = 1000 + iota
+	KeyAddTopicsToMirror
+	KeyRemoveTopicsFromMirror
+	KeyLastMirroredOffsets
+	KeyListMirrors
+	KeyDescribeMirrors
+	KeyReadMirrorState
+	KeyWriteMirrorState
+	KeyPauseMirrorTopics
+	KeyResumeMirrorTopics
+	KeyDeleteMirror
+
+	// MinMirrorKey and MaxMirrorKey bound kmirror's key range (inclusive):
+	// the range the proxy advertises and checks upstream against.
+	MinMirrorKey = KeyCreateMirror
+	MaxMirrorKey = KeyDeleteMirror
 )
 
 // APIInfo describes one mirror RPC as advertised in ApiVersions.
@@ -80,14 +96,26 @@ func IsMirrorKey(k int16) bool {
 	return ok
 }
 
+// MirrorKeyIndex returns k's position in the mirror table (0 for
+// CreateMirror), or -1 when k is not a mirror key; callers keep per-key
+// state in arrays of len(MirrorAPIs()).
+func MirrorKeyIndex(k int16) int {
+	if k < MinMirrorKey || k > MaxMirrorKey {
+		return -1
+	}
+	return int(k - MinMirrorKey)
+}
+
 func mirrorAPI(k int16) (*APIInfo, bool) {
-	for i := range mirrorAPIs {
-		if mirrorAPIs[i].Key == k {
-			return &mirrorAPIs[i], true
-		}
+	if i := MirrorKeyIndex(k); i >= 0 {
+		return &mirrorAPIs[i], true
 	}
 	return nil, false
 }
+
+// MirrorKeyRange is the advertised range as people read it, "1000–1010",
+// for error messages and logs.
+func MirrorKeyRange() string { return fmt.Sprintf("%d–%d", MinMirrorKey, MaxMirrorKey) }
 
 // APIName returns the name of a mirror RPC, or kmsg's name for a standard
 // Kafka key ("Unknown" if kmsg does not know it either).
@@ -99,8 +127,7 @@ func APIName(k int16) string {
 }
 
 // RequestForKey returns a new, default-valued request for a mirror key, or
-// nil for any other key (use kmsg.RequestForKey for standard keys, after
-// IsMirrorKey: the two overlap at 94).
+// nil for any other key (use kmsg.RequestForKey for standard keys).
 func RequestForKey(key int16) kmsg.Request {
 	if api, ok := mirrorAPI(key); ok {
 		return api.newRequest()

@@ -10,7 +10,7 @@
 //     the proxy can route, answer or forward a frame without decoding its body.
 //     Which header version a request uses depends on its key and version;
 //     IsFlexibleRequest answers that for every key kmsg knows plus the mirror keys.
-//   - Mirror RPCs (94_create_mirror.go .. 104_delete_mirror.go): the Cluster
+//   - Mirror RPCs (create_mirror.go .. delete_mirror.go): the Cluster
 //     Mirroring requests and responses kmirror serves itself. They implement
 //     franz-go's kmsg.Request and kmsg.Response, so a kgo.Client can send them
 //     to any listener that advertises the keys in ApiVersions. API keys and
@@ -23,7 +23,9 @@
 // (-1 for "unknown" offsets, UNKNOWN states) have Default and NewX, non-
 // nullable arrays decode empty as nil, and UnknownTags keeps tagged fields
 // this version does not know so they survive a decode/encode round trip.
-// A kgo.Client needs kgo.MaxVersions(KgoMaxVersions(nil)) to send them.
+// A kgo.Client needs kgo.MaxVersions(KgoMaxVersions(nil)) to send them;
+// ProbeMirrorAPIs tells a kmirror that serves them at this build's keys
+// from anything else before the first one is sent.
 //
 // Decoding treats every peer as hostile: malformed input yields an error
 // wrapping ErrMalformedFrame or ErrMalformedMessage, never a panic, and no

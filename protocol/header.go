@@ -93,9 +93,9 @@ func hasNoClientID(key, version int16) bool {
 
 // IsFlexibleRequest reports whether key@version uses request header v2.
 // known is false for keys neither kmsg nor the mirror table knows; flexible
-// is then false. Mirror keys are looked up first because the proposal's
-// numbers overlap keys newer Kafka versions assigned (94 is
-// UnregisterController in kmsg).
+// is then false. Mirror keys are looked up first: should Kafka ever reach
+// kmirror's range, the mirror layout is the one this package decodes (the
+// proxy then stops serving the colliding key, see apikeys.go).
 //
 // Versions above the newest one kmsg knows are treated as flexible when the
 // key is flexible at all: Kafka never makes a flexible API inflexible again.

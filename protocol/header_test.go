@@ -26,9 +26,9 @@ func TestParseRequestHeader(t *testing.T) {
 			RequestHeader{APIKey: 3, APIVersion: 1, CorrelationID: 1, Len: 10}, ""},
 		{"empty client id", "0003 0001 00000001 0000",
 			RequestHeader{APIKey: 3, APIVersion: 1, CorrelationID: 1, ClientID: strp(""), Len: 10}, ""},
-		{"header tags skipped", "005e 0000 00000005 0001 6b 02 00 01 aa 7f 02 bbbb 03",
+		{"header tags skipped", "03e8 0000 00000005 0001 6b 02 00 01 aa 7f 02 bbbb 03",
 			RequestHeader{APIKey: KeyCreateMirror, CorrelationID: 5, ClientID: strp("k"), Flexible: true, Len: 19}, "03"},
-		{"mirror key is flexible", "0068 0000 00000005 ffff 00 0104",
+		{"mirror key is flexible", "03f2 0000 00000005 ffff 00 0104",
 			RequestHeader{APIKey: KeyDeleteMirror, CorrelationID: 5, Flexible: true, Len: 11}, "0104"},
 		{"unknown key: v1 fields only", "7000 0003 00000009 0001 78 00 01",
 			RequestHeader{APIKey: 0x7000, APIVersion: 3, CorrelationID: 9, ClientID: strp("x"), Len: 11}, "0001"},
@@ -121,9 +121,10 @@ func TestIsFlexibleRequest(t *testing.T) {
 		{18, 2, false, true},             // ApiVersions
 		{18, 3, true, true},              //
 		{17, 1, false, true},             // SaslHandshake: never flexible
-		{KeyCreateMirror, 0, true, true}, // 94: mirror table wins over kmsg's UnregisterController
+		{KeyCreateMirror, 0, true, true}, // 1000: from the mirror table
 		{KeyDeleteMirror, 0, true, true}, //
 		{KeyDeleteMirror, 5, true, true}, // unsupported version, but flexible: v0 is
+		{94, 0, true, true},              // UnregisterController: Kafka's again since the move to 1000
 		{0x7000, 0, false, false},        // unknown
 		{-1, 0, false, false},            //
 	} {

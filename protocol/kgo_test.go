@@ -22,6 +22,7 @@ type mirrorServer struct {
 	t        *testing.T
 	ln       net.Listener
 	answer   func(kmsg.Request) kmsg.Response
+	keys     []kmsg.ApiVersionsResponseApiKey // advertised instead of the default, if set
 	received chan kmsg.Request
 	headers  chan RequestHeader
 
@@ -31,11 +32,17 @@ type mirrorServer struct {
 }
 
 func startMirrorServer(t *testing.T, answer func(kmsg.Request) kmsg.Response) *mirrorServer {
+	return startMirrorServerKeys(t, nil, answer)
+}
+
+// startMirrorServerKeys starts a mirrorServer whose ApiVersions answer lists
+// keys (nil: every key kmsg knows plus the mirror keys).
+func startMirrorServerKeys(t *testing.T, keys []kmsg.ApiVersionsResponseApiKey, answer func(kmsg.Request) kmsg.Response) *mirrorServer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &mirrorServer{t: t, ln: ln, answer: answer, received: make(chan kmsg.Request, 16), headers: make(chan RequestHeader, 16)}
+	s := &mirrorServer{t: t, ln: ln, answer: answer, keys: keys, received: make(chan kmsg.Request, 16), headers: make(chan RequestHeader, 16)}
 	s.wg.Go(s.accept)
 	t.Cleanup(func() {
 		ln.Close()
@@ -112,6 +119,10 @@ func (s *mirrorServer) apiVersions(h RequestHeader, body []byte) kmsg.Response {
 		s.t.Errorf("server: ApiVersions v%d: %v", h.APIVersion, err)
 	}
 	resp := kmsg.NewPtrApiVersionsResponse()
+	if s.keys != nil {
+		resp.ApiKeys = s.keys
+		return resp
+	}
 	for key := int16(0); key < 1024; key++ {
 		if r := kmsg.RequestForKey(key); r != nil && !IsMirrorKey(key) {
 			resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: key, MinVersion: 0, MaxVersion: r.MaxVersion()})
@@ -234,5 +245,67 @@ func TestKgoInterop(t *testing.T) {
 	<-srv.headers
 	if !reflect.DeepEqual(resp, describe) {
 		t.Fatalf("DescribeMirrors\n got %+v\nwant %+v", resp, describe)
+	}
+}
+
+// TestProbeMirrorAPIs: a client finds kmirror's keys from the ApiVersions
+// answer, and a server with other keys (an older kmirror at 94..104, a Kafka
+// broker) gets a clear error before any mirror request is sent.
+func TestProbeMirrorAPIs(t *testing.T) {
+	kafkaKeys := func() []kmsg.ApiVersionsResponseApiKey {
+		var keys []kmsg.ApiVersionsResponseApiKey
+		for key := int16(0); key <= 93; key++ {
+			if r := kmsg.RequestForKey(key); r != nil {
+				keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: key, MaxVersion: r.MaxVersion()})
+			}
+		}
+		return keys
+	}
+	oldKmirror := kafkaKeys()
+	for k := int16(94); k <= 104; k++ {
+		oldKmirror = append(oldKmirror, kmsg.ApiVersionsResponseApiKey{ApiKey: k})
+	}
+	wrongVersion := kafkaKeys()
+	for _, api := range MirrorAPIs() {
+		wrongVersion = append(wrongVersion, kmsg.ApiVersionsResponseApiKey{ApiKey: api.Key, MinVersion: 1, MaxVersion: 3})
+	}
+	for _, c := range []struct {
+		name string
+		keys []kmsg.ApiVersionsResponseApiKey
+		want []string // substrings of the error; nil: no error
+	}{
+		{"kmirror at this build's keys", nil, nil},
+		{"kafka broker", kafkaKeys(), []string{"at keys 1000–1010", "not kmirror or a different version", "CreateMirror (1000)", "highest API key is 93"}},
+		{"older kmirror", oldKmirror, []string{"DeleteMirror (1010)", "Kafka does not have: [95 96 97 98 99 100 101 102 103 104]"}},
+		{"other versions", wrongVersion, []string{"ListMirrors (1004) at v0..v0, advertised v1..v3"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := startMirrorServerKeys(t, c.keys, func(req kmsg.Request) kmsg.Response {
+				t.Errorf("server: %T sent before the probe passed", req)
+				return req.ResponseKind()
+			})
+			cl, err := kgo.NewClient(kgo.SeedBrokers(srv.ln.Addr().String()), kgo.MaxVersions(KgoMaxVersions(nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = ProbeMirrorAPIs(ctx, cl)
+			if c.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrNotMirrorServer) {
+				t.Fatalf("got %v, want ErrNotMirrorServer", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
 	}
 }

@@ -115,12 +115,38 @@ func TestGoldenReadMirrorStateResponse(t *testing.T) {
 	checkGolden(t, msg, golden)
 }
 
+// TestGoldenMirrorKeyHeaders pins every mirror RPC's key on the wire: the
+// request header kgo would write (v2, null client id) and the response
+// header v1 the proxy answers with.
+func TestGoldenMirrorKeyHeaders(t *testing.T) {
+	want := map[string]string{
+		"CreateMirror": "03e8", "AddTopicsToMirror": "03e9", "RemoveTopicsFromMirror": "03ea",
+		"LastMirroredOffsets": "03eb", "ListMirrors": "03ec", "DescribeMirrors": "03ed",
+		"ReadMirrorState": "03ee", "WriteMirrorState": "03ef", "PauseMirrorTopics": "03f0",
+		"ResumeMirrorTopics": "03f1", "DeleteMirror": "03f2",
+	}
+	for _, api := range MirrorAPIs() {
+		golden := unhex(t, want[api.Name]+" 0000 00000009 ffff 00")
+		got := AppendRequestHeader(nil, RequestHeader{APIKey: RequestForKey(api.Key).Key(), CorrelationID: 9, Flexible: true})
+		if !bytes.Equal(got, golden) {
+			t.Errorf("%s request header %x, want %x", api.Name, got, golden)
+		}
+		h, _, err := ParseRequestHeader(golden)
+		if err != nil || h.APIKey != api.Key || !h.Flexible {
+			t.Errorf("%s: parsed %+v, %v", api.Name, h, err)
+		}
+		if v := ResponseHeaderVersion(api.Key, 0); v != 1 || ResponseForKey(api.Key).Key() != api.Key {
+			t.Errorf("%s: response header v%d", api.Name, v)
+		}
+	}
+}
+
 // TestGoldenCreateMirrorFrame pins a whole request frame: size prefix,
 // request header v2 (non-compact client id, then a tag section) and body.
 func TestGoldenCreateMirrorFrame(t *testing.T) {
 	golden := unhex(t, `
 		0000002f                                  frame size 47
-		005e 0000 00000007                        key 94, v0, correlation id 7
+		03e8 0000 00000007                        key 1000, v0, correlation id 7
 		0003 6b676f                               client id "kgo" (int16 length)
 		00                                        header tags
 		03 6472                                   MirrorName "dr"

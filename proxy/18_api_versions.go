@@ -13,7 +13,9 @@ import (
 // The request is forwarded; the answer is the intersection of what upstream advertises and
 // what the proxy can carry: keys kmsg does not know are dropped (the proxy cannot tell
 // whether they carry addresses), keys the proxy rewrites are capped at kmsg's maximum
-// version, and the mirror RPC keys are added (they are answered locally).
+// version, and the mirror RPC keys are added (they are answered locally). Keys upstream
+// advertises in kmirror's range are collisions (mirrorkeys.go): noted, then treated as
+// Kafka's like every other upstream key, and left out of the mirror keys added.
 //
 // Version fallback (KIP-511): a client that sends a newer ApiVersions than the proxy knows
 // gets UNSUPPORTED_VERSION with a v0 body listing ApiVersions' own range, exactly as a
@@ -40,18 +42,18 @@ func (p *Proxy) rewriteApiVersions(pr *pending, frame []byte) ([]byte, error) {
 	}
 	return p.reencode(pr, frame, func(r kmsg.Response) bool {
 		resp := r.(*kmsg.ApiVersionsResponse)
-		resp.ApiKeys = intersectAPIs(resp.ApiKeys)
+		p.noteUpstreamKeys("an ApiVersions answer to a client", resp.ApiKeys)
+		resp.ApiKeys = p.intersectAPIs(resp.ApiKeys)
 		return true
 	})
 }
 
-// intersectAPIs applies the proxy's limits to upstream's advertised keys.
-func intersectAPIs(upstream []kmsg.ApiVersionsResponseApiKey) []kmsg.ApiVersionsResponseApiKey {
+// intersectAPIs applies the proxy's limits to upstream's advertised keys and adds the mirror
+// keys the proxy serves. Call noteUpstreamKeys first: a key of kmirror's range in upstream
+// is Kafka's from then on.
+func (p *Proxy) intersectAPIs(upstream []kmsg.ApiVersionsResponseApiKey) []kmsg.ApiVersionsResponseApiKey {
 	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(upstream)+len(protocol.MirrorAPIs()))
 	for _, k := range upstream {
-		if isMirrorKey(k.ApiKey) {
-			continue // ours, whatever upstream claims
-		}
 		kmax := maxVersion(k.ApiKey)
 		if kmax < 0 {
 			continue
@@ -64,7 +66,7 @@ func intersectAPIs(upstream []kmsg.ApiVersionsResponseApiKey) []kmsg.ApiVersions
 		}
 		out = append(out, k)
 	}
-	out = append(out, mirrorAPIKeys()...)
+	out = append(out, p.mirrorAPIKeys()...)
 	slices.SortFunc(out, func(a, b kmsg.ApiVersionsResponseApiKey) int { return int(a.ApiKey) - int(b.ApiKey) })
 	return out
 }

@@ -15,11 +15,14 @@ import (
 // the request is not acceptable and the connection must close (as a broker would do for an
 // unknown key or unsupported version).
 func (p *Proxy) answerLocally(s *session, h requestHeader, frame []byte) (chan []byte, error) {
-	if isMirrorKey(h.key) {
+	if p.servesMirrorKey(h.key) {
 		return p.answerMirror(s, h, frame), nil
 	}
 	kmax := maxVersion(h.key)
 	switch {
+	case kmax < 0 && protocol.IsMirrorKey(h.key):
+		return nil, fmt.Errorf("API key %d (v%d) is the destination's own here, not kmirror's %s: it collides with kmirror's range %s, "+
+			"and the proxy cannot forward a key it does not know", h.key, h.version, protocol.APIName(h.key), protocol.MirrorKeyRange())
 	case h.key == 18 && h.version > kmax:
 		ch := make(chan []byte, 1)
 		ch <- apiVersionsFallback(h.corrID)

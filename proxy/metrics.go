@@ -33,7 +33,8 @@ type metrics struct {
 	refusals    metric.Int64Counter
 
 	// Attribute options per API key are built once: the hot path must not allocate them.
-	keyAttrs   [256]metric.MeasurementOption
+	keyAttrs   [256]metric.MeasurementOption // Kafka's keys (0..255)
+	mirrorAttr []metric.MeasurementOption    // by protocol.MirrorKeyIndex
 	inAttr     metric.MeasurementOption
 	outAttr    metric.MeasurementOption
 	unknownKey metric.MeasurementOption
@@ -74,11 +75,15 @@ func newMetrics() (*metrics, error) {
 	}
 	for k := range m.keyAttrs {
 		name := "unknown"
-		if isMirrorKey(int16(k)) || kmsg.RequestForKey(int16(k)) != nil {
+		if kmsg.RequestForKey(int16(k)) != nil {
 			name = protocol.APIName(int16(k))
 		}
 		m.keyAttrs[k] = metric.WithAttributeSet(attribute.NewSet(
 			attribute.Int("api_key", k), attribute.String("api", name)))
+	}
+	for _, api := range protocol.MirrorAPIs() {
+		m.mirrorAttr = append(m.mirrorAttr, metric.WithAttributeSet(attribute.NewSet(
+			attribute.Int("api_key", int(api.Key)), attribute.String("api", api.Name))))
 	}
 	m.unknownKey = metric.WithAttributeSet(attribute.NewSet(attribute.Int("api_key", -1), attribute.String("api", "unknown")))
 	m.inAttr = metric.WithAttributeSet(attribute.NewSet(attribute.String("direction", "in")))
@@ -87,10 +92,13 @@ func newMetrics() (*metrics, error) {
 }
 
 func (m *metrics) key(k int16) metric.MeasurementOption {
-	if k < 0 || int(k) >= len(m.keyAttrs) {
-		return m.unknownKey
+	if k >= 0 && int(k) < len(m.keyAttrs) {
+		return m.keyAttrs[k]
 	}
-	return m.keyAttrs[k]
+	if i := protocol.MirrorKeyIndex(k); i >= 0 {
+		return m.mirrorAttr[i]
+	}
+	return m.unknownKey
 }
 
 func listenerAttr(r route) metric.MeasurementOption {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/protocol"
 )
 
 func TestMetricsEndpoint(t *testing.T) {
@@ -18,6 +20,8 @@ func TestMetricsEndpoint(t *testing.T) {
 	conn := rawDial(t, p.Addr())
 	_, _ = conn.Write([]byte{0, 0, 0, 11, 0, 3, 0, 99, 0, 0, 0, 1, 0xff, 0xff, 0}) // Metadata v99
 	expectClosed(t, conn, "Metadata v99")
+	// A mirror RPC is counted under its own key and name (keys 1000.. lie beyond Kafka's).
+	rawConn(t, p.Addr(), protocol.NewPtrListMirrorsRequest())
 
 	var body string
 	defer func() {
@@ -40,6 +44,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`kmirror_proxy_connections_accepted_total{listener="broker-0"}`,
 		`kmirror_proxy_requests_total{api="Produce",api_key="0"}`,
 		`kmirror_proxy_requests_total{api="Fetch",api_key="1"}`,
+		`kmirror_proxy_requests_total{api="ListMirrors",api_key="1004"} 1`,
 		`kmirror_proxy_bytes_total{direction="in"}`,
 		`kmirror_proxy_bytes_total{direction="out"}`,
 		`kmirror_proxy_request_duration_seconds_bucket{api="Produce",api_key="0",le="0.001"}`,

@@ -10,8 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Mirror RPCs (API keys 94..104, table in protocol/apikeys.go) are answered by kmirror
-// itself and are never forwarded: a stock broker does not know them. Until the coordinator
+// Mirror RPCs (API keys 1000..1010, table in protocol/apikeys.go) are answered by kmirror
+// itself and are never forwarded: a stock broker does not know them. A key the destination
+// advertises itself is not served (mirrorkeys.go). Until the coordinator
 // registers a handler, every key answers its own response type with INVALID_REQUEST so that
 // a client (or the kmirror CLI) gets a clear, typed error rather than a dropped connection.
 
@@ -21,8 +22,6 @@ const (
 
 	mirroringDisabledMessage = "mirroring is not enabled on this kmirror instance"
 )
-
-func isMirrorKey(key int16) bool { return protocol.IsMirrorKey(key) }
 
 // MirrorRequest is a mirror RPC as the proxy received it. Body is the request body after the
 // header (flexible, version Version); handlers decode it with the protocol package.
@@ -75,10 +74,14 @@ func mirrorErrorBody(key int16, code int16, msg string) []byte {
 	return resp.AppendTo(nil)
 }
 
-// mirrorAPIKeys is what every listener advertises for the mirror RPCs in ApiVersions.
-func mirrorAPIKeys() []kmsg.ApiVersionsResponseApiKey {
+// mirrorAPIKeys is what every listener advertises for the mirror RPCs in ApiVersions: the
+// mirror table minus the keys that collide with the destination's.
+func (p *Proxy) mirrorAPIKeys() []kmsg.ApiVersionsResponseApiKey {
 	var keys []kmsg.ApiVersionsResponseApiKey
 	for _, api := range protocol.MirrorAPIs() {
+		if !p.servesMirrorKey(api.Key) {
+			continue
+		}
 		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: api.Key, MinVersion: api.MinVersion, MaxVersion: api.MaxVersion})
 	}
 	return keys

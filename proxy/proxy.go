@@ -29,6 +29,9 @@ type Proxy struct {
 	guard    atomic.Pointer[enforcement.Guard] // read-only mirror topics (guard.go)
 	// configResources answers kmirror's own config resources (local.go).
 	configResources atomic.Pointer[ConfigResourceHandler]
+	// collidingKeys: mirror keys the destination advertises itself, a bit per
+	// protocol.MirrorKeyIndex (mirrorkeys.go).
+	collidingKeys atomic.Uint32
 
 	ctx    context.Context // cancelled by Close: stops every goroutine the proxy started
 	cancel context.CancelFunc

@@ -111,7 +111,8 @@ func (p *Proxy) discover(ctx context.Context) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
-	md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	adm := kadm.NewClient(cl)
+	md, err := adm.BrokerMetadata(ctx)
 	var eof *kgo.ErrFirstReadEOF
 	if err != nil && p.cfg.UpstreamSASL.Mechanism == "" && errors.As(err, &eof) {
 		// Without credentials kmirror's own clients (state, mirroring) cannot work at all and
@@ -125,6 +126,9 @@ func (p *Proxy) discover(ctx context.Context) error {
 	}
 	for _, b := range md.Brokers {
 		p.advertise(b.NodeID, b.Host, b.Port)
+	}
+	if err := p.checkUpstreamKeys(ctx, adm); err != nil {
+		p.log.Warn("could not check the destination's API keys against kmirror's range; clients' ApiVersions answers are still checked", "err", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-// Package addtopics answers AddTopicsToMirror (API key 95): topics named
+// Package addtopics answers AddTopicsToMirror (API key protocol.KeyAddTopicsToMirror): topics named
 // explicitly, and topics matching include patterns (minus exclude patterns),
 // are recorded with the source topic id and partition count and the desire to
 // mirror; the partitions' owners take it from there. The patterns are stored

@@ -1,4 +1,4 @@
-// Package createmirror answers CreateMirror (API key 94): validate the name
+// Package createmirror answers CreateMirror (API key protocol.KeyCreateMirror): validate the name
 // and configs, reach the source cluster to learn (or check) its cluster id,
 // create __mirror_state on first use and record the mirror's config, with
 // its secrets encrypted or as the config provider references given.

@@ -1,4 +1,4 @@
-// Package deletemirror answers DeleteMirror (API key 104): a mirror whose
+// Package deletemirror answers DeleteMirror (API key protocol.KeyDeleteMirror): a mirror whose
 // topics are all STOPPED (failed over) is deleted by tombstoning every one of
 // its keys in __mirror_state, config first so that no instance acts on it
 // while the rest is removed.

@@ -1,4 +1,4 @@
-// Package describemirrors answers DescribeMirrors (API key 99): per mirror
+// Package describemirrors answers DescribeMirrors (API key protocol.KeyDescribeMirrors): per mirror
 // partition, the recorded state, the live high watermarks of both clusters
 // and the recovery point (what a failover right now would lose: records and
 // the age of the oldest of them, rpo.go); per mirror, what its sync jobs and

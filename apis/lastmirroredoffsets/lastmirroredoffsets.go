@@ -1,4 +1,4 @@
-// Package lastmirroredoffsets answers LastMirroredOffsets (API key 97): for a
+// Package lastmirroredoffsets answers LastMirroredOffsets (API key protocol.KeyLastMirroredOffsets): for a
 // failed-over (STOPPED) partition, the destination log end offset at the
 // moment copying stopped — every source offset below it was mirrored. A
 // partition that is not STOPPED has no LMO yet (-1). Failback asks this of

@@ -1,4 +1,4 @@
-// Package listmirrors answers ListMirrors (API key 98) from this instance's
+// Package listmirrors answers ListMirrors (API key protocol.KeyListMirrors) from this instance's
 // view of __mirror_state.
 package listmirrors
 

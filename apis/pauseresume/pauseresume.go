@@ -1,5 +1,5 @@
-// Package pauseresume answers PauseMirrorTopics (API key 102) and
-// ResumeMirrorTopics (API key 103). A paused topic stops copying and stays
+// Package pauseresume answers PauseMirrorTopics (API key protocol.KeyPauseMirrorTopics) and
+// ResumeMirrorTopics (API key protocol.KeyResumeMirrorTopics). A paused topic stops copying and stays
 // read-only; resuming continues from the destination log end, which by offset
 // identity is the next source offset to copy.
 package pauseresume

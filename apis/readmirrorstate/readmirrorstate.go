@@ -1,4 +1,4 @@
-// Package readmirrorstate answers ReadMirrorState (API key 100): the recorded
+// Package readmirrorstate answers ReadMirrorState (API key protocol.KeyReadMirrorState): the recorded
 // state of mirror partitions, as stored in __mirror_state. With no topics
 // named it returns every topic of the mirror.
 package readmirrorstate

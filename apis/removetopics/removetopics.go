@@ -1,4 +1,4 @@
-// Package removetopics answers RemoveTopicsFromMirror (API key 96), the
+// Package removetopics answers RemoveTopicsFromMirror (API key protocol.KeyRemoveTopicsFromMirror), the
 // failover: each named topic (and each mirror topic matching Patterns) is set
 // to stop; its partitions go STOPPING → STOPPED with the last mirrored offset
 // recorded, and the topic becomes writable. The call returns once the desire

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,6 +19,9 @@ type client struct {
 	bootstrap string
 	timeout   time.Duration
 	cl        *kgo.Client
+
+	probeMu sync.Mutex
+	probed  bool // the server advertised this build's mirror keys (probe)
 }
 
 func newClient(bootstrap string, timeout time.Duration, extra []kgo.Opt) (*client, error) {
@@ -46,23 +50,52 @@ func newClient(bootstrap string, timeout time.Duration, extra []kgo.Opt) (*clien
 
 func (c *client) close() { c.cl.Close() }
 
+// probe checks once that the server advertises the mirror RPCs at the keys
+// this build sends: a Kafka broker, or a kmirror of another version whose
+// keys differ, gets a clear message instead of a request it would misread.
+func (c *client) probe(ctx context.Context) error {
+	c.probeMu.Lock()
+	defer c.probeMu.Unlock()
+	if c.probed {
+		return nil
+	}
+	err := protocol.ProbeMirrorAPIs(ctx, c.cl)
+	if errors.Is(err, protocol.ErrNotMirrorServer) {
+		return fmt.Errorf("--bootstrap-server %s: %w; it must be a kmirror proxy of this version, not a Kafka broker", c.bootstrap, err)
+	}
+	if err != nil {
+		return c.explain("ApiVersions", err)
+	}
+	c.probed = true
+	return nil
+}
+
 // request sends one mirror RPC; a failure to get any answer is explained in
 // terms of what the operator can check.
 func (c *client) request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	if err := c.probe(ctx); err != nil {
+		return nil, err
+	}
 	resp, err := c.cl.Request(ctx, req)
 	if err == nil {
 		return resp, nil
 	}
-	name := protocol.APIName(req.Key())
+	return nil, c.explain(protocol.APIName(req.Key()), err)
+}
+
+// explain turns a failure to get an answer to request name into what the
+// operator can check.
+func (c *client) explain(name string, err error) error {
 	switch {
 	case strings.Contains(err.Error(), "broker is too old"), strings.Contains(err.Error(), "request key is unknown"):
-		return nil, fmt.Errorf("%s: the server at %s does not serve mirror RPCs (it does not list API key %d in ApiVersions); "+
-			"--bootstrap-server must be a kmirror proxy, not a Kafka broker", name, c.bootstrap, req.Key())
+		// The probe passed, so a broker behind the bootstrap one lacks the keys.
+		return fmt.Errorf("%s: a server behind %s does not serve kmirror's mirror RPCs at keys %s (%v); "+
+			"--bootstrap-server must be a kmirror proxy of this version, not a Kafka broker", name, c.bootstrap, protocol.MirrorKeyRange(), err)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		return nil, fmt.Errorf("%s: no answer from %s within %s (%v); check that --bootstrap-server names a running kmirror proxy, or raise --timeout",
+		return fmt.Errorf("%s: no answer from %s within %s (%v); check that --bootstrap-server names a running kmirror proxy, or raise --timeout",
 			name, c.bootstrap, c.timeout, err)
 	}
-	return nil, fmt.Errorf("%s: talking to %s: %w; check --bootstrap-server and --command-config", name, c.bootstrap, err)
+	return fmt.Errorf("%s: talking to %s: %w; check --bootstrap-server and --command-config", name, c.bootstrap, err)
 }
 
 // retryReads sends a read-only request, retrying while the proxy answers

@@ -273,7 +273,8 @@ func TestMirrorsEndToEnd(t *testing.T) {
 
 	// A Kafka broker is not a kmirror proxy.
 	r = mustRun(t, 1, runMirrors(t, "--bootstrap-server", s.dst.BootstrapString(), "--list", "--timeout", "10s"))
-	mustContain(t, "not a proxy", r.stderr, "does not serve mirror RPCs", "must be a kmirror proxy, not a Kafka broker")
+	mustContain(t, "not a proxy", r.stderr, "does not serve kmirror's mirror RPCs at keys 1000–1010",
+		"it is not kmirror or a different version", "must be a kmirror proxy of this version, not a Kafka broker")
 
 	// A proxy without mirroring enabled answers with a typed error.
 	bare, err := proxy.New(proxy.Config{Upstream: s.dst.Bootstrap(), Listen: "127.0.0.1:0", AdvertisedHost: "127.0.0.1", EventLoops: 1}, proxy.WithLogger(quietLogger()))

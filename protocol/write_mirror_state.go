@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// WriteMirrorState (key 101, v0, flexible) asks the instance that
+// WriteMirrorState (v0, flexible; its API key is in apikeys.go) asks the instance that
 // coordinates a mirror partition to persist a new state for it. It exists
 // for instance-to-instance use only, when a non-owner must change a state
 // (e.g. an admin RPC served by another instance); the owner validates the

@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ListMirrors (key 98, v0, flexible) lists every mirror with its source
+// ListMirrors (v0, flexible; its API key is in apikeys.go) lists every mirror with its source
 // cluster and topic count; topic names only on request, since a mirror
 // can hold thousands. Mirrors the caller may not describe are left out
 // rather than failing the whole list.

@@ -2,7 +2,7 @@ package protocol
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 
-// DeleteMirror (key 104, v0, flexible) deletes a mirror whose topics are
+// DeleteMirror (v0, flexible; its API key is in apikeys.go) deletes a mirror whose topics are
 // all STOPPED, tombstoning its records in __mirror_state. The topics
 // themselves stay on the destination as ordinary writable topics. Errors:
 // UNKNOWN_MIRROR, MIRROR_NOT_EMPTY, MIRROR_AUTHORIZATION_FAILED.

@@ -2,7 +2,7 @@ package protocol
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 
-// ResumeMirrorTopics (key 103, v0, flexible) restarts copying for PAUSED
+// ResumeMirrorTopics (v0, flexible; its API key is in apikeys.go) restarts copying for PAUSED
 // topics: they go back to MIRRORING from where they stopped (the
 // destination log end offset). Errors per topic: TOPIC_NOT_IN_MIRROR,
 // MIRROR_TOPIC_NOT_PAUSED; top level: UNKNOWN_MIRROR.

@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// DescribeMirrors (key 99, v0, flexible) reports every partition of the
+// DescribeMirrors (v0, flexible; its API key is in apikeys.go) reports every partition of the
 // named mirrors (all mirrors if MirrorNames is empty): its state, both high
 // watermarks, the lag between them and the last mirrored offset. This is
 // what `kmirror mirrors --describe` prints. A name that does not exist gets

@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ReadMirrorState (key 100, v0, flexible) returns the persisted state of
+// ReadMirrorState (v0, flexible; its API key is in apikeys.go) returns the persisted state of
 // mirror partitions as the coordinating instance holds it in
 // __mirror_state: current and previous state, retry count, last mirrored
 // offset and the failure message. Any instance can answer, since every

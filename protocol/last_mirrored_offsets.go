@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// LastMirroredOffsets (key 97, v0, flexible) is asked by a cluster that is
+// LastMirroredOffsets (v0, flexible; its API key is in apikeys.go) is asked by a cluster that is
 // about to mirror back from its former destination (failback): for each
 // partition, the last offset the mirror copied into ClusterID before it was
 // stopped. A log that diverged past that offset must be re-mirrored from

@@ -2,7 +2,7 @@ package protocol
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 
-// PauseMirrorTopics (key 102, v0, flexible) stops copying for MIRRORING
+// PauseMirrorTopics (v0, flexible; its API key is in apikeys.go) stops copying for MIRRORING
 // topics without failing them over: they go to PAUSED and stay read-only.
 // Errors per topic: TOPIC_NOT_IN_MIRROR, MIRROR_TOPIC_BEING_STOPPED (the
 // topic is stopping or stopped); top level: UNKNOWN_MIRROR.

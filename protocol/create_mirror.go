@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// CreateMirror (key 94, v0, flexible) creates a named mirror: the link to
+// CreateMirror (v0, flexible; its API key is in apikeys.go) creates a named mirror: the link to
 // one source cluster and its mirror-level configuration (bootstrap.servers,
 // security, topic and group filters, fetch sizing). Errors:
 // MIRROR_ALREADY_EXISTS, INVALID_CONFIG, MIRROR_AUTHORIZATION_FAILED.

@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// AddTopicsToMirror (key 95, v0, flexible) starts mirroring topics, named
+// AddTopicsToMirror (v0, flexible; its API key is in apikeys.go) starts mirroring topics, named
 // explicitly or through include/exclude regexes that are added to the
 // mirror's topics.include / topics.exclude (tagged fields 0 and 1, so old
 // clients need not send them). A zero TopicID and NumPartitions -1 ask the

@@ -2,7 +2,7 @@ package protocol
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 
-// RemoveTopicsFromMirror (key 96, v0, flexible) is failover: each named
+// RemoveTopicsFromMirror (v0, flexible; its API key is in apikeys.go) is failover: each named
 // topic goes STOPPING -> STOPPED and becomes writable on the destination,
 // with its last mirrored offset recorded. Patterns (tag 0) are removed from
 // the mirror's topics.include if present there, otherwise added to
