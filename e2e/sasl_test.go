@@ -76,9 +76,15 @@ func TestMirrorOverSASL(t *testing.T) {
 		t.Fatalf("kmirror discovered %d brokers of a 1-broker SASL destination at start", n)
 	}
 	cl := saslClient(t, dst, addr, kafkatest.AdminUser)
+	// The source password as an operator gives it: a config provider reference that every
+	// instance resolves (kmirror never stores a secret in clear; docs/SECURITY.md, Secrets).
+	secretFile := filepath.Join(t.TempDir(), "source.properties")
+	if err := os.WriteFile(secretFile, []byte("sasl.password="+sourceReaderPass+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	createMirror(t, cl, "sasl-dr", "bootstrap.servers", src.BootstrapString(),
 		"security.protocol", "SASL_PLAINTEXT", "sasl.mechanism", kafkatest.MechanismSCRAM,
-		"sasl.username", sourceReader, "sasl.password", sourceReaderPass)
+		"sasl.username", sourceReader, "sasl.password", "${file:"+secretFile+":sasl.password}")
 	addTopics(t, cl, "sasl-dr", "sasl-orders")
 	waitMirrored(t, cl, "sasl-dr", map[string]int64{"sasl-orders": 1000})
 	mirrortest.VerifyIdentical(t, src.Client(t), dst.Client(t), "sasl-orders")
