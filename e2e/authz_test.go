@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/kmirror/kmirror/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net"
@@ -14,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -362,7 +362,7 @@ func hasEvent(events []audit.Event, w audit.Event) bool {
 // client's mirror RPCs pass, as the broker would let it do anything; start-up says so.
 func TestAuthzNoAuthorizerReal(t *testing.T) {
 	dst := kafkatest.Start(t)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	in := instancetest.Start(t, dst, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	cl := admin(t, in.Proxy.AdvertisedAddr())
 	r := request[*protocol.DeleteMirrorResponse](t, cl, &protocol.DeleteMirrorRequest{MirrorName: "nope"})
@@ -375,23 +375,6 @@ func TestAuthzNoAuthorizerReal(t *testing.T) {
 	if !strings.Contains(logs.String(), "client authentication: none") {
 		t.Fatal("start-up did not say which client authentication applies")
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // saslAuthenticates is how many SaslAuthenticate requests the proxy has relayed.

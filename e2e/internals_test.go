@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/internal/syncbuf"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,24 +28,6 @@ import (
 	"github.com/kmirror/kmirror/protocol"
 	"github.com/kmirror/kmirror/proxy"
 )
-
-// syncBuffer is an io.Writer the audit log and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // internalsUser is how a client reaches kmirror's proxy: its Kafka tool
 // properties (nil: plaintext, unauthenticated), kcat -X arguments and
@@ -231,7 +213,7 @@ func TestInternalsRefusedThroughProxy(t *testing.T) {
 		t.Fatalf("an instance without upstream_sasl started with --broker-acls (err %v)", err)
 	}
 	km := kmirror(t, dst)
-	var auditLog syncBuffer
+	var auditLog syncbuf.Buffer
 	km.Proxy.SetAudit(audit.New(&auditLog))
 
 	src.CreateKeptTopic(t, "ledger", 1)

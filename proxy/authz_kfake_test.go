@@ -1,12 +1,12 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
 	"encoding/json"
+	"github.com/kmirror/kmirror/internal/syncbuf"
 	"io"
 	"net/http"
 	"os"
@@ -28,22 +28,11 @@ import (
 )
 
 // syncBuffer collects audit lines written from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type syncBuffer struct{ syncbuf.Buffer }
 
 func (b *syncBuffer) events(t testing.TB) []audit.Event {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []audit.Event
-	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		if line == "" {
 			continue
 		}
@@ -267,9 +256,7 @@ func TestAuthzKfakeSASL(t *testing.T) {
 			t.Errorf("audit line %d: %+v, want %+v", i, e, w)
 		}
 	}
-	f.audit.mu.Lock()
-	raw := f.audit.buf.String()
-	f.audit.mu.Unlock()
+	raw := f.audit.String()
 	if strings.Contains(raw, "secret") {
 		t.Fatal("an audit line carries a password")
 	}

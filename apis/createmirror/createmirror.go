@@ -69,13 +69,9 @@ func create(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorR
 		return protocol.ErrMirrorAlreadyExists.WithMessage("mirror %q already exists (or is still being deleted); describe it, or choose another name", req.MirrorName)
 	}
 
-	clusterID, err := sourceClusterID(ctx, resolved)
+	clusterID, err := checkedClusterID(ctx, configs, resolved)
 	if err != nil {
 		return err
-	}
-	if want := configs["source.cluster.id"]; want != "" && want != clusterID {
-		return protocol.ErrInvalidConfig.WithMessage("source.cluster.id is %s but the cluster at %s reports %s; fix bootstrap.servers or source.cluster.id",
-			want, configs["bootstrap.servers"], clusterID)
 	}
 	if err := b.Coord.EnsureStateTopic(ctx); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -89,6 +85,20 @@ func create(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorR
 	}
 	b.Log.Info("mirror created", "mirror", req.MirrorName, "source", configs["bootstrap.servers"], "source_cluster_id", clusterID)
 	return nil
+}
+
+// checkedClusterID is the source's cluster id, which must be the
+// source.cluster.id the operator gave, if any.
+func checkedClusterID(ctx context.Context, configs, resolved map[string]string) (string, error) {
+	clusterID, err := sourceClusterID(ctx, resolved)
+	if err != nil {
+		return "", err
+	}
+	if want := configs["source.cluster.id"]; want != "" && want != clusterID {
+		return "", protocol.ErrInvalidConfig.WithMessage("source.cluster.id is %s but the cluster at %s reports %s; fix bootstrap.servers or source.cluster.id",
+			want, configs["bootstrap.servers"], clusterID)
+	}
+	return clusterID, nil
 }
 
 // sourceClusterID connects once with the given configs: a mirror whose

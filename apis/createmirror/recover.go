@@ -42,13 +42,9 @@ func recoverState(ctx context.Context, b *apicore.Backend, name string, configs,
 	if lost == nil {
 		return protocol.ErrInvalidRequest.WithMessage("mirror %q has no lost state to recover; `kmirror mirrors --list` names the mirrors whose state was lost", name)
 	}
-	clusterID, err := sourceClusterID(ctx, resolved)
+	clusterID, err := checkedClusterID(ctx, configs, resolved)
 	if err != nil {
 		return err
-	}
-	if want := configs["source.cluster.id"]; want != "" && want != clusterID {
-		return protocol.ErrInvalidConfig.WithMessage("source.cluster.id is %s but the cluster at %s reports %s; fix bootstrap.servers or source.cluster.id",
-			want, configs["bootstrap.servers"], clusterID)
 	}
 	topics := slices.Sorted(maps.Keys(lost))
 	for _, t := range topics {

@@ -7,11 +7,11 @@ package mirrorcli
 // has its own topics.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/internal/syncbuf"
 	"io"
 	"log/slog"
 	"math"
@@ -20,7 +20,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -275,25 +274,6 @@ func (e *promoteEnv) recoveryPoint(t *testing.T) {
 	})
 }
 
-// lockedBuffer is a bytes.Buffer a running command writes while the test
-// reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // --wait-for-sync waits while producers write and the copy lags, sends the
 // failover once they stopped and the copy caught up, and every partition's
 // LMO is then the source's end: nothing lost.
@@ -325,7 +305,7 @@ func (e *promoteEnv) promoteAfterCatchUp(t *testing.T) {
 			}
 		}
 	}()
-	var out, errOut lockedBuffer
+	var out, errOut syncbuf.Buffer
 	cmdDone := make(chan error, 1)
 	go func() {
 		cmdDone <- Mirrors(context.Background(), []string{"--bootstrap-server", e.in.Proxy.Addr(),

@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"github.com/kmirror/kmirror/internal/syncbuf"
 	"log/slog"
 	"os/exec"
 	"strings"
@@ -46,7 +47,7 @@ func TestSecretsNeverInStateRealKafka(t *testing.T) {
 	const user = "mirror-src"
 	src := kafkatest.Start(t, kafkatest.SASLUser(user, marker))
 	dst := kafkatest.Start(t)
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	keyFile := writeFile(t, "secrets.keys", "# kmirror secrets keys, the first encrypts\nk1="+base64.StdEncoding.EncodeToString(randomBytes(t, 32))+"\n")
 	in := instancetest.Start(t, dst, log, func(c *instance.Config) { c.Proxy.SecretsKeyFile = keyFile })
