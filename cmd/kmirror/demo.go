@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -57,8 +58,17 @@ func runDemo(ctx context.Context, args []string) error {
 	}
 	defer dst.Close()
 
+	// Audit lines go to a file: on the terminal the demo's own polling would print one a second.
+	auditDir, err := os.MkdirTemp("", "kmirror-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(auditDir)
+	auditLog := filepath.Join(auditDir, "audit.log")
+
 	in, err := instance.New(ctx, instance.Config{
-		Proxy:     proxy.Config{Upstream: dst.ListenAddrs(), Listen: *listen, MetricsAddr: "127.0.0.1:0"},
+		Proxy: proxy.Config{Upstream: dst.ListenAddrs(), Listen: *listen, MetricsAddr: "127.0.0.1:0",
+			AuditLog: auditLog},
 		Mirroring: true, StatePartitions: 5, SessionTimeout: 6 * time.Second, Logger: quiet,
 	})
 	if err != nil {
@@ -92,6 +102,7 @@ func runDemo(ctx context.Context, args []string) error {
   destination cluster (embedded):  %s
   kmirror (in front of it):        %s   mirror "demo" copies topic "demo"
   metrics:                         http://%s/metrics
+  audit log (one line per mirror RPC and refusal, deleted at exit): %s
 
 Try, in another terminal:
   go run ./cmd/kmirror mirrors --bootstrap-server %s --describe
@@ -100,7 +111,7 @@ Try, in another terminal:
   go run ./cmd/kmirror mirrors --bootstrap-server %s --remove --mirror demo --topics demo   (fail over)
 Ctrl-C stops.
 
-`, strings.Join(src.ListenAddrs(), ","), *partitions, *rate, strings.Join(dst.ListenAddrs(), ","), addr, in.Proxy.MetricsAddr(), addr, addr, addr, addr)
+`, strings.Join(src.ListenAddrs(), ","), *partitions, *rate, strings.Join(dst.ListenAddrs(), ","), addr, in.Proxy.MetricsAddr(), auditLog, addr, addr, addr, addr)
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
