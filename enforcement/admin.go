@@ -78,6 +78,18 @@ type adminCheck struct {
 }
 
 // collect returns the refusal per topic (by index) or nil when none applies.
+// namesOf lists the names of a request's topics or resources.
+func namesOf[T any](ts []T, name func(T) string) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = name(t)
+	}
+	return names
+}
+
+// topicWhy is why the named topic may not be changed ("" if it may), as collect wants it.
+func (a *adminCheck) topicWhy(_ int, name string) string { return a.why(name) }
+
 func (a *adminCheck) collect(names []string, why func(i int, name string) string) []string {
 	reasons := make([]string, len(names))
 	any := false
@@ -120,7 +132,7 @@ func (a *adminCheck) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsReque
 			names, ids = append(names, n), append(ids, [16]byte{})
 		}
 	}
-	reasons := a.collect(names, func(_ int, n string) string { return a.why(n) })
+	reasons := a.collect(names, a.topicWhy)
 	if reasons == nil {
 		return nil, nil
 	}
@@ -137,11 +149,8 @@ func (a *adminCheck) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsReque
 // refuses topics that may not exist yet: kmirror creates its state topic
 // itself, with compaction).
 func (a *adminCheck) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
-	names := make([]string, len(r.Topics))
-	for i, t := range r.Topics {
-		names[i] = t.Topic
-	}
-	reasons := a.collect(names, func(_ int, n string) string { return a.why(n) })
+	names := namesOf(r.Topics, func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic })
+	reasons := a.collect(names, a.topicWhy)
 	if reasons == nil {
 		return nil
 	}
@@ -156,11 +165,8 @@ func (a *adminCheck) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 }
 
 func (a *adminCheck) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
-	names := make([]string, len(r.Topics))
-	for i, t := range r.Topics {
-		names[i] = t.Topic
-	}
-	reasons := a.collect(names, func(_ int, n string) string { return a.why(n) })
+	names := namesOf(r.Topics, func(t kmsg.DeleteRecordsRequestTopic) string { return t.Topic })
+	reasons := a.collect(names, a.topicWhy)
 	if reasons == nil {
 		return nil
 	}
@@ -179,10 +185,7 @@ func (a *adminCheck) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
 }
 
 func (a *adminCheck) createPartitions(r *kmsg.CreatePartitionsRequest) kmsg.Response {
-	names := make([]string, len(r.Topics))
-	for i, t := range r.Topics {
-		names[i] = t.Topic
-	}
+	names := namesOf(r.Topics, func(t kmsg.CreatePartitionsRequestTopic) string { return t.Topic })
 	reasons := a.collect(names, func(_ int, n string) string {
 		if why := a.why(n); why != "" {
 			return why + a.growNote
@@ -224,10 +227,7 @@ func syncedKeyRefusal(set *ReadOnlySet, resourceType int8, topic string, keys []
 }
 
 func (a *adminCheck) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
-	names := make([]string, len(r.Resources))
-	for i, res := range r.Resources {
-		names[i] = res.ResourceName
-	}
+	names := namesOf(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) string { return res.ResourceName })
 	reasons := a.collect(names, func(i int, n string) string {
 		keys := make([]string, 0, len(r.Resources[i].Configs))
 		for _, c := range r.Resources[i].Configs {
@@ -248,10 +248,7 @@ func (a *adminCheck) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequ
 }
 
 func (a *adminCheck) alterConfigs(r *kmsg.AlterConfigsRequest) kmsg.Response {
-	names := make([]string, len(r.Resources))
-	for i, res := range r.Resources {
-		names[i] = res.ResourceName
-	}
+	names := namesOf(r.Resources, func(res kmsg.AlterConfigsRequestResource) string { return res.ResourceName })
 	reasons := a.collect(names, func(i int, n string) string {
 		// AlterConfigs replaces every config of the resource: any synced key
 		// it omits would be reset, so it is refused outright on mirror topics.
