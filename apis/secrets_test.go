@@ -164,16 +164,7 @@ func TestMirrorSecretsNeverStoredInClear(t *testing.T) {
 
 	// Rotation: a new key first in the file; any alter re-saves with it.
 	withKeys(t, e, "k2="+k2, "k1="+k1)
-	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = mirrorconfigs.ResourceType, "literal"
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Value = "replication.throttled.rate", kmsg.StringPtr("0")
-	res.Configs = append(res.Configs, c)
-	alter.Resources = append(alter.Resources, res)
-	if r := mirrorconfigs.Alter(e.ctx, e.b, alter); r.Resources[0].ErrorCode != 0 {
-		t.Fatalf("alter: %s", deref(r.Resources[0].ErrorMessage))
-	}
+	resaveByAlter(t, e, "literal")
 	if got := storedConfigs(t, e, "literal")["sasl.password"]; !strings.HasPrefix(got, "encrypted:v1:k2:") {
 		t.Fatalf("after alter: %q", got)
 	}
@@ -240,16 +231,7 @@ func TestMirrorSecretInClearFromOlderVersion(t *testing.T) {
 		t.Fatalf("add with a clear-text password: %s", deref(resp.ErrorMessage))
 	}
 	withKeys(t, e, "k1="+secretsKey(t))
-	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = mirrorconfigs.ResourceType, "old"
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Value = "replication.throttled.rate", kmsg.StringPtr("0")
-	res.Configs = append(res.Configs, c)
-	alter.Resources = append(alter.Resources, res)
-	if r := mirrorconfigs.Alter(e.ctx, e.b, alter); r.Resources[0].ErrorCode != 0 {
-		t.Fatalf("alter: %s", deref(r.Resources[0].ErrorMessage))
-	}
+	resaveByAlter(t, e, "old")
 	m, err := e.b.Mirror(e.ctx, "old")
 	if err != nil {
 		t.Fatal(err)
@@ -259,5 +241,21 @@ func TestMirrorSecretInClearFromOlderVersion(t *testing.T) {
 	}
 	if _, err := e.b.Sources.Client("old", m.Config.Configs); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// resaveByAlter sends an alter of a harmless config of mirror name, which
+// re-saves its secrets with the current key.
+func resaveByAlter(t *testing.T, e *env, name string) {
+	t.Helper()
+	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = mirrorconfigs.ResourceType, name
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = "replication.throttled.rate", kmsg.StringPtr("0")
+	res.Configs = append(res.Configs, c)
+	alter.Resources = append(alter.Resources, res)
+	if r := mirrorconfigs.Alter(e.ctx, e.b, alter); r.Resources[0].ErrorCode != 0 {
+		t.Fatalf("alter %s: %s", name, deref(r.Resources[0].ErrorMessage))
 	}
 }
