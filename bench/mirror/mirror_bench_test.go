@@ -159,6 +159,7 @@ func BenchmarkMirror(b *testing.B) {
 					b.Fatalf("fill %s: %v", s.topic, err)
 				}
 				s.bytes = logBytes(ctx, b, e.src, s.topic)
+				base := fillBaseline(ctx, b, e, s)
 				for _, path := range roundPaths(round, turn) {
 					b.Run(fmt.Sprintf("%s/p%d/r%d/%s", c.name, parts, round, path), func(b *testing.B) {
 						settle()
@@ -171,6 +172,8 @@ func BenchmarkMirror(b *testing.B) {
 							r = runKmirror(ctx, b, e, s)
 						case "mirrormaker2":
 							r = runMM2(ctx, b, e, s)
+						case baselinePath:
+							r = runKmirrorBinary(ctx, b, e, base, baselineBin, baselinePath)
 						}
 						r.load = load
 						report(b, r)
@@ -197,7 +200,10 @@ func settle() { syscall.Sync() }
 // decides its comparison, and each of its runs costs a Connect start.
 func roundPaths(round, turn int) []string {
 	ps := paths
-	if round > 1 {
+	switch {
+	case baselineBin != "":
+		ps = []string{"raw-produce", "kmirror", baselinePath}
+	case round > 1:
 		ps = paths[:2]
 	}
 	k := turn % len(ps)
@@ -470,7 +476,7 @@ func ratios(results []result, codecName string, parts int32) string {
 	if len(kmMBps) == 0 {
 		return ""
 	}
-	var figs []string
+	figs := baselineRatios(get)
 	if len(raw) > 0 {
 		figs = append(figs, fmt.Sprintf("kmirror/raw median %.2f of %s (2nd half %s; target ≥ 0.8)", median(raw), list(raw), list(raw2)))
 	}

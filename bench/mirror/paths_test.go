@@ -67,8 +67,13 @@ func runRaw(ctx context.Context, b *testing.B, e *env, s spec) result {
 // mirror is failed over and deleted afterwards, so the next kmirror process
 // finds nothing left to copy.
 func runKmirror(ctx context.Context, b *testing.B, e *env, s spec) result {
-	r := result{spec: s, path: "kmirror"}
-	k := startKmirror(b, e, s.topic)
+	return runKmirrorBinary(ctx, b, e, s, e.kmirror, "kmirror")
+}
+
+// runKmirrorBinary is runKmirror with the kmirror binary bin, reported as path.
+func runKmirrorBinary(ctx context.Context, b *testing.B, e *env, s spec, bin, path string) result {
+	r := result{spec: s, path: path}
+	k := startKmirror(b, e, bin, s.topic)
 	adm := kafkatest.NewClient(b, []string{k.addr}, kgo.MaxVersions(protocol.KgoMaxVersions(nil)))
 	mirror := s.topic
 	create := protocol.NewPtrCreateMirrorRequest()
@@ -92,11 +97,11 @@ func runKmirror(ctx context.Context, b *testing.B, e *env, s spec) result {
 	r.copiedRec = w.copied
 	if err != nil {
 		r.failure = fmt.Sprintf("%v; kmirror says: %s", err, describe(ctx, adm, mirror))
-		b.Errorf("kmirror, %s: %s (log %s)", s.topic, r.failure, k.log)
+		b.Errorf("%s, %s: %s (log %s)", path, s.topic, r.failure, k.log)
 		return r
 	}
 	r.setWindow(began, w)
-	b.Logf("kmirror: %s", w.describe(s.bytes))
+	b.Logf("%s: %s", path, w.describe(s.bytes))
 	r.p50, r.p99 = probeLag(ctx, b, e.src, s.topic, e.dst, s.topic, s)
 	if r.rss, err = peakRSS(k.pid()); err != nil {
 		b.Fatal(err)
@@ -442,7 +447,7 @@ type kmirrorProc struct {
 	exited chan struct{}
 }
 
-func startKmirror(b *testing.B, e *env, name string) *kmirrorProc {
+func startKmirror(b *testing.B, e *env, bin, name string) *kmirrorProc {
 	b.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -451,7 +456,7 @@ func startKmirror(b *testing.B, e *env, name string) *kmirrorProc {
 	addr := l.Addr().String()
 	l.Close()
 	k := &kmirrorProc{addr: addr, log: filepath.Join(e.work, "kmirror-"+name+".log"), exited: make(chan struct{})}
-	k.cmd = exec.Command(e.kmirror, "proxy", "--upstream", e.dst.BootstrapString(), "--listen", addr, "--broker-ports", "0",
+	k.cmd = exec.Command(bin, "proxy", "--upstream", e.dst.BootstrapString(), "--listen", addr, "--broker-ports", "0",
 		"--state-partitions", "10", "--state-replication-factor", "1", "--session-timeout", "6s", "--log-level", logLevel())
 	logf, err := os.Create(k.log)
 	if err != nil {
