@@ -46,10 +46,7 @@ func TestDescribeMirrorsSyncFieldsAreTagged(t *testing.T) {
 		t.Fatal("the full DescribeMirrorsResponse case lost its sync fields")
 	}
 	d := decoder{r: kbin.Reader{Src: full.AppendTo(nil)}}
-	var throttle int32
-	var code int16
-	var msg *string
-	d.responseHead(&throttle, &code, &msg)
+	skipResponseHead(&d)
 	old := readArray[v0Mirror](&d)
 	var tags kmsg.Tags
 	d.tags(&tags, nil)
