@@ -34,6 +34,8 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+	@# generated code must be what its definitions give (compared in memory: no dirty tree)
+	cd protocol && $(GO) run ./internal/gen -check
 
 # Every fuzz target of every package, FUZZTIME each.
 fuzz:

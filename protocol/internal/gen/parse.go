@@ -139,6 +139,12 @@ func (p *parser) parseLine(line string) error {
 		p.cur = nil
 		return nil
 	case strings.HasPrefix(text, "//"):
+		if indented && p.cur == nil {
+			return p.errorf("indented comment outside a struct (a blank line ends a struct)")
+		}
+		if !indented {
+			p.cur = nil // a comment at the margin starts the next block
+		}
 		p.doc = append(p.doc, strings.TrimPrefix(strings.TrimPrefix(text, "//"), " "))
 		return nil
 	case indented:
