@@ -67,8 +67,10 @@ func (v *v0Topic) readFrom(d *decoder) {
 	d.tags(&v.UnknownTags, nil)
 }
 
-// v0TopicsMirror is a v0 mirror entry read down to its partitions.
-type v0TopicsMirror struct {
+// v0Mirror is a DescribeMirrors mirror entry as v0 first shipped, read
+// down to its partitions: before the sync fields (tags 0 and 1) and the
+// recovery point fields of its partitions.
+type v0Mirror struct {
 	Name         string
 	ErrorCode    int16
 	ErrorMessage *string
@@ -76,7 +78,7 @@ type v0TopicsMirror struct {
 	UnknownTags  kmsg.Tags
 }
 
-func (v *v0TopicsMirror) appendTo(dst []byte) []byte {
+func (v *v0Mirror) appendTo(dst []byte) []byte {
 	dst = appendString(dst, v.Name)
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = appendNullableString(dst, v.ErrorMessage)
@@ -84,7 +86,7 @@ func (v *v0TopicsMirror) appendTo(dst []byte) []byte {
 	return appendTags(dst, &v.UnknownTags)
 }
 
-func (v *v0TopicsMirror) readFrom(d *decoder) {
+func (v *v0Mirror) readFrom(d *decoder) {
 	v.Name = d.string()
 	v.ErrorCode = d.int16()
 	v.ErrorMessage = d.nullableString()
@@ -119,7 +121,7 @@ func TestDescribeMirrorsRecoveryPointIsTagged(t *testing.T) {
 	full := fullDescribeResponse(t)
 	d := decoder{r: kbin.Reader{Src: full.AppendTo(nil)}}
 	skipResponseHead(&d)
-	old := readArray[v0TopicsMirror](&d)
+	old := readArray[v0Mirror](&d)
 	var tags kmsg.Tags
 	d.tags(&tags, nil)
 	if err := d.finish(); err != nil {
@@ -168,11 +170,11 @@ func TestDescribeMirrorsRecoveryPointIsTagged(t *testing.T) {
 // A server from before the recovery point fields sends none: the client
 // must read "unknown" (-1), never "nothing at risk" (0).
 func TestDescribeMirrorsRecoveryPointAbsentIsUnknown(t *testing.T) {
-	oldServer := v0TopicsMirror{Name: "dr", Topics: []v0Topic{{Name: "orders", Partitions: []v0Partition{
+	oldServer := v0Mirror{Name: "dr", Topics: []v0Topic{{Name: "orders", Partitions: []v0Partition{
 		{Partition: 0, State: "MIRRORING", SourceHighWatermark: 100, DestinationHighWatermark: 90, Lag: 10, LastMirroredOffset: -1},
 	}}}}
 	body := appendNullableString(kbin.AppendInt16(kbin.AppendInt32(nil, 0), 0), nil) // throttle, error code, message
-	body = appendArray(body, []v0TopicsMirror{oldServer})
+	body = appendArray(body, []v0Mirror{oldServer})
 	body = appendTags(body, &kmsg.Tags{})
 	var resp DescribeMirrorsResponse
 	if err := resp.ReadFrom(body); err != nil {
