@@ -35,7 +35,8 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	@# generated code must be what its definitions give (compared in memory: no dirty tree)
-	cd protocol && $(GO) run ./internal/gen -check
+	cd protocol && $(GO) run ./internal/gen -check && \
+	  $(GO) run ./internal/gen -check -defs testdata/describe_v0 -out describe_v0_generated_test.go
 
 # Every fuzz target of every package, FUZZTIME each.
 fuzz:

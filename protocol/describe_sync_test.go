@@ -3,29 +3,14 @@ package protocol
 import (
 	"bytes"
 	"testing"
-
-	"github.com/twmb/franz-go/pkg/kbin"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestDescribeMirrorsSyncFieldsAreTagged(t *testing.T) {
-	var full *DescribeMirrorsResponse
-	for _, c := range roundTripCases() {
-		if c.name == "DescribeMirrorsResponse/full" {
-			full = c.msg.(*DescribeMirrorsResponse)
-		}
-	}
-	if full == nil || len(full.Mirrors[0].Groups) == 0 || len(full.Mirrors[0].Syncs) == 0 {
+	full := fullDescribeResponse(t)
+	if len(full.Mirrors[0].Groups) == 0 || len(full.Mirrors[0].Syncs) == 0 {
 		t.Fatal("the full DescribeMirrorsResponse case lost its sync fields")
 	}
-	d := decoder{r: kbin.Reader{Src: full.AppendTo(nil)}}
-	skipResponseHead(&d)
-	old := readArray[v0Mirror](&d)
-	var tags kmsg.Tags
-	d.tags(&tags, nil)
-	if err := d.finish(); err != nil {
-		t.Fatalf("a v0 client cannot decode the response: %v", err)
-	}
+	old := decodeAsV0Client(t, full)
 	m := old[0]
 	// The old client's topics, their own unknown tags included, encode
 	// back to the bytes the server sent.

@@ -34,3 +34,4 @@
 package protocol
 
 //go:generate go run ./internal/gen -defs definitions -out generated.go
+//go:generate go run ./internal/gen -defs testdata/describe_v0 -out describe_v0_generated_test.go

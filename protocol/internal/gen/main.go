@@ -30,7 +30,7 @@ func main() {
 }
 
 func run(defsDir, out string, checkOnly bool) error {
-	src, err := generateDir(defsDir)
+	src, err := generateDir(defsDir, out)
 	if err != nil {
 		return err
 	}
@@ -48,8 +48,8 @@ func run(defsDir, out string, checkOnly bool) error {
 }
 
 // generateDir reads every *.def file of dir, in name order, and returns
-// the generated source.
-func generateDir(dir string) ([]byte, error) {
+// the source to write to out.
+func generateDir(dir, out string) ([]byte, error) {
 	names, err := filepath.Glob(filepath.Join(dir, "*.def"))
 	if err != nil {
 		return nil, err
@@ -71,5 +71,9 @@ func generateDir(dir string) ([]byte, error) {
 	if err := check(defs); err != nil {
 		return nil, err
 	}
-	return generate(defs)
+	rel, err := filepath.Rel(filepath.Dir(out), dir)
+	if err != nil {
+		rel = dir
+	}
+	return generate(defs, filepath.ToSlash(rel)+"/*.def")
 }
