@@ -249,7 +249,8 @@ func (v *AddTopicsToMirrorRequestTopic) readFrom(d *decoder) {
 	d.tags(&v.UnknownTags, nil)
 }
 
-// Default sets every field to its default: NumPartitions -1; the others zero.
+// Default sets every field to its default, Go's zero value except:
+//   - NumPartitions: -1
 func (v *AddTopicsToMirrorRequestTopic) Default() {
 	*v = AddTopicsToMirrorRequestTopic{
 		NumPartitions: -1,
@@ -540,7 +541,8 @@ func (v *LastMirroredOffsetsResponsePartition) readFrom(d *decoder) {
 	d.tags(&v.UnknownTags, nil)
 }
 
-// Default sets every field to its default: LastMirroredOffset -1; the others zero.
+// Default sets every field to its default, Go's zero value except:
+//   - LastMirroredOffset: -1
 func (v *LastMirroredOffsetsResponsePartition) Default() {
 	*v = LastMirroredOffsetsResponsePartition{
 		LastMirroredOffset: -1,
@@ -947,7 +949,14 @@ func (v *DescribeMirrorsResponsePartition) readFrom(d *decoder) {
 	})
 }
 
-// Default sets every field to its default: State MirrorStateUnknown.String(), SourceHighWatermark -1, DestinationHighWatermark -1, Lag -1, LastMirroredOffset -1, RecordsAtRisk -1, AtRiskAgeMs -1; the others zero.
+// Default sets every field to its default, Go's zero value except:
+//   - State: MirrorStateUnknown.String()
+//   - SourceHighWatermark: -1
+//   - DestinationHighWatermark: -1
+//   - Lag: -1
+//   - LastMirroredOffset: -1
+//   - RecordsAtRisk: -1
+//   - AtRiskAgeMs: -1
 func (v *DescribeMirrorsResponsePartition) Default() {
 	*v = DescribeMirrorsResponsePartition{
 		State:                    MirrorStateUnknown.String(),
@@ -1114,7 +1123,10 @@ func (v *ReadMirrorStateResponsePartition) readFrom(d *decoder) {
 	d.tags(&v.UnknownTags, nil)
 }
 
-// Default sets every field to its default: State MirrorStateUnknown, PreviousState MirrorStateUnknown, LastMirroredOffset -1; the others zero.
+// Default sets every field to its default, Go's zero value except:
+//   - State: MirrorStateUnknown
+//   - PreviousState: MirrorStateUnknown
+//   - LastMirroredOffset: -1
 func (v *ReadMirrorStateResponsePartition) Default() {
 	*v = ReadMirrorStateResponsePartition{
 		State:              MirrorStateUnknown,
@@ -1217,7 +1229,9 @@ func (v *WriteMirrorStateRequestPartition) readFrom(d *decoder) {
 	d.tags(&v.UnknownTags, nil)
 }
 
-// Default sets every field to its default: State MirrorStateUnknown, LastMirroredOffset -1; the others zero.
+// Default sets every field to its default, Go's zero value except:
+//   - State: MirrorStateUnknown
+//   - LastMirroredOffset: -1
 func (v *WriteMirrorStateRequestPartition) Default() {
 	*v = WriteMirrorStateRequestPartition{
 		State:              MirrorStateUnknown,

@@ -211,13 +211,13 @@ func (e *emitter) defaults(s *structDef) {
 	for _, f := range s.Fields {
 		if f.Default != "" {
 			set = append(set, fmt.Sprintf("%s: %s,", f.Name, f.Default))
-			said = append(said, fmt.Sprintf("%s %s", f.Name, f.Default))
+			said = append(said, fmt.Sprintf("//   - %s: %s", f.Name, f.Default))
 		}
 	}
 	if len(set) == 0 {
 		return
 	}
-	e.p("// Default sets every field to its default: %s; the others zero.", strings.Join(said, ", "))
+	e.p("// Default sets every field to its default, Go's zero value except:\n%s", strings.Join(said, "\n"))
 	e.p("func (v *%s) Default() {\n*v = %s{\n%s\n}\n}\n", s.Name, s.Name, strings.Join(set, "\n"))
 	e.p("// New%s returns a %s with its defaults set.", s.Name, s.Name)
 	e.p("func New%s() %s {\nvar v %s\nv.Default()\nreturn v\n}\n", s.Name, s.Name, s.Name)
