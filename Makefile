@@ -34,6 +34,9 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+	@# generated code must be what its definitions give (compared in memory: no dirty tree)
+	cd protocol && $(GO) run ./internal/gen -check && \
+	  $(GO) run ./internal/gen -check -defs testdata/describe_v0 -out describe_v0_generated_test.go
 
 # Every fuzz target of every package, FUZZTIME each.
 fuzz:

@@ -6,9 +6,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// API keys of the mirror RPCs: this block is the one place their numbers
-// live. The proposal's own keys will be assigned by Apache Kafka when it is
-// accepted; until then kmirror must stay off Kafka's path.
+// The API keys of the mirror RPCs (KeyCreateMirror = 1000 .. KeyDeleteMirror
+// = 1010) are in the definitions (definitions/*.def), generated into
+// generated.go with the table of mirror RPCs (mirrorAPIs). The proposal's own
+// keys will be assigned by Apache Kafka when it is accepted; until then
+// kmirror must stay off Kafka's path.
 //
 // Why 1000..1010 (docs/proxy.md, "Mirror RPC keys"):
 //   - Kafka assigns keys sequentially from 0 (94 in Kafka 4.3's generation,
@@ -25,21 +27,11 @@ import (
 // If a destination ever advertises a key in this range, the proxy stops
 // serving that key (proxy/18_api_versions.go): a Kafka request is never
 // answered with a mirror response.
-const (
-	KeyCreateMirror int16 = 1000 + iota
-	KeyAddTopicsToMirror
-	KeyRemoveTopicsFromMirror
-	KeyLastMirroredOffsets
-	KeyListMirrors
-	KeyDescribeMirrors
-	KeyReadMirrorState
-	KeyWriteMirrorState
-	KeyPauseMirrorTopics
-	KeyResumeMirrorTopics
-	KeyDeleteMirror
 
-	// MinMirrorKey and MaxMirrorKey bound kmirror's key range (inclusive):
-	// the range the proxy advertises and checks upstream against.
+// MinMirrorKey and MaxMirrorKey bound kmirror's key range (inclusive): the
+// range the proxy advertises and checks upstream against. The generator
+// refuses keys that are not contiguous, so every key between them is one.
+const (
 	MinMirrorKey = KeyCreateMirror
 	MaxMirrorKey = KeyDeleteMirror
 )
@@ -54,33 +46,6 @@ type APIInfo struct {
 
 	newRequest  func() kmsg.Request
 	newResponse func() kmsg.Response
-}
-
-// mirrorAPIs is the one table of mirror RPCs: keys, names, versions and the
-// types that carry them.
-var mirrorAPIs = []APIInfo{
-	{KeyCreateMirror, "CreateMirror", 0, 0, 0,
-		func() kmsg.Request { return NewPtrCreateMirrorRequest() }, func() kmsg.Response { return NewPtrCreateMirrorResponse() }},
-	{KeyAddTopicsToMirror, "AddTopicsToMirror", 0, 0, 0,
-		func() kmsg.Request { return NewPtrAddTopicsToMirrorRequest() }, func() kmsg.Response { return NewPtrAddTopicsToMirrorResponse() }},
-	{KeyRemoveTopicsFromMirror, "RemoveTopicsFromMirror", 0, 0, 0,
-		func() kmsg.Request { return NewPtrRemoveTopicsFromMirrorRequest() }, func() kmsg.Response { return NewPtrRemoveTopicsFromMirrorResponse() }},
-	{KeyLastMirroredOffsets, "LastMirroredOffsets", 0, 0, 0,
-		func() kmsg.Request { return NewPtrLastMirroredOffsetsRequest() }, func() kmsg.Response { return NewPtrLastMirroredOffsetsResponse() }},
-	{KeyListMirrors, "ListMirrors", 0, 0, 0,
-		func() kmsg.Request { return NewPtrListMirrorsRequest() }, func() kmsg.Response { return NewPtrListMirrorsResponse() }},
-	{KeyDescribeMirrors, "DescribeMirrors", 0, 0, 0,
-		func() kmsg.Request { return NewPtrDescribeMirrorsRequest() }, func() kmsg.Response { return NewPtrDescribeMirrorsResponse() }},
-	{KeyReadMirrorState, "ReadMirrorState", 0, 0, 0,
-		func() kmsg.Request { return NewPtrReadMirrorStateRequest() }, func() kmsg.Response { return NewPtrReadMirrorStateResponse() }},
-	{KeyWriteMirrorState, "WriteMirrorState", 0, 0, 0,
-		func() kmsg.Request { return NewPtrWriteMirrorStateRequest() }, func() kmsg.Response { return NewPtrWriteMirrorStateResponse() }},
-	{KeyPauseMirrorTopics, "PauseMirrorTopics", 0, 0, 0,
-		func() kmsg.Request { return NewPtrPauseMirrorTopicsRequest() }, func() kmsg.Response { return NewPtrPauseMirrorTopicsResponse() }},
-	{KeyResumeMirrorTopics, "ResumeMirrorTopics", 0, 0, 0,
-		func() kmsg.Request { return NewPtrResumeMirrorTopicsRequest() }, func() kmsg.Response { return NewPtrResumeMirrorTopicsResponse() }},
-	{KeyDeleteMirror, "DeleteMirror", 0, 0, 0,
-		func() kmsg.Request { return NewPtrDeleteMirrorRequest() }, func() kmsg.Response { return NewPtrDeleteMirrorResponse() }},
 }
 
 // MirrorAPIs returns a copy of the mirror RPC table, in key order, for
@@ -141,12 +106,6 @@ func ResponseForKey(key int16) kmsg.Response {
 		return api.newResponse()
 	}
 	return nil
-}
-
-// maxVersion serves the MaxVersion methods of the mirror messages.
-func maxVersion(k int16) int16 {
-	api, _ := mirrorAPI(k)
-	return api.MaxVersion
 }
 
 // checkVersion refuses to decode a version whose layout this package does

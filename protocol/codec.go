@@ -125,16 +125,17 @@ func (d *decoder) arrayLen(minSize int) int {
 	return int(n)
 }
 
-// strings reads a non-nullable array of strings. Empty arrays decode as nil
+// readSlice reads a non-nullable COMPACT_ARRAY whose elements take at
+// least minSize bytes each, each read by read. Empty arrays decode as nil
 // so that nil and empty, which encode identically, also decode identically.
-func (d *decoder) strings() []string {
-	n := d.arrayLen(1)
+func readSlice[T any](d *decoder, minSize int, read func() T) []T {
+	n := d.arrayLen(minSize)
 	if n == 0 {
 		return nil
 	}
-	s := make([]string, n)
+	s := make([]T, n)
 	for i := range s {
-		s[i] = d.string()
+		s[i] = read()
 	}
 	if !d.ok() {
 		return nil
@@ -142,21 +143,11 @@ func (d *decoder) strings() []string {
 	return s
 }
 
+// strings reads a non-nullable array of strings; empty decodes as nil.
+func (d *decoder) strings() []string { return readSlice(d, 1, d.string) }
+
 // int32s reads a non-nullable array of int32; empty decodes as nil.
-func (d *decoder) int32s() []int32 {
-	n := d.arrayLen(4)
-	if n == 0 {
-		return nil
-	}
-	s := make([]int32, n)
-	for i := range s {
-		s[i] = d.int32()
-	}
-	if !d.ok() {
-		return nil
-	}
-	return s
-}
+func (d *decoder) int32s() []int32 { return readSlice(d, 4, d.int32) }
 
 // tags reads a tagged-field section. Tags that known decodes (it returns
 // true) are read from their own sub-decoder, which must consume the tag's
@@ -226,18 +217,10 @@ func readArray[T any, P element[T]](d *decoder) []T {
 	if s, ok := any(P(&zero)).(smallester); ok {
 		s.smallest()
 	}
-	n := d.arrayLen(len(P(&zero).appendTo(nil)))
-	if n == 0 {
-		return nil
-	}
-	s := make([]T, n)
-	for i := range s {
-		P(&s[i]).readFrom(d)
-		if !d.ok() {
-			return nil
-		}
-	}
-	return s
+	return readSlice(d, len(P(&zero).appendTo(nil)), func() (v T) {
+		P(&v).readFrom(d)
+		return v
+	})
 }
 
 // message is a top-level request or response of this package.
@@ -274,17 +257,16 @@ func appendNullableString(dst []byte, s *string) []byte {
 }
 
 func appendStrings(dst []byte, s []string) []byte {
-	dst = kbin.AppendCompactArrayLen(dst, len(s))
-	for _, v := range s {
-		dst = kbin.AppendCompactString(dst, v)
-	}
-	return dst
+	return appendSlice(dst, s, kbin.AppendCompactString)
 }
 
-func appendInt32s(dst []byte, s []int32) []byte {
+func appendInt32s(dst []byte, s []int32) []byte { return appendSlice(dst, s, kbin.AppendInt32) }
+
+// appendSlice writes a non-nullable COMPACT_ARRAY of scalars.
+func appendSlice[T any](dst []byte, s []T, add func([]byte, T) []byte) []byte {
 	dst = kbin.AppendCompactArrayLen(dst, len(s))
 	for _, v := range s {
-		dst = kbin.AppendInt32(dst, v)
+		dst = add(dst, v)
 	}
 	return dst
 }

@@ -9,117 +9,42 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// v0Partition is a DescribeMirrors partition entry as v0 first shipped,
-// before the recovery point fields: a client built then must still decode a
-// response that carries them, and a client built now must not read their
-// absence (an older server) as "nothing at risk".
-type v0Partition struct {
-	Partition                int32
-	State                    string
-	SourceHighWatermark      int64
-	DestinationHighWatermark int64
-	Lag                      int64
-	LastMirroredOffset       int64
-	RetryAttempt             int16
-	ErrorMessage             *string
-	UnknownTags              kmsg.Tags
-}
-
-func (v *v0Partition) appendTo(dst []byte) []byte {
-	dst = kbin.AppendInt32(dst, v.Partition)
-	dst = appendString(dst, v.State)
-	dst = kbin.AppendInt64(dst, v.SourceHighWatermark)
-	dst = kbin.AppendInt64(dst, v.DestinationHighWatermark)
-	dst = kbin.AppendInt64(dst, v.Lag)
-	dst = kbin.AppendInt64(dst, v.LastMirroredOffset)
-	dst = kbin.AppendInt16(dst, v.RetryAttempt)
-	dst = appendNullableString(dst, v.ErrorMessage)
-	return appendTags(dst, &v.UnknownTags)
-}
-
-func (v *v0Partition) readFrom(d *decoder) {
-	v.Partition = d.int32()
-	v.State = d.string()
-	v.SourceHighWatermark = d.int64()
-	v.DestinationHighWatermark = d.int64()
-	v.Lag = d.int64()
-	v.LastMirroredOffset = d.int64()
-	v.RetryAttempt = d.int16()
-	v.ErrorMessage = d.nullableString()
-	d.tags(&v.UnknownTags, nil)
-}
-
-type v0Topic struct {
-	Name        string
-	Partitions  []v0Partition
-	UnknownTags kmsg.Tags
-}
-
-func (v *v0Topic) appendTo(dst []byte) []byte {
-	dst = appendString(dst, v.Name)
-	dst = appendArray(dst, v.Partitions)
-	return appendTags(dst, &v.UnknownTags)
-}
-
-func (v *v0Topic) readFrom(d *decoder) {
-	v.Name = d.string()
-	v.Partitions = readArray[v0Partition](d)
-	d.tags(&v.UnknownTags, nil)
-}
-
-// v0TopicsMirror is a v0 mirror entry read down to its partitions.
-type v0TopicsMirror struct {
-	Name         string
-	ErrorCode    int16
-	ErrorMessage *string
-	Topics       []v0Topic
-	UnknownTags  kmsg.Tags
-}
-
-func (v *v0TopicsMirror) appendTo(dst []byte) []byte {
-	dst = appendString(dst, v.Name)
-	dst = kbin.AppendInt16(dst, v.ErrorCode)
-	dst = appendNullableString(dst, v.ErrorMessage)
-	dst = appendArray(dst, v.Topics)
-	return appendTags(dst, &v.UnknownTags)
-}
-
-func (v *v0TopicsMirror) readFrom(d *decoder) {
-	v.Name = d.string()
-	v.ErrorCode = d.int16()
-	v.ErrorMessage = d.nullableString()
-	v.Topics = readArray[v0Topic](d)
-	d.tags(&v.UnknownTags, nil)
-}
-
+// fullDescribeResponse is the round-trip case DescribeMirrorsResponse/full,
+// which carries every tagged field a v0 client never heard of.
 func fullDescribeResponse(t *testing.T) *DescribeMirrorsResponse {
 	t.Helper()
 	for _, c := range roundTripCases() {
 		if c.name == "DescribeMirrorsResponse/full" {
-			full := c.msg.(*DescribeMirrorsResponse)
-			if ps := full.Mirrors[0].Topics[0].Partitions; len(ps) < 3 || ps[0].RecordsAtRisk <= 0 || ps[1].RecordsAtRisk != -1 || ps[2].RecordsAtRisk != 0 {
-				t.Fatal("the full DescribeMirrorsResponse case lost its recovery point fields (at risk, unknown, caught up)")
-			}
-			return full
+			return c.msg.(*DescribeMirrorsResponse)
 		}
 	}
 	t.Fatal("no DescribeMirrorsResponse/full case")
 	return nil
 }
 
-func TestDescribeMirrorsRecoveryPointIsTagged(t *testing.T) {
-	full := fullDescribeResponse(t)
-	d := decoder{r: kbin.Reader{Src: full.AppendTo(nil)}}
-	var throttle int32
-	var code int16
-	var msg *string
-	d.responseHead(&throttle, &code, &msg)
-	old := readArray[v0TopicsMirror](&d)
+// decodeAsV0Client decodes resp's encoding as a client built for the first
+// v0 would (testdata/describe_v0), and fails the test if it cannot.
+func decodeAsV0Client(t *testing.T, resp *DescribeMirrorsResponse) []V0DescribeMirror {
+	t.Helper()
+	d := decoder{r: kbin.Reader{Src: resp.AppendTo(nil)}}
+	d.int32()          // ThrottleMillis
+	d.int16()          // ErrorCode
+	d.nullableString() // ErrorMessage
+	old := readArray[V0DescribeMirror](&d)
 	var tags kmsg.Tags
 	d.tags(&tags, nil)
 	if err := d.finish(); err != nil {
 		t.Fatalf("a v0 client cannot decode the response: %v", err)
 	}
+	return old
+}
+
+func TestDescribeMirrorsRecoveryPointIsTagged(t *testing.T) {
+	full := fullDescribeResponse(t)
+	if ps := full.Mirrors[0].Topics[0].Partitions; len(ps) < 3 || ps[0].RecordsAtRisk <= 0 || ps[1].RecordsAtRisk != -1 || ps[2].RecordsAtRisk != 0 {
+		t.Fatal("the full DescribeMirrorsResponse case lost its recovery point fields (at risk, unknown, caught up)")
+	}
+	old := decodeAsV0Client(t, full)
 	want := full.Mirrors[0].Topics[0].Partitions
 	got := old[0].Topics[0].Partitions
 	if len(got) != len(want) {
@@ -163,11 +88,11 @@ func TestDescribeMirrorsRecoveryPointIsTagged(t *testing.T) {
 // A server from before the recovery point fields sends none: the client
 // must read "unknown" (-1), never "nothing at risk" (0).
 func TestDescribeMirrorsRecoveryPointAbsentIsUnknown(t *testing.T) {
-	oldServer := v0TopicsMirror{Name: "dr", Topics: []v0Topic{{Name: "orders", Partitions: []v0Partition{
+	oldServer := V0DescribeMirror{Name: "dr", Topics: []V0DescribeTopic{{Name: "orders", Partitions: []V0DescribePartition{
 		{Partition: 0, State: "MIRRORING", SourceHighWatermark: 100, DestinationHighWatermark: 90, Lag: 10, LastMirroredOffset: -1},
 	}}}}
-	body := appendResponseHead(nil, 0, 0, nil)
-	body = appendArray(body, []v0TopicsMirror{oldServer})
+	body := appendNullableString(kbin.AppendInt16(kbin.AppendInt32(nil, 0), 0), nil) // throttle, error code, message
+	body = appendArray(body, []V0DescribeMirror{oldServer})
 	body = appendTags(body, &kmsg.Tags{})
 	var resp DescribeMirrorsResponse
 	if err := resp.ReadFrom(body); err != nil {
@@ -186,7 +111,7 @@ func TestDescribeMirrorsRecoveryPointTagMustBeInt64(t *testing.T) {
 	// appendTags drops unknown tags that reuse a known number, so the
 	// hostile bytes are built by hand: a partition without tags, then one
 	// tag 0 holding four bytes where an int64 belongs.
-	enc := (&v0Partition{State: "MIRRORING", SourceHighWatermark: -1, DestinationHighWatermark: -1, Lag: -1, LastMirroredOffset: -1}).appendTo(nil)
+	enc := (&V0DescribePartition{State: "MIRRORING", SourceHighWatermark: -1, DestinationHighWatermark: -1, Lag: -1, LastMirroredOffset: -1}).appendTo(nil)
 	enc = append(enc[:len(enc)-1], 1, 0, 4, 0, 0, 0, 7)
 	d := decoder{r: kbin.Reader{Src: enc}}
 	var got DescribeMirrorsResponsePartition

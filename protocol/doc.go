@@ -10,7 +10,8 @@
 //     the proxy can route, answer or forward a frame without decoding its body.
 //     Which header version a request uses depends on its key and version;
 //     IsFlexibleRequest answers that for every key kmsg knows plus the mirror keys.
-//   - Mirror RPCs (create_mirror.go .. delete_mirror.go): the Cluster
+//   - Mirror RPCs (generated.go, generated from definitions/*.def by
+//     internal/gen; see docs/proxy.md, "Generated messages"): the Cluster
 //     Mirroring requests and responses kmirror serves itself. They implement
 //     franz-go's kmsg.Request and kmsg.Response, so a kgo.Client can send them
 //     to any listener that advertises the keys in ApiVersions. API keys and
@@ -31,3 +32,6 @@
 // wrapping ErrMalformedFrame or ErrMalformedMessage, never a panic, and no
 // allocation is sized by a length the input cannot back with bytes.
 package protocol
+
+//go:generate go run ./internal/gen -defs definitions -out generated.go
+//go:generate go run ./internal/gen -defs testdata/describe_v0 -out describe_v0_generated_test.go

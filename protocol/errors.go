@@ -144,3 +144,10 @@ func ErrorCodeAndMessage(err error) (int16, *string) {
 	}
 	return kerr.UnknownServerError.Code, &msg
 }
+
+// NewTopicResult returns the result for one topic: success for a nil error,
+// else the error's code and message (see ErrorCodeAndMessage).
+func NewTopicResult(name string, err error) TopicResult {
+	code, msg := ErrorCodeAndMessage(err)
+	return TopicResult{Name: name, ErrorCode: code, ErrorMessage: msg}
+}

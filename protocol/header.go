@@ -37,8 +37,25 @@ type RequestHeader struct {
 // A client id with any negative length is null, as the Java broker reads it,
 // so the proxy refuses nothing the broker would accept.
 func ParseRequestHeader(payload []byte) (RequestHeader, []byte, error) {
+	h, err := parseRequestHeader(payload, true)
+	if err != nil {
+		return RequestHeader{}, nil, err
+	}
+	return h, payload[h.Len:], nil
+}
+
+// PeekRequestHeader is ParseRequestHeader for a hot path: it skips the
+// client id instead of allocating it (ClientID stays nil) and returns no
+// body (it is payload[h.Len:]). On an error, h still holds the key, version
+// and correlation id if the payload has them, for the caller's logs and
+// metrics.
+func PeekRequestHeader(payload []byte) (h RequestHeader, err error) {
+	return parseRequestHeader(payload, false)
+}
+
+func parseRequestHeader(payload []byte, keepClientID bool) (RequestHeader, error) {
 	if len(payload) < 8 {
-		return RequestHeader{}, nil, fmt.Errorf("%w: request header needs 8 bytes, frame has %d", ErrMalformedFrame, len(payload))
+		return RequestHeader{}, fmt.Errorf("%w: request header needs 8 bytes, frame has %d", ErrMalformedFrame, len(payload))
 	}
 	h := RequestHeader{
 		APIKey:        int16(binary.BigEndian.Uint16(payload)),
@@ -47,26 +64,29 @@ func ParseRequestHeader(payload []byte) (RequestHeader, []byte, error) {
 	}
 	if hasNoClientID(h.APIKey, h.APIVersion) {
 		h.Len = 8
-		return h, payload[8:], nil
+		return h, nil
 	}
 	b := kbin.Reader{Src: payload[8:]}
 	if l := b.Int16(); l >= 0 {
-		id := string(b.Span(int(l)))
-		h.ClientID = &id
+		id := b.Span(int(l))
+		if keepClientID && b.Ok() {
+			s := string(id)
+			h.ClientID = &s
+		}
 	}
 	if !b.Ok() {
-		return RequestHeader{}, nil, fmt.Errorf("%w: client id of %s v%d request (correlation id %d) runs past the frame",
+		return h, fmt.Errorf("%w: client id of %s v%d request (correlation id %d) runs past the frame",
 			ErrMalformedFrame, APIName(h.APIKey), h.APIVersion, h.CorrelationID)
 	}
 	h.Flexible, _ = IsFlexibleRequest(h.APIKey, h.APIVersion)
 	if h.Flexible {
 		if err := skipTags(&b); err != nil {
-			return RequestHeader{}, nil, fmt.Errorf("%w: tagged fields of %s v%d request header (correlation id %d): %w",
+			return h, fmt.Errorf("%w: tagged fields of %s v%d request header (correlation id %d): %w",
 				ErrMalformedFrame, APIName(h.APIKey), h.APIVersion, h.CorrelationID, err)
 		}
 	}
 	h.Len = len(payload) - len(b.Src)
-	return h, payload[h.Len:], nil
+	return h, nil
 }
 
 // AppendRequestHeader appends h to dst as header v1, or v2 if h.Flexible.

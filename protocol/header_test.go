@@ -52,6 +52,12 @@ func TestParseRequestHeader(t *testing.T) {
 			if len(body) > 0 && &body[0] != &payload[h.Len] {
 				t.Fatal("body is a copy, want a sub-slice")
 			}
+			// The proxy's hot path: the same header without the client id.
+			peeked, err := PeekRequestHeader(payload)
+			c.want.ClientID = nil
+			if err != nil || !reflect.DeepEqual(peeked, c.want) {
+				t.Fatalf("PeekRequestHeader = %+v, %v; want %+v", peeked, err, c.want)
+			}
 		})
 	}
 }
@@ -71,6 +77,22 @@ func TestParseRequestHeaderMalformed(t *testing.T) {
 		if _, _, err := ParseRequestHeader(unhex(t, in)); !errors.Is(err, ErrMalformedFrame) {
 			t.Errorf("%q: got %v, want ErrMalformedFrame", in, err)
 		}
+		if _, err := PeekRequestHeader(unhex(t, in)); !errors.Is(err, ErrMalformedFrame) {
+			t.Errorf("%q: PeekRequestHeader: got %v, want ErrMalformedFrame", in, err)
+		}
+	}
+	// Past the fixed fields, a failed peek still says which request it was.
+	h, err := PeekRequestHeader(unhex(t, "0003 0009 00000007 0005 61"))
+	if err == nil || h.APIKey != 3 || h.APIVersion != 9 || h.CorrelationID != 7 {
+		t.Errorf("peek of a client id past the end: %+v, %v", h, err)
+	}
+}
+
+func TestPeekRequestHeaderDoesNotAllocate(t *testing.T) {
+	payload := unhex(t, "0000 0009 00000001 0008 70726f6475636572 00 ff")
+	PeekRequestHeader(payload) // build the flexible-versions table
+	if n := testing.AllocsPerRun(100, func() { _, _ = PeekRequestHeader(payload) }); n != 0 {
+		t.Fatalf("%v allocations per call", n)
 	}
 }
 
