@@ -193,11 +193,11 @@ func record(ctx context.Context, b *apicore.Backend, name string, jobs map[strin
 	var gone *statetopic.Mirror
 	b.Coord.Store().Read(func(v *statetopic.View) {
 		if v.Mirror(name) == nil {
-			gone = apicore.CopyMirror(v.RawMirror(name))
+			gone = v.RawMirror(name).Copy()
 		}
 	})
 	if gone != nil {
-		if err := b.Coord.Write(wctx, deletemirror.SyncTombstones(gone)...); err != nil {
+		if err := b.Coord.Write(wctx, deletemirror.Tombstones(gone.SyncKeys())...); err != nil {
 			b.Log.Warn("removing the sync records of a mirror deleted meanwhile", "mirror", name, "err", err)
 		}
 	}

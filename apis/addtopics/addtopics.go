@@ -66,7 +66,7 @@ func add(ctx context.Context, b *apicore.Backend, req *protocol.AddTopicsToMirro
 			}
 			om := v.Mirror(name)
 			for t := range om.Topics {
-				if !apicore.AllStopped(om, t) {
+				if !om.AllStopped(t) {
 					a.otherMirror[t] = name
 				}
 			}
@@ -154,7 +154,7 @@ func (a *adder) addOne(ctx context.Context, name string, wantID [16]byte, wantPa
 		records += e
 	}
 	if cur, in := a.m.Topics[name]; in {
-		if !apicore.AllStopped(a.m, name) {
+		if !a.m.AllStopped(name) {
 			return protocol.ErrMirrorTopicNotStopped.WithMessage("topic %q is already in mirror %q (desired %s); remove it and wait for STOPPED before adding it again",
 				name, a.m.Name, cur.Desired)
 		}
@@ -163,7 +163,7 @@ func (a *adder) addOne(ctx context.Context, name string, wantID [16]byte, wantPa
 		t := *cur
 		t.Desired, t.UpdatedAt, t.Partitions = statetopic.DesireMirror, a.now, parts
 		t.Notes = append([]string(nil), cur.Notes...)
-		own := ownLMO(a.m, name)
+		own := a.m.LastMirroredOffsets(name)
 		sameSource := t.SourceTopicID == statetopic.UUID(st.ID)
 		if !sameSource {
 			own = nil

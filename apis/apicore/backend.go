@@ -77,52 +77,11 @@ func (b *Backend) Mirror(ctx context.Context, name string) (*statetopic.Mirror, 
 		return nil, l.Error(name)
 	}
 	var m *statetopic.Mirror
-	b.Coord.Store().Read(func(v *statetopic.View) { m = CopyMirror(v.Mirror(name)) })
+	b.Coord.Store().Read(func(v *statetopic.View) { m = v.Mirror(name).Copy() })
 	if m == nil {
 		return nil, protocol.ErrUnknownMirror.WithMessage("mirror %q does not exist; `kmirror mirrors --list` shows the mirrors", name)
 	}
 	return m, nil
-}
-
-// CopyMirror deep-copies what handlers read, so they can use it outside the
-// store's lock.
-func CopyMirror(m *statetopic.Mirror) *statetopic.Mirror {
-	if m == nil {
-		return nil
-	}
-	out := &statetopic.Mirror{Name: m.Name, Topics: map[string]*statetopic.MirrorTopic{}, Partitions: map[statetopic.PartitionID]*statetopic.PartitionState{},
-		Groups: make(map[string]*statetopic.GroupSync, len(m.Groups))}
-	if m.Config != nil {
-		c := *m.Config
-		c.Configs = make(map[string]string, len(m.Config.Configs))
-		for k, v := range m.Config.Configs {
-			c.Configs[k] = v
-		}
-		c.IncludePatterns = append([]string(nil), m.Config.IncludePatterns...)
-		c.ExcludePatterns = append([]string(nil), m.Config.ExcludePatterns...)
-		out.Config = &c
-	}
-	for n, t := range m.Topics {
-		c := *t
-		out.Topics[n] = &c
-	}
-	for id, p := range m.Partitions {
-		c := *p
-		c.Notes = append([]string(nil), p.Notes...)
-		out.Partitions[id] = &c
-	}
-	for g, s := range m.Groups {
-		c := *s
-		out.Groups[g] = &c
-	}
-	if m.Sync != nil {
-		out.Sync = &statetopic.MirrorSync{Jobs: make(map[string]*statetopic.SyncJob, len(m.Sync.Jobs))}
-		for name, j := range m.Sync.Jobs {
-			c := *j
-			out.Sync.Jobs[name] = &c
-		}
-	}
-	return out
 }
 
 // SourceClient returns the mirror's source client.
@@ -132,30 +91,6 @@ func (b *Backend) SourceClient(m *statetopic.Mirror) (*kgo.Client, error) {
 		return nil, protocol.ErrInvalidConfig.WithMessage("%v", err)
 	}
 	return cl, nil
-}
-
-// TopicStates lists a mirror topic's partition states (nil where none is
-// recorded yet).
-func TopicStates(m *statetopic.Mirror, topic string) []*statetopic.PartitionState {
-	t := m.Topics[topic]
-	if t == nil {
-		return nil
-	}
-	out := make([]*statetopic.PartitionState, t.Partitions)
-	for p := range out {
-		out[p] = m.Partitions[statetopic.PartitionID{SourceTopicID: t.SourceTopicID, Partition: int32(p)}]
-	}
-	return out
-}
-
-// AllStopped reports whether every partition of a mirror topic is STOPPED.
-func AllStopped(m *statetopic.Mirror, topic string) bool {
-	for _, s := range TopicStates(m, topic) {
-		if s == nil || s.State != protocol.MirrorStateStopped {
-			return false
-		}
-	}
-	return true
 }
 
 // SetDesire writes the desired state of mirror topics.
@@ -209,7 +144,7 @@ func Requested(m *statetopic.Mirror, topics []protocol.TopicPartitions, each fun
 		}
 	}
 	for _, tp := range topics {
-		states := TopicStates(m, tp.Name)
+		states := m.TopicStates(tp.Name)
 		parts := tp.Partitions
 		if len(parts) == 0 {
 			for p := range states {

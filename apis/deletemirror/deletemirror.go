@@ -6,7 +6,6 @@ package deletemirror
 
 import (
 	"context"
-	"sort"
 	"strings"
 
 	"github.com/kmirror/kmirror/apis/apicore"
@@ -29,7 +28,7 @@ func deleteMirror(ctx context.Context, b *apicore.Backend, name string) error {
 	}
 	var busy []string
 	for _, t := range m.TopicNames() {
-		if !apicore.AllStopped(m, t) {
+		if !m.AllStopped(t) {
 			busy = append(busy, t)
 		}
 	}
@@ -37,19 +36,7 @@ func deleteMirror(ctx context.Context, b *apicore.Backend, name string) error {
 		return protocol.ErrMirrorNotEmpty.WithMessage("mirror %q still mirrors %s; remove them (`kmirror mirrors --remove --mirror %s --topics %s`) and wait for STOPPED first",
 			name, strings.Join(busy, ", "), name, strings.Join(busy, ","))
 	}
-	recs := []coordinator.Record{{Key: statetopic.MirrorConfigKey(name)}}
-	for _, t := range m.TopicNames() {
-		recs = append(recs, coordinator.Record{Key: statetopic.MirrorTopicKey(name, t)})
-	}
-	ids := make([]statetopic.PartitionID, 0, len(m.Partitions))
-	for id := range m.Partitions {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i].Partition < ids[j].Partition })
-	for _, id := range ids {
-		recs = append(recs, coordinator.Record{Key: statetopic.PartitionStateKey(name, id.SourceTopicID, id.Partition)})
-	}
-	recs = append(recs, SyncTombstones(m)...)
+	recs := Tombstones(m.Keys())
 	if err := b.Coord.Write(ctx, recs...); err != nil {
 		return protocol.ErrCoordinatorNotAvailable.WithMessage("deleting mirror %q: %v; retry (a retried delete finishes the job)", name, err)
 	}
@@ -58,16 +45,11 @@ func deleteMirror(ctx context.Context, b *apicore.Backend, name string) error {
 	return nil
 }
 
-// SyncTombstones deletes the records of a mirror's sync jobs.
-func SyncTombstones(m *statetopic.Mirror) []coordinator.Record {
-	groups := make([]string, 0, len(m.Groups))
-	for g := range m.Groups {
-		groups = append(groups, g)
+// Tombstones are the records that delete keys.
+func Tombstones(keys []statetopic.Key) []coordinator.Record {
+	recs := make([]coordinator.Record, len(keys))
+	for i, k := range keys {
+		recs[i].Key = k
 	}
-	sort.Strings(groups)
-	recs := make([]coordinator.Record, 0, len(groups)+1)
-	for _, g := range groups {
-		recs = append(recs, coordinator.Record{Key: statetopic.GroupSyncKey(m.Name, g)})
-	}
-	return append(recs, coordinator.Record{Key: statetopic.MirrorSyncKey(m.Name)})
+	return recs
 }

@@ -63,7 +63,7 @@ func describe(ctx context.Context, b *apicore.Backend, name string) protocol.Des
 	// nothing at risk, whatever its records' age.
 	behind := map[string]map[int32]int64{}
 	for _, t := range topics {
-		for p, s := range apicore.TopicStates(m, t) {
+		for p, s := range m.TopicStates(t) {
 			srcHW, dstEnd := lookup(srcEnds, t, int32(p)), lookup(dstEnds, t, int32(p))
 			if !failingOver(s) && dstEnd >= 0 && srcHW > dstEnd {
 				if behind[t] == nil {
@@ -80,7 +80,7 @@ func describe(ctx context.Context, b *apicore.Backend, name string) protocol.Des
 	now := b.NowTime()
 	for _, t := range topics {
 		dt := protocol.DescribeMirrorsResponseTopic{Name: t}
-		for p, s := range apicore.TopicStates(m, t) {
+		for p, s := range m.TopicStates(t) {
 			part := int32(p)
 			dp := protocol.DescribeMirrorsResponsePartition{Partition: part, State: protocol.MirrorStateUnknown.String(),
 				SourceHighWatermark: lookup(srcEnds, t, part), DestinationHighWatermark: lookup(dstEnds, t, part), Lag: -1, LastMirroredOffset: -1}

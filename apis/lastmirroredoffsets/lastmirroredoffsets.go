@@ -53,7 +53,7 @@ func byCluster(ctx context.Context, b *apicore.Backend, req *protocol.LastMirror
 	b.Coord.Store().Read(func(v *statetopic.View) {
 		for _, name := range v.MirrorNames() {
 			if m := v.Mirror(name); m.Config != nil && m.Config.SourceClusterID == req.ClusterID {
-				mirrors = append(mirrors, apicore.CopyMirror(m))
+				mirrors = append(mirrors, m.Copy())
 			}
 		}
 	})
@@ -67,7 +67,7 @@ func byCluster(ctx context.Context, b *apicore.Backend, req *protocol.LastMirror
 			if t == nil {
 				continue
 			}
-			if !apicore.AllStopped(m, tp.Name) {
+			if !m.AllStopped(tp.Name) {
 				from = m
 				break
 			}
@@ -77,7 +77,7 @@ func byCluster(ctx context.Context, b *apicore.Backend, req *protocol.LastMirror
 		}
 		states := []*statetopic.PartitionState(nil)
 		if from != nil {
-			states = apicore.TopicStates(from, tp.Name)
+			states = from.TopicStates(tp.Name)
 		}
 		for _, p := range tp.Partitions {
 			rp := protocol.NewLastMirroredOffsetsResponsePartition()
