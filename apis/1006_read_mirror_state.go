@@ -1,24 +1,25 @@
-// Package readmirrorstate answers ReadMirrorState (API key protocol.KeyReadMirrorState): the recorded
-// state of mirror partitions, as stored in __mirror_state. With no topics
-// named it returns every topic of the mirror.
-package readmirrorstate
+package apis
 
 import (
 	"context"
 
-	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// Handle reads the states.
-func Handle(ctx context.Context, b *apicore.Backend, req *protocol.ReadMirrorStateRequest) *protocol.ReadMirrorStateResponse {
+// ReadMirrorState (key 1006).
+//
+// The recorded state of mirror partitions, as stored in __mirror_state. With no topics
+// named it returns every topic of the mirror.
+
+// ReadMirrorState reads the states.
+func (b *Backend) ReadMirrorState(ctx context.Context, req *protocol.ReadMirrorStateRequest) *protocol.ReadMirrorStateResponse {
 	resp := protocol.NewPtrReadMirrorStateResponse()
 	m, err := b.Mirror(ctx, req.MirrorName)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
 		return resp
 	}
-	apicore.Requested(m, req.Topics, func(topic string, parts []apicore.RequestedPartition) {
+	requested(m, req.Topics, func(topic string, parts []requestedPartition) {
 		out := protocol.ReadMirrorStateResponseTopic{Name: topic}
 		for _, rp := range parts {
 			p := protocol.ReadMirrorStateResponsePartition{Partition: rp.Partition, State: protocol.MirrorStateUnknown,

@@ -1,27 +1,29 @@
-// Package deletemirror answers DeleteMirror (API key protocol.KeyDeleteMirror): a mirror whose
-// topics are all STOPPED (failed over) is deleted by tombstoning every one of
-// its keys in __mirror_state, config first so that no instance acts on it
-// while the rest is removed.
-package deletemirror
+package apis
 
 import (
 	"context"
 	"strings"
 
-	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// Handle deletes the mirror or says why not.
-func Handle(ctx context.Context, b *apicore.Backend, req *protocol.DeleteMirrorRequest) *protocol.DeleteMirrorResponse {
+// DeleteMirror (key 1010).
+//
+// A mirror whose
+// topics are all STOPPED (failed over) is deleted by tombstoning every one of
+// its keys in __mirror_state, config first so that no instance acts on it
+// while the rest is removed.
+
+// DeleteMirror deletes the mirror or says why not.
+func (b *Backend) DeleteMirror(ctx context.Context, req *protocol.DeleteMirrorRequest) *protocol.DeleteMirrorResponse {
 	resp := protocol.NewPtrDeleteMirrorResponse()
-	resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(deleteMirror(ctx, b, req.MirrorName))
+	resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(b.deleteMirror(ctx, req.MirrorName))
 	return resp
 }
 
-func deleteMirror(ctx context.Context, b *apicore.Backend, name string) error {
+func (b *Backend) deleteMirror(ctx context.Context, name string) error {
 	m, err := b.Mirror(ctx, name)
 	if err != nil {
 		return err
@@ -36,7 +38,7 @@ func deleteMirror(ctx context.Context, b *apicore.Backend, name string) error {
 		return protocol.ErrMirrorNotEmpty.WithMessage("mirror %q still mirrors %s; remove them (`kmirror mirrors --remove --mirror %s --topics %s`) and wait for STOPPED first",
 			name, strings.Join(busy, ", "), name, strings.Join(busy, ","))
 	}
-	recs := Tombstones(m.Keys())
+	recs := tombstones(m.Keys())
 	if err := b.Coord.Write(ctx, recs...); err != nil {
 		return protocol.ErrCoordinatorNotAvailable.WithMessage("deleting mirror %q: %v; retry (a retried delete finishes the job)", name, err)
 	}
@@ -45,8 +47,8 @@ func deleteMirror(ctx context.Context, b *apicore.Backend, name string) error {
 	return nil
 }
 
-// Tombstones are the records that delete keys.
-func Tombstones(keys []statetopic.Key) []coordinator.Record {
+// tombstones are the records that delete keys.
+func tombstones(keys []statetopic.Key) []coordinator.Record {
 	recs := make([]coordinator.Record, len(keys))
 	for i, k := range keys {
 		recs[i].Key = k

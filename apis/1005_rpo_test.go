@@ -1,4 +1,4 @@
-package describemirrors
+package apis
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package addtopics
+package apis
 
 // Failback. A topic whose destination log already holds records can be
 // mirrored only if those records are a prefix of the source log: the mirror

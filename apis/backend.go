@@ -1,8 +1,4 @@
-// Package apicore is what every mirror RPC handler shares: the Backend they
-// act on (this instance's coordinator, source clients and destination admin)
-// and the checks that more than one RPC needs (mirror names, lookups that
-// first catch up with __mirror_state so a write made on any instance is seen).
-package apicore
+package apis
 
 import (
 	"context"
@@ -21,7 +17,9 @@ import (
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// Backend is what the handlers act on.
+// Backend is what the handlers act on: this instance's coordinator, the
+// source clients and the destination admin. Each mirror RPC is a method of
+// it, in the file of its API key.
 type Backend struct {
 	Coord       *coordinator.Coordinator
 	Sources     *sourceclient.Cache
@@ -30,14 +28,14 @@ type Backend struct {
 	Now         func() time.Time
 }
 
-// Timeout bounds one RPC's work against the clusters.
-const Timeout = 30 * time.Second
+// rpcTimeout bounds one RPC's work against the clusters.
+const rpcTimeout = 30 * time.Second
 
 var mirrorNameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,200}$`)
 
-// CheckMirrorName validates a mirror name: it becomes part of transactional
+// checkMirrorName validates a mirror name: it becomes part of transactional
 // ids and metric labels, so it is limited like a Kafka topic name.
-func CheckMirrorName(name string) error {
+func checkMirrorName(name string) error {
 	if !mirrorNameRE.MatchString(name) || name == "." || name == ".." {
 		return protocol.ErrInvalidRequest.WithMessage(
 			"invalid mirror name %q: use 1 to 200 characters from a-z, A-Z, 0-9, '.', '_' and '-'", name)
@@ -45,11 +43,11 @@ func CheckMirrorName(name string) error {
 	return nil
 }
 
-// CatchUp makes the view include every state write made before the call, on
+// catchUp makes the view include every state write made before the call, on
 // any instance. Without a state topic there is nothing to catch up with.
 // While the state topic is gone (deleted behind kmirror's back) it answers
 // the state loss: the view is only the last known state.
-func (b *Backend) CatchUp(ctx context.Context) error {
+func (b *Backend) catchUp(ctx context.Context) error {
 	if l := b.Coord.Loss(); l.Frozen {
 		return l.Error("")
 	}
@@ -67,10 +65,10 @@ func (b *Backend) CatchUp(ctx context.Context) error {
 // Mirror returns a copy of a mirror's state after catching up, or
 // UNKNOWN_MIRROR.
 func (b *Backend) Mirror(ctx context.Context, name string) (*statetopic.Mirror, error) {
-	if err := CheckMirrorName(name); err != nil {
+	if err := checkMirrorName(name); err != nil {
 		return nil, err
 	}
-	if err := b.CatchUp(ctx); err != nil {
+	if err := b.catchUp(ctx); err != nil {
 		return nil, err
 	}
 	if l := b.Coord.Loss(); l.Mirrors[name] != nil {
@@ -84,8 +82,8 @@ func (b *Backend) Mirror(ctx context.Context, name string) (*statetopic.Mirror, 
 	return m, nil
 }
 
-// SourceClient returns the mirror's source client.
-func (b *Backend) SourceClient(m *statetopic.Mirror) (*kgo.Client, error) {
+// sourceClient returns the mirror's source client.
+func (b *Backend) sourceClient(m *statetopic.Mirror) (*kgo.Client, error) {
 	cl, err := b.Sources.Client(m.Name, m.Config.Configs)
 	if err != nil {
 		return nil, protocol.ErrInvalidConfig.WithMessage("%v", err)
@@ -93,8 +91,8 @@ func (b *Backend) SourceClient(m *statetopic.Mirror) (*kgo.Client, error) {
 	return cl, nil
 }
 
-// SetDesire writes the desired state of mirror topics.
-func (b *Backend) SetDesire(ctx context.Context, m *statetopic.Mirror, topics []string, d statetopic.TopicDesire) error {
+// setDesire writes the desired state of mirror topics.
+func (b *Backend) setDesire(ctx context.Context, m *statetopic.Mirror, topics []string, d statetopic.TopicDesire) error {
 	recs := make([]coordinator.Record, 0, len(topics))
 	for _, name := range topics {
 		t := *m.Topics[name]
@@ -110,6 +108,7 @@ func (b *Backend) SetDesire(ctx context.Context, m *statetopic.Mirror, topics []
 	return nil
 }
 
+// now is the backend's clock (Now, else the system's).
 func (b *Backend) now() time.Time {
 	if b.Now != nil {
 		return b.Now()
@@ -117,27 +116,42 @@ func (b *Backend) now() time.Time {
 	return time.Now()
 }
 
-// Now is the backend's clock.
-func (b *Backend) NowTime() time.Time { return b.now() }
+// checkPatterns checks that each topic pattern is a regular expression.
+func checkPatterns(lists ...[]string) error {
+	for _, list := range lists {
+		for _, p := range list {
+			if _, err := regexp.Compile("^(?:" + p + ")$"); err != nil {
+				return protocol.ErrInvalidRequest.WithMessage("invalid topic pattern %q: %v", p, err)
+			}
+		}
+	}
+	return nil
+}
 
-// TopicResult builds a per-topic result from an error (nil = success).
-func TopicResult(name string, err error) protocol.TopicResult {
+// topicResults is a per-topic response's topics and top-level error.
+func topicResults(results []protocol.TopicResult, err error) ([]protocol.TopicResult, int16, *string) {
+	code, msg := protocol.ErrorCodeAndMessage(err)
+	return results, code, msg
+}
+
+// topicResult builds a per-topic result from an error (nil = success).
+func topicResult(name string, err error) protocol.TopicResult {
 	code, msg := protocol.ErrorCodeAndMessage(err)
 	return protocol.TopicResult{Name: name, ErrorCode: code, ErrorMessage: msg}
 }
 
-// RequestedPartition is one partition a request names, with its state (nil
+// requestedPartition is one partition a request names, with its state (nil
 // where none is recorded) or the error that answers it.
-type RequestedPartition struct {
+type requestedPartition struct {
 	Partition int32
 	State     *statetopic.PartitionState
 	Err       error
 }
 
-// Requested expands the topics and partitions a LastMirroredOffsets or
+// requested expands the topics and partitions a LastMirroredOffsets or
 // ReadMirrorState request names: no topics means every topic of the mirror,
 // no partitions every partition of the topic.
-func Requested(m *statetopic.Mirror, topics []protocol.TopicPartitions, each func(topic string, parts []RequestedPartition)) {
+func requested(m *statetopic.Mirror, topics []protocol.TopicPartitions, each func(topic string, parts []requestedPartition)) {
 	if len(topics) == 0 {
 		for _, n := range m.TopicNames() {
 			topics = append(topics, protocol.TopicPartitions{Name: n})
@@ -151,9 +165,9 @@ func Requested(m *statetopic.Mirror, topics []protocol.TopicPartitions, each fun
 				parts = append(parts, int32(p))
 			}
 		}
-		out := make([]RequestedPartition, 0, len(parts))
+		out := make([]requestedPartition, 0, len(parts))
 		for _, p := range parts {
-			rp := RequestedPartition{Partition: p}
+			rp := requestedPartition{Partition: p}
 			switch {
 			case states == nil:
 				rp.Err = protocol.ErrTopicNotInMirror.WithMessage("topic %q is not in mirror %q", tp.Name, m.Name)

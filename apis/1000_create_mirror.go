@@ -1,14 +1,9 @@
-// Package createmirror answers CreateMirror (API key protocol.KeyCreateMirror): validate the name
-// and configs, reach the source cluster to learn (or check) its cluster id,
-// create __mirror_state on first use and record the mirror's config, with
-// its secrets encrypted or as the config provider references given.
-package createmirror
+package apis
 
 import (
 	"context"
 	"errors"
 
-	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
@@ -18,16 +13,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Handle creates the mirror (or, with RecoverState, rebuilds a lost one:
-// recover.go) or says why not.
-func Handle(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorRequest) *protocol.CreateMirrorResponse {
+// CreateMirror (key 1000).
+//
+// Validate the name and configs, reach the source cluster to learn (or check) its cluster id,
+// create __mirror_state on first use and record the mirror's config, with
+// its secrets encrypted or as the config provider references given. With
+// RecoverState it rebuilds a mirror whose state was lost instead
+// (1000_recover_state.go).
+
+// CreateMirror creates the mirror or says why not.
+func (b *Backend) CreateMirror(ctx context.Context, req *protocol.CreateMirrorRequest) *protocol.CreateMirrorResponse {
 	resp := protocol.NewPtrCreateMirrorResponse()
-	resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(create(ctx, b, req))
+	resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(b.createMirror(ctx, req))
 	return resp
 }
 
-func create(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorRequest) error {
-	if err := apicore.CheckMirrorName(req.MirrorName); err != nil {
+func (b *Backend) createMirror(ctx context.Context, req *protocol.CreateMirrorRequest) error {
+	if err := checkMirrorName(req.MirrorName); err != nil {
 		return err
 	}
 	configs := map[string]string{}
@@ -54,9 +56,9 @@ func create(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorR
 		return protocol.ErrInvalidConfig.WithMessage("%v; every instance must resolve it (the one that answered this request cannot)", err)
 	}
 	if req.RecoverState {
-		return recoverState(ctx, b, req.MirrorName, configs, stored, resolved)
+		return b.recoverState(ctx, req.MirrorName, configs, stored, resolved)
 	}
-	if err := b.CatchUp(ctx); err != nil {
+	if err := b.catchUp(ctx); err != nil {
 		return err
 	}
 	if b.Coord.Loss().Mirrors[req.MirrorName] != nil {
@@ -79,7 +81,7 @@ func create(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorR
 		}
 		return protocol.ErrCoordinatorNotAvailable.WithMessage("cannot create the mirror state topic: %v", err)
 	}
-	rec := &statetopic.MirrorConfig{Configs: stored, CreatedAt: b.NowTime(), SourceClusterID: clusterID}
+	rec := &statetopic.MirrorConfig{Configs: stored, CreatedAt: b.now(), SourceClusterID: clusterID}
 	if err := b.Coord.Write(ctx, coordinator.Record{Key: statetopic.MirrorConfigKey(req.MirrorName), Value: rec}); err != nil {
 		return protocol.ErrCoordinatorNotAvailable.WithMessage("recording the mirror: %v; retry", err)
 	}

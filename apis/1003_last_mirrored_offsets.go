@@ -1,27 +1,28 @@
-// Package lastmirroredoffsets answers LastMirroredOffsets (API key protocol.KeyLastMirroredOffsets): for a
-// failed-over (STOPPED) partition, the destination log end offset at the
-// moment copying stopped — every source offset below it was mirrored. A
-// partition that is not STOPPED has no LMO yet (-1). Failback asks this of
-// the cluster it fails back from.
-package lastmirroredoffsets
+package apis
 
 import (
 	"context"
 
-	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// Handle returns the LMOs. Without a mirror name it answers by ClusterID:
+// LastMirroredOffsets (key 1003).
+//
+// For a failed-over (STOPPED) partition, the destination log end offset at the
+// moment copying stopped — every source offset below it was mirrored. A
+// partition that is not STOPPED has no LMO yet (-1). Failback asks this of
+// the cluster it fails back from.
+
+// LastMirroredOffsets returns the LMOs. Without a mirror name it answers by ClusterID:
 // for each topic, from the mirror that mirrors it from that cluster (a
 // cluster failing back does not know the name of the mirror that took its
 // topics over). A partition of such a topic that is not STOPPED answers
 // MIRROR_TOPIC_NOT_STOPPED: mirroring it back would make a loop.
-func Handle(ctx context.Context, b *apicore.Backend, req *protocol.LastMirroredOffsetsRequest) *protocol.LastMirroredOffsetsResponse {
+func (b *Backend) LastMirroredOffsets(ctx context.Context, req *protocol.LastMirroredOffsetsRequest) *protocol.LastMirroredOffsetsResponse {
 	resp := protocol.NewPtrLastMirroredOffsetsResponse()
 	if req.MirrorName == "" && req.ClusterID != "" {
-		byCluster(ctx, b, req, resp)
+		b.lmoByCluster(ctx, req, resp)
 		return resp
 	}
 	m, err := b.Mirror(ctx, req.MirrorName)
@@ -29,7 +30,7 @@ func Handle(ctx context.Context, b *apicore.Backend, req *protocol.LastMirroredO
 		resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
 		return resp
 	}
-	apicore.Requested(m, req.Topics, func(topic string, parts []apicore.RequestedPartition) {
+	requested(m, req.Topics, func(topic string, parts []requestedPartition) {
 		out := protocol.LastMirroredOffsetsResponseTopic{Name: topic}
 		for _, rp := range parts {
 			p := protocol.LastMirroredOffsetsResponsePartition{Partition: rp.Partition, LastMirroredOffset: -1}
@@ -44,8 +45,8 @@ func Handle(ctx context.Context, b *apicore.Backend, req *protocol.LastMirroredO
 	return resp
 }
 
-func byCluster(ctx context.Context, b *apicore.Backend, req *protocol.LastMirroredOffsetsRequest, resp *protocol.LastMirroredOffsetsResponse) {
-	if err := b.CatchUp(ctx); err != nil {
+func (b *Backend) lmoByCluster(ctx context.Context, req *protocol.LastMirroredOffsetsRequest, resp *protocol.LastMirroredOffsetsResponse) {
+	if err := b.catchUp(ctx); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
 		return
 	}

@@ -1,4 +1,4 @@
-package describemirrors
+package apis
 
 // The recovery point: what a failover right now would lose. Records are the
 // source high watermark minus the destination log end (the copy reads
