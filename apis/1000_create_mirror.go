@@ -4,24 +4,20 @@ import (
 	"context"
 	"errors"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// CreateMirror (key 1000).
-//
-// Validate the name and configs, reach the source cluster to learn (or check) its cluster id,
-// create __mirror_state on first use and record the mirror's config, with
-// its secrets encrypted or as the config provider references given. With
-// RecoverState it rebuilds a mirror whose state was lost instead
-// (1000_recover_state.go).
-
-// CreateMirror creates the mirror or says why not.
+// CreateMirror (key 1000) validates the name and configs, reaches the
+// source cluster to learn (or check) its cluster id, creates __mirror_state
+// on first use and records the mirror's config, with its secrets encrypted
+// or as the config provider references given. With RecoverState it rebuilds
+// a mirror whose state was lost instead (1000_recover_state.go).
 func (b *Backend) CreateMirror(ctx context.Context, req *protocol.CreateMirrorRequest) *protocol.CreateMirrorResponse {
 	resp := protocol.NewPtrCreateMirrorResponse()
 	resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(b.createMirror(ctx, req))
@@ -106,13 +102,9 @@ func checkedClusterID(ctx context.Context, configs, resolved map[string]string) 
 // sourceClusterID connects once with the given configs: a mirror whose
 // source cannot be reached is refused now rather than failing later.
 func sourceClusterID(ctx context.Context, configs map[string]string) (string, error) {
-	opts, err := sourceclient.Options(mirrorconfig.Parse(configs))
+	cl, err := oneOffSourceClient(configs)
 	if err != nil {
-		return "", protocol.ErrInvalidConfig.WithMessage("%v", err)
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return "", protocol.ErrInvalidConfig.WithMessage("source client: %v", err)
+		return "", err
 	}
 	defer cl.Close()
 	id, err := sourceclient.ClusterID(ctx, cl)
@@ -121,4 +113,18 @@ func sourceClusterID(ctx context.Context, configs map[string]string) (string, er
 			configs["bootstrap.servers"], err)
 	}
 	return id, nil
+}
+
+// oneOffSourceClient is a client of the source the configs (resolved)
+// describe, for a mirror not recorded yet; the caller closes it.
+func oneOffSourceClient(configs map[string]string) (*kgo.Client, error) {
+	opts, err := sourceclient.Options(mirrorconfig.Parse(configs))
+	if err != nil {
+		return nil, protocol.ErrInvalidConfig.WithMessage("%v", err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, protocol.ErrInvalidConfig.WithMessage("source client: %v", err)
+	}
+	return cl, nil
 }

@@ -24,11 +24,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator"
-	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
-	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
 )
@@ -106,13 +103,9 @@ func (b *Backend) recoverState(ctx context.Context, name string, configs, stored
 }
 
 func sourceTopics(ctx context.Context, configs map[string]string) (kadm.TopicDetails, error) {
-	opts, err := sourceclient.Options(mirrorconfig.Parse(configs))
+	cl, err := oneOffSourceClient(configs)
 	if err != nil {
-		return nil, protocol.ErrInvalidConfig.WithMessage("%v", err)
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, protocol.ErrInvalidConfig.WithMessage("source client: %v", err)
+		return nil, err
 	}
 	defer cl.Close()
 	td, err := listTopics(ctx, cl)

@@ -14,22 +14,19 @@ import (
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// AddTopicsToMirror (key 1001).
-//
-// Topics named
-// explicitly, and topics matching include patterns (minus exclude patterns),
-// are recorded with the source topic id and partition count and the desire to
-// mirror; the partitions' owners take it from there. The patterns are stored
-// with the mirror so that matching source topics created later are added by
-// the mirror's topics job (topicsjob.go). A topic whose destination log
-// already holds records is a failback (1001_failback.go).
-
 // ErrTopicExistsOnDestination is Kafka's TOPIC_ALREADY_EXISTS (36), used when
 // the destination already has a non-empty topic of that name.
 var ErrTopicExistsOnDestination = &protocol.Error{Code: 36, Name: "TOPIC_ALREADY_EXISTS",
 	Message: "The topic already exists on the destination with records kmirror did not copy."}
 
-// AddTopicsToMirror adds the topics; each gets its own result.
+// AddTopicsToMirror (key 1001) records topics named explicitly, and source
+// topics matching include patterns (minus exclude patterns), with their
+// source topic id and partition count and the desire to mirror; the
+// partitions' owners take it from there. Each topic gets its own result.
+// The patterns are stored with the mirror so that matching source topics
+// created later are added by the mirror's topics job (topicsjob.go). A
+// topic whose destination log already holds records is a failback
+// (1001_failback.go).
 func (b *Backend) AddTopicsToMirror(ctx context.Context, req *protocol.AddTopicsToMirrorRequest) *protocol.AddTopicsToMirrorResponse {
 	resp := protocol.NewPtrAddTopicsToMirrorResponse()
 	resp.Topics, resp.ErrorCode, resp.ErrorMessage = topicResults(b.addTopics(ctx, req))

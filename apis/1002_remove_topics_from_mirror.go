@@ -9,14 +9,11 @@ import (
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// RemoveTopicsFromMirror (key 1002).
-//
-// The failover: each named topic (and each mirror topic matching Patterns) is set
-// to stop; its partitions go STOPPING → STOPPED with the last mirrored offset
-// recorded, and the topic becomes writable. The call returns once the desire
-// is recorded; describe shows the partitions reach STOPPED.
-
-// RemoveTopicsFromMirror records the failover of the topics.
+// RemoveTopicsFromMirror (key 1002) is the failover: each named topic (and
+// each mirror topic matching Patterns) is set to stop; its partitions go
+// STOPPING → STOPPED with the last mirrored offset recorded, and the topic
+// becomes writable. It returns once the desire is recorded; describe shows
+// the partitions reach STOPPED.
 func (b *Backend) RemoveTopicsFromMirror(ctx context.Context, req *protocol.RemoveTopicsFromMirrorRequest) *protocol.RemoveTopicsFromMirrorResponse {
 	resp := protocol.NewPtrRemoveTopicsFromMirrorResponse()
 	resp.Topics, resp.ErrorCode, resp.ErrorMessage = topicResults(b.removeTopics(ctx, req))

@@ -7,17 +7,14 @@ import (
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// LastMirroredOffsets (key 1003).
-//
-// For a failed-over (STOPPED) partition, the destination log end offset at the
-// moment copying stopped — every source offset below it was mirrored. A
-// partition that is not STOPPED has no LMO yet (-1). Failback asks this of
-// the cluster it fails back from.
-
-// LastMirroredOffsets returns the LMOs. Without a mirror name it answers by ClusterID:
-// for each topic, from the mirror that mirrors it from that cluster (a
-// cluster failing back does not know the name of the mirror that took its
-// topics over). A partition of such a topic that is not STOPPED answers
+// LastMirroredOffsets (key 1003) returns, for a failed-over (STOPPED)
+// partition, the destination log end offset at the moment copying stopped
+// (every source offset below it was mirrored); a partition that is not
+// STOPPED has no LMO yet (-1). Failback asks this of the cluster it fails
+// back from. Without a mirror name it answers by ClusterID: for each topic,
+// from the mirror that mirrors it from that cluster (a cluster failing back
+// does not know the name of the mirror that took its topics over). A
+// partition of such a topic that is not STOPPED answers
 // MIRROR_TOPIC_NOT_STOPPED: mirroring it back would make a loop.
 func (b *Backend) LastMirroredOffsets(ctx context.Context, req *protocol.LastMirroredOffsetsRequest) *protocol.LastMirroredOffsetsResponse {
 	resp := protocol.NewPtrLastMirroredOffsetsResponse()
@@ -25,24 +22,22 @@ func (b *Backend) LastMirroredOffsets(ctx context.Context, req *protocol.LastMir
 		b.lmoByCluster(ctx, req, resp)
 		return resp
 	}
-	m, err := b.Mirror(ctx, req.MirrorName)
-	if err != nil {
-		resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
-		return resp
-	}
-	requested(m, req.Topics, func(topic string, parts []requestedPartition) {
-		out := protocol.LastMirroredOffsetsResponseTopic{Name: topic}
-		for _, rp := range parts {
-			p := protocol.LastMirroredOffsetsResponsePartition{Partition: rp.Partition, LastMirroredOffset: -1}
-			p.ErrorCode, _ = protocol.ErrorCodeAndMessage(rp.Err)
-			if rp.State != nil && rp.State.State == protocol.MirrorStateStopped {
-				p.LastMirroredOffset = rp.State.LastMirroredOffset
-			}
-			out.Partitions = append(out.Partitions, p)
-		}
-		resp.Topics = append(resp.Topics, out)
+	err := answerRequested(ctx, b, req.MirrorName, req.Topics, lmoPartition, func(name string, parts []protocol.LastMirroredOffsetsResponsePartition) {
+		resp.Topics = append(resp.Topics, protocol.LastMirroredOffsetsResponseTopic{Name: name, Partitions: parts})
 	})
+	resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
 	return resp
+}
+
+// lmoPartition answers for a partition of a named mirror: its LMO if it is
+// STOPPED, else -1.
+func lmoPartition(rp requestedPartition) protocol.LastMirroredOffsetsResponsePartition {
+	p := protocol.LastMirroredOffsetsResponsePartition{Partition: rp.Partition, LastMirroredOffset: -1}
+	p.ErrorCode, _ = protocol.ErrorCodeAndMessage(rp.Err)
+	if rp.State != nil && rp.State.State == protocol.MirrorStateStopped {
+		p.LastMirroredOffset = rp.State.LastMirroredOffset
+	}
+	return p
 }
 
 func (b *Backend) lmoByCluster(ctx context.Context, req *protocol.LastMirroredOffsetsRequest, resp *protocol.LastMirroredOffsetsResponse) {

@@ -9,11 +9,8 @@ import (
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// ListMirrors (key 1004).
-//
-// Answered from this instance's view of __mirror_state.
-
-// ListMirrors lists the mirrors.
+// ListMirrors (key 1004) lists the mirrors of this instance's view of
+// __mirror_state.
 func (b *Backend) ListMirrors(ctx context.Context, req *protocol.ListMirrorsRequest) *protocol.ListMirrorsResponse {
 	resp := protocol.NewPtrListMirrorsResponse()
 	if err := b.catchUp(ctx); err != nil {

@@ -13,15 +13,12 @@ import (
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// DescribeMirrors (key 1005).
-//
-// Per mirror partition, the recorded state, the live high watermarks of both clusters
-// and the recovery point (what a failover right now would lose: records and
-// the age of the oldest of them, 1005_rpo.go); per mirror, what its sync jobs and
-// consumer group offset sync last achieved. RPOSampler publishes the
-// recovery point as metrics (1005_rpo_sampler.go).
-
-// DescribeMirrors describes the named mirrors, or all of them.
+// DescribeMirrors (key 1005) describes the named mirrors, or all of them:
+// per mirror partition, the recorded state, the live high watermarks of
+// both clusters and the recovery point (what a failover right now would
+// lose: records and the age of the oldest of them, 1005_rpo.go); per
+// mirror, what its sync jobs and consumer group offset sync last achieved.
+// RPOSampler publishes the recovery point as metrics (1005_rpo_sampler.go).
 func (b *Backend) DescribeMirrors(ctx context.Context, req *protocol.DescribeMirrorsRequest) *protocol.DescribeMirrorsResponse {
 	resp := protocol.NewPtrDescribeMirrorsResponse()
 	if err := b.catchUp(ctx); err != nil {

@@ -9,14 +9,10 @@ import (
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// DeleteMirror (key 1010).
-//
-// A mirror whose
-// topics are all STOPPED (failed over) is deleted by tombstoning every one of
-// its keys in __mirror_state, config first so that no instance acts on it
-// while the rest is removed.
-
-// DeleteMirror deletes the mirror or says why not.
+// DeleteMirror (key 1010) deletes a mirror whose topics are all STOPPED
+// (failed over) by tombstoning every one of its keys in __mirror_state,
+// config first so that no instance acts on it while the rest is removed;
+// or says why not.
 func (b *Backend) DeleteMirror(ctx context.Context, req *protocol.DeleteMirrorRequest) *protocol.DeleteMirrorResponse {
 	resp := protocol.NewPtrDeleteMirrorResponse()
 	resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(b.deleteMirror(ctx, req.MirrorName))

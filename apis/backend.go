@@ -140,6 +140,25 @@ func topicResult(name string, err error) protocol.TopicResult {
 	return protocol.TopicResult{Name: name, ErrorCode: code, ErrorMessage: msg}
 }
 
+// answerRequested answers the partitions a LastMirroredOffsets or
+// ReadMirrorState request names (requested): each with part, then each
+// topic with topic.
+func answerRequested[P any](ctx context.Context, b *Backend, mirror string, topics []protocol.TopicPartitions,
+	part func(requestedPartition) P, topic func(name string, parts []P)) error {
+	m, err := b.Mirror(ctx, mirror)
+	if err != nil {
+		return err
+	}
+	requested(m, topics, func(name string, parts []requestedPartition) {
+		var out []P
+		for _, rp := range parts {
+			out = append(out, part(rp))
+		}
+		topic(name, out)
+	})
+	return nil
+}
+
 // requestedPartition is one partition a request names, with its state (nil
 // where none is recorded) or the error that answers it.
 type requestedPartition struct {

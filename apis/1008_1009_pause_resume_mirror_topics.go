@@ -7,15 +7,24 @@ import (
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// PauseMirrorTopics (key 1008).
+// PauseMirrorTopics (key 1008) and ResumeMirrorTopics (key 1009).
 //
-// A paused topic stops copying and stays read-only; ResumeMirrorTopics
-// (1009_resume_mirror_topics.go) undoes it. Pausing a paused topic is a no-op.
+// A paused topic stops copying and stays read-only; pausing a paused topic
+// is a no-op. Only a paused topic resumes: it mirrors again from the
+// destination log end, which by offset identity is the next source offset
+// to copy.
 
 // PauseMirrorTopics pauses the topics; each gets its own result.
 func (b *Backend) PauseMirrorTopics(ctx context.Context, req *protocol.PauseMirrorTopicsRequest) *protocol.PauseMirrorTopicsResponse {
 	resp := protocol.NewPtrPauseMirrorTopicsResponse()
 	resp.Topics, resp.ErrorCode, resp.ErrorMessage = topicResults(b.changeDesire(ctx, req.MirrorName, req.Topics, statetopic.DesirePause))
+	return resp
+}
+
+// ResumeMirrorTopics resumes the topics; each gets its own result.
+func (b *Backend) ResumeMirrorTopics(ctx context.Context, req *protocol.ResumeMirrorTopicsRequest) *protocol.ResumeMirrorTopicsResponse {
+	resp := protocol.NewPtrResumeMirrorTopicsResponse()
+	resp.Topics, resp.ErrorCode, resp.ErrorMessage = topicResults(b.changeDesire(ctx, req.MirrorName, req.Topics, statetopic.DesireMirror))
 	return resp
 }
 
