@@ -13,7 +13,12 @@ import (
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/coordinator/syncjobs"
 )
+
+// The scheduler of the sync jobs reads mirrors and runs the topics job
+// through the Backend.
+var _ syncjobs.Mirrors = (*Backend)(nil)
 
 // RefreshTopics is the mirror's topics job (coordinator/syncjobs runs it
 // with the other sync jobs): it checks that the source is still the cluster
