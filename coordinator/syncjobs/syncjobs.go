@@ -84,22 +84,14 @@ func (s *Scheduler) Run(ctx context.Context) {
 
 // due lists the mirrors whose interval has passed since their last run.
 func (s *Scheduler) due(last map[string]time.Time, now time.Time) []string {
-	type mirror struct {
-		name     string
-		interval time.Duration
-	}
-	var mirrors []mirror
+	var out []string
 	s.Coord.Store().Read(func(v *statetopic.View) {
 		for _, n := range v.MirrorNames() {
-			mirrors = append(mirrors, mirror{n, mirrorconfig.RefreshInterval(v.Mirror(n).Config.Configs)})
+			if now.Sub(last[n]) >= mirrorconfig.RefreshInterval(v.Mirror(n).Config.Configs) {
+				out = append(out, n)
+			}
 		}
 	})
-	var out []string
-	for _, m := range mirrors {
-		if now.Sub(last[m.name]) >= m.interval {
-			out = append(out, m.name)
-		}
-	}
 	return out
 }
 
