@@ -61,11 +61,7 @@ func (v *View) ApplyDecoded(k Key, val any) {
 	case TypeMirrorConfig:
 		m.Config, _ = val.(*MirrorConfig)
 	case TypeMirrorTopic:
-		if t, ok := val.(*MirrorTopic); ok {
-			m.Topics[k.Topic] = t
-		} else {
-			delete(m.Topics, k.Topic)
-		}
+		putOrDelete(m.Topics, k.Topic, val)
 	case TypePartitionState:
 		id := PartitionID{k.SourceTopicID, k.Partition}
 		if p, ok := val.(*PartitionState); ok {
@@ -77,16 +73,22 @@ func (v *View) ApplyDecoded(k Key, val any) {
 			delete(m.Partitions, id)
 		}
 	case TypeGroupSync:
-		if g, ok := val.(*GroupSync); ok {
-			m.Groups[k.Group] = g
-		} else {
-			delete(m.Groups, k.Group)
-		}
+		putOrDelete(m.Groups, k.Group, val)
 	case TypeMirrorSync:
 		m.Sync, _ = val.(*MirrorSync)
 	}
 	if m.Config == nil && len(m.Topics) == 0 && len(m.Partitions) == 0 && len(m.Groups) == 0 && m.Sync == nil {
 		delete(v.mirrors, k.Mirror)
+	}
+}
+
+// putOrDelete stores a record's value under its key, or deletes the key for
+// a tombstone (or a value of another type).
+func putOrDelete[K comparable, V any](m map[K]*V, k K, val any) {
+	if v, ok := val.(*V); ok {
+		m[k] = v
+	} else {
+		delete(m, k)
 	}
 }
 
