@@ -11,16 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/apis/addtopics"
-	"github.com/kmirror/kmirror/apis/apicore"
-	"github.com/kmirror/kmirror/apis/createmirror"
-	"github.com/kmirror/kmirror/apis/deletemirror"
-	"github.com/kmirror/kmirror/apis/describemirrors"
-	"github.com/kmirror/kmirror/apis/lastmirroredoffsets"
-	"github.com/kmirror/kmirror/apis/listmirrors"
-	"github.com/kmirror/kmirror/apis/pauseresume"
-	"github.com/kmirror/kmirror/apis/readmirrorstate"
-	"github.com/kmirror/kmirror/apis/removetopics"
+	"github.com/kmirror/kmirror/apis"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/coordinatortest"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
@@ -30,7 +21,7 @@ import (
 )
 
 type env struct {
-	b        *apicore.Backend
+	b        *apis.Backend
 	src, dst *kafkatest.Cluster
 	ctx      context.Context
 }
@@ -44,7 +35,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(sources.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	e := &env{b: &apicore.Backend{Coord: c, Sources: sources, Destination: kadm.NewClient(dst.Client(t)), Log: slog.New(slog.DiscardHandler)},
+	e := &env{b: &apis.Backend{Coord: c, Sources: sources, Destination: kadm.NewClient(dst.Client(t)), Log: slog.New(slog.DiscardHandler)},
 		src: src, dst: dst, ctx: ctx}
 	adm := kadm.NewClient(src.Client(t))
 	for _, topic := range []string{"orders", "orders-eu", "payments", "__internal", "__consumer_offsets"} {
@@ -61,7 +52,7 @@ func (e *env) create(name string, configs map[string]string) (int16, string) {
 	for k, v := range configs {
 		req.Configs = append(req.Configs, protocol.CreateMirrorRequestConfig{Name: k, Value: kadm.StringPtr(v)})
 	}
-	resp := createmirror.Handle(e.ctx, e.b, req)
+	resp := e.b.CreateMirror(e.ctx, req)
 	return resp.ErrorCode, deref(resp.ErrorMessage)
 }
 
@@ -72,7 +63,7 @@ func (e *env) add(mirror string, topics []string, include ...string) *protocol.A
 		rt := protocol.AddTopicsToMirrorRequestTopic{Name: t, NumPartitions: -1}
 		req.Topics = append(req.Topics, rt)
 	}
-	return addtopics.Handle(e.ctx, e.b, req)
+	return e.b.AddTopicsToMirror(e.ctx, req)
 }
 
 func (e *env) topicNames(names ...string) []protocol.TopicName {
@@ -178,32 +169,32 @@ func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
 	}
 	resp = e.add("other", []string{"payments-local"})
 	r = topicResult(t, resp.Topics, "payments-local")
-	expectCode(t, "non-empty destination topic", r.ErrorCode, deref(r.ErrorMessage), addtopics.ErrTopicExistsOnDestination, "1 records that did not come from the source")
+	expectCode(t, "non-empty destination topic", r.ErrorCode, deref(r.ErrorMessage), apis.ErrTopicExistsOnDestination, "1 records that did not come from the source")
 
 	// Partitions reach MIRRORING through the coordinator.
 	waitStates(t, e, "dr", "payments", 3, protocol.MirrorStateMirroring)
 
 	// Pause / resume.
-	pr := pauseresume.Resume(e.ctx, e.b, &protocol.ResumeMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
+	pr := e.b.ResumeMirrorTopics(e.ctx, &protocol.ResumeMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
 	expectCode(t, "resume not paused", pr.Topics[0].ErrorCode, deref(pr.Topics[0].ErrorMessage), protocol.ErrMirrorTopicNotPaused, "not paused")
-	pp := pauseresume.Pause(e.ctx, e.b, &protocol.PauseMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments", "nope")})
+	pp := e.b.PauseMirrorTopics(e.ctx, &protocol.PauseMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments", "nope")})
 	if pp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("pause: %s", deref(pp.Topics[0].ErrorMessage))
 	}
 	expectCode(t, "pause unknown", pp.Topics[1].ErrorCode, deref(pp.Topics[1].ErrorMessage), protocol.ErrTopicNotInMirror, `topic "nope" is not in mirror "dr"`)
 	waitStates(t, e, "dr", "payments", 3, protocol.MirrorStatePaused)
-	pr = pauseresume.Resume(e.ctx, e.b, &protocol.ResumeMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
+	pr = e.b.ResumeMirrorTopics(e.ctx, &protocol.ResumeMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
 	if pr.Topics[0].ErrorCode != 0 {
 		t.Fatalf("resume: %s", deref(pr.Topics[0].ErrorMessage))
 	}
 	waitStates(t, e, "dr", "payments", 3, protocol.MirrorStateMirroring)
 
 	// DeleteMirror refuses while topics mirror.
-	dr := deletemirror.Handle(e.ctx, e.b, &protocol.DeleteMirrorRequest{MirrorName: "dr"})
+	dr := e.b.DeleteMirror(e.ctx, &protocol.DeleteMirrorRequest{MirrorName: "dr"})
 	expectCode(t, "delete busy mirror", dr.ErrorCode, deref(dr.ErrorMessage), protocol.ErrMirrorNotEmpty, "orders, orders-eu, payments")
 
 	// Failover: remove everything (one by name, the others by pattern).
-	rr := removetopics.Handle(e.ctx, e.b, &protocol.RemoveTopicsFromMirrorRequest{MirrorName: "dr", Topics: e.topicNames("payments", "nope"), Patterns: []string{"orders.*"}})
+	rr := e.b.RemoveTopicsFromMirror(e.ctx, &protocol.RemoveTopicsFromMirrorRequest{MirrorName: "dr", Topics: e.topicNames("payments", "nope"), Patterns: []string{"orders.*"}})
 	if rr.ErrorCode != 0 || topicResult(t, rr.Topics, "payments").ErrorCode != 0 || topicResult(t, rr.Topics, "orders-eu").ErrorCode != 0 {
 		t.Fatalf("remove: %+v", rr)
 	}
@@ -212,16 +203,16 @@ func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
 	for _, topic := range []string{"payments", "orders", "orders-eu"} {
 		waitStates(t, e, "dr", topic, 3, protocol.MirrorStateStopped)
 	}
-	pp = pauseresume.Pause(e.ctx, e.b, &protocol.PauseMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
+	pp = e.b.PauseMirrorTopics(e.ctx, &protocol.PauseMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
 	expectCode(t, "pause stopped", pp.Topics[0].ErrorCode, deref(pp.Topics[0].ErrorMessage), protocol.ErrMirrorTopicBeingStopped, "stopping or stopped")
 
-	lmo := lastmirroredoffsets.Handle(e.ctx, e.b, &protocol.LastMirroredOffsetsRequest{MirrorName: "dr",
+	lmo := e.b.LastMirroredOffsets(e.ctx, &protocol.LastMirroredOffsetsRequest{MirrorName: "dr",
 		Topics: []protocol.TopicPartitions{{Name: "payments", Partitions: []int32{0, 2, 7}}}})
 	got := lmo.Topics[0].Partitions
 	if got[0].LastMirroredOffset != 1000 || got[1].LastMirroredOffset != 1002 || got[2].ErrorCode != protocol.ErrUnknownTopicOrPartition.Code {
 		t.Fatalf("last mirrored offsets %+v", got)
 	}
-	rs := readmirrorstate.Handle(e.ctx, e.b, &protocol.ReadMirrorStateRequest{MirrorName: "dr"})
+	rs := e.b.ReadMirrorState(e.ctx, &protocol.ReadMirrorStateRequest{MirrorName: "dr"})
 	if len(rs.Topics) != 3 || rs.Topics[0].Partitions[0].State != protocol.MirrorStateStopped || rs.Topics[0].Partitions[0].PreviousState != protocol.MirrorStateStopping {
 		t.Fatalf("read mirror state %+v", rs.Topics)
 	}
@@ -232,14 +223,14 @@ func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
 		t.Fatalf("re-add stopped: %s", deref(r.ErrorMessage))
 	}
 	waitStates(t, e, "dr", "payments", 3, protocol.MirrorStateMirroring)
-	removetopics.Handle(e.ctx, e.b, &protocol.RemoveTopicsFromMirrorRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
+	e.b.RemoveTopicsFromMirror(e.ctx, &protocol.RemoveTopicsFromMirrorRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
 	waitStates(t, e, "dr", "payments", 3, protocol.MirrorStateStopped)
 
-	lm := listmirrors.Handle(e.ctx, e.b, &protocol.ListMirrorsRequest{IncludeTopicNames: true})
+	lm := e.b.ListMirrors(e.ctx, &protocol.ListMirrorsRequest{IncludeTopicNames: true})
 	if len(lm.Mirrors) != 2 || lm.Mirrors[0].Name != "dr" || lm.Mirrors[0].TopicCount != 3 || lm.Mirrors[0].SourceClusterID == "" {
 		t.Fatalf("list %+v", lm.Mirrors)
 	}
-	dm := describemirrors.Handle(e.ctx, e.b, &protocol.DescribeMirrorsRequest{MirrorNames: []string{"dr", "nope"}})
+	dm := e.b.DescribeMirrors(e.ctx, &protocol.DescribeMirrorsRequest{MirrorNames: []string{"dr", "nope"}})
 	if len(dm.Mirrors) != 2 || dm.Mirrors[1].ErrorCode != protocol.ErrUnknownMirror.Code || len(dm.Mirrors[0].Topics) != 3 {
 		t.Fatalf("describe %+v", dm.Mirrors)
 	}
@@ -247,15 +238,15 @@ func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
 		t.Fatalf("describe partition %+v", p)
 	}
 
-	dr = deletemirror.Handle(e.ctx, e.b, &protocol.DeleteMirrorRequest{MirrorName: "dr"})
+	dr = e.b.DeleteMirror(e.ctx, &protocol.DeleteMirrorRequest{MirrorName: "dr"})
 	if dr.ErrorCode != 0 {
 		t.Fatalf("delete: %s", deref(dr.ErrorMessage))
 	}
-	dr = deletemirror.Handle(e.ctx, e.b, &protocol.DeleteMirrorRequest{MirrorName: "dr"})
+	dr = e.b.DeleteMirror(e.ctx, &protocol.DeleteMirrorRequest{MirrorName: "dr"})
 	expectCode(t, "delete twice", dr.ErrorCode, deref(dr.ErrorMessage), protocol.ErrUnknownMirror, `mirror "dr" does not exist`)
 	// The topics are free for another mirror now.
 	resp = e.add("other", []string{"payments"})
-	if r := topicResult(t, resp.Topics, "payments"); r.ErrorCode != addtopics.ErrTopicExistsOnDestination.Code && r.ErrorCode != 0 {
+	if r := topicResult(t, resp.Topics, "payments"); r.ErrorCode != apis.ErrTopicExistsOnDestination.Code && r.ErrorCode != 0 {
 		t.Fatalf("add after delete: %+v", r)
 	}
 }
@@ -276,7 +267,7 @@ func TestRefreshAddsNewMatchingTopicsAndGrowsPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTopicVisible(t, e, "orders-us")
-	added, err := addtopics.Refresh(e.ctx, e.b, "dr")
+	added, err := e.b.RefreshTopics(e.ctx, "dr")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +277,7 @@ func TestRefreshAddsNewMatchingTopicsAndGrowsPartitions(t *testing.T) {
 		t.Fatalf("refresh added %v, want [orders-us]", added)
 	}
 	// Removing by pattern ends the pattern: a later matching topic stays out.
-	rr := removetopics.Handle(e.ctx, e.b, &protocol.RemoveTopicsFromMirrorRequest{MirrorName: "dr", Patterns: []string{"orders.*"}})
+	rr := e.b.RemoveTopicsFromMirror(e.ctx, &protocol.RemoveTopicsFromMirrorRequest{MirrorName: "dr", Patterns: []string{"orders.*"}})
 	if rr.ErrorCode != 0 || len(rr.Topics) != 3 {
 		t.Fatalf("remove by pattern: %+v", rr)
 	}
@@ -294,7 +285,7 @@ func TestRefreshAddsNewMatchingTopicsAndGrowsPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTopicVisible(t, e, "orders-asia")
-	if added, err := addtopics.Refresh(e.ctx, e.b, "dr"); err != nil || len(added) != 0 {
+	if added, err := e.b.RefreshTopics(e.ctx, "dr"); err != nil || len(added) != 0 {
 		t.Fatalf("refresh after removing the pattern added %v (%v)", added, err)
 	}
 }
@@ -302,7 +293,7 @@ func TestRefreshAddsNewMatchingTopicsAndGrowsPartitions(t *testing.T) {
 func waitTopicVisible(t *testing.T, e *env, topic string) {
 	t.Helper()
 	polltest.Eventually(t, 30*time.Second, "source topic "+topic+" listed", func() (bool, string) {
-		topics, err := apicore.ListTopics(e.ctx, e.src.Client(t))
+		topics, err := apis.ListTopics(e.ctx, e.src.Client(t))
 		return err == nil && topics.Has(topic), fmt.Sprintf("listing: %v", err)
 	})
 }
@@ -310,7 +301,7 @@ func waitTopicVisible(t *testing.T, e *env, topic string) {
 func waitStates(t *testing.T, e *env, mirror, topic string, partitions int, want protocol.MirrorState) {
 	t.Helper()
 	polltest.Eventually(t, time.Minute, fmt.Sprintf("%s/%s reaches %s", mirror, topic, want), func() (bool, string) {
-		rs := readmirrorstate.Handle(e.ctx, e.b, &protocol.ReadMirrorStateRequest{MirrorName: mirror, Topics: []protocol.TopicPartitions{{Name: topic}}})
+		rs := e.b.ReadMirrorState(e.ctx, &protocol.ReadMirrorStateRequest{MirrorName: mirror, Topics: []protocol.TopicPartitions{{Name: topic}}})
 		ok := rs.ErrorCode == 0 && len(rs.Topics) == 1 && len(rs.Topics[0].Partitions) == partitions
 		if ok {
 			for _, p := range rs.Topics[0].Partitions {

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/apis/mirrorconfigs"
+	"github.com/kmirror/kmirror/apis"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
@@ -188,10 +188,10 @@ func TestMirrorSecretsNeverStoredInClear(t *testing.T) {
 	dreq := kmsg.NewPtrDescribeConfigsRequest()
 	for _, name := range []string{"literal", "file", "env"} {
 		r := kmsg.NewDescribeConfigsRequestResource()
-		r.ResourceType, r.ResourceName = mirrorconfigs.ResourceType, name
+		r.ResourceType, r.ResourceName = apis.MirrorResourceType, name
 		dreq.Resources = append(dreq.Resources, r)
 	}
-	dresp := mirrorconfigs.Describe(e.ctx, e.b, dreq)
+	dresp := e.b.DescribeMirrorConfigs(e.ctx, dreq)
 	for _, r := range dresp.Resources {
 		for _, c := range r.Configs {
 			if c.Name == "sasl.password" && (!c.IsSensitive || c.Value != nil) {
@@ -250,12 +250,12 @@ func resaveByAlter(t *testing.T, e *env, name string) {
 	t.Helper()
 	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = mirrorconfigs.ResourceType, name
+	res.ResourceType, res.ResourceName = apis.MirrorResourceType, name
 	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 	c.Name, c.Value = "replication.throttled.rate", kmsg.StringPtr("0")
 	res.Configs = append(res.Configs, c)
 	alter.Resources = append(alter.Resources, res)
-	if r := mirrorconfigs.Alter(e.ctx, e.b, alter); r.Resources[0].ErrorCode != 0 {
+	if r := e.b.AlterMirrorConfigs(e.ctx, alter); r.Resources[0].ErrorCode != 0 {
 		t.Fatalf("alter %s: %s", name, deref(r.Resources[0].ErrorMessage))
 	}
 }

@@ -109,28 +109,33 @@ func parseRule(text string) (Rule, error) {
 	if r.resourceName, err = compile(fields[1]); err != nil {
 		return Rule{}, fmt.Errorf("resource name: %w", err)
 	}
-	if !isAny(fields[2]) {
-		op, err := kmsg.ParseACLOperation(fields[2])
-		if err != nil || op == kmsg.ACLOperationUnknown {
-			return Rule{}, fmt.Errorf("unknown operation %q: use e.g. READ, WRITE, DESCRIBE, ALL or *", fields[2])
-		}
-		if op != kmsg.ACLOperationAny {
-			r.operation = op
-		}
+	if r.operation, err = parseEnum(fields[2], kmsg.ParseACLOperation, kmsg.ACLOperationUnknown, kmsg.ACLOperationAny); err != nil {
+		return Rule{}, fmt.Errorf("unknown operation %q: use e.g. READ, WRITE, DESCRIBE, ALL or *", fields[2])
 	}
-	if !isAny(fields[3]) {
-		p, err := kmsg.ParseACLPermissionType(fields[3])
-		if err != nil || p == kmsg.ACLPermissionTypeUnknown {
-			return Rule{}, fmt.Errorf("unknown permission type %q: use ALLOW, DENY or *", fields[3])
-		}
-		if p != kmsg.ACLPermissionTypeAny {
-			r.permission = p
-		}
+	if r.permission, err = parseEnum(fields[3], kmsg.ParseACLPermissionType, kmsg.ACLPermissionTypeUnknown, kmsg.ACLPermissionTypeAny); err != nil {
+		return Rule{}, fmt.Errorf("unknown permission type %q: use ALLOW, DENY or *", fields[3])
 	}
 	if r.principal, err = compile(fields[4]); err != nil {
 		return Rule{}, fmt.Errorf("principal: %w", err)
 	}
 	return r, nil
+}
+
+// parseEnum parses an operation or permission type field; any (as "*",
+// "ANY" or kmsg's any value) is the zero value, which matches everything.
+func parseEnum[T comparable](f string, parse func(string) (T, error), unknown, anyValue T) (T, error) {
+	var zero T
+	if isAny(f) {
+		return zero, nil
+	}
+	v, err := parse(f)
+	if err != nil || v == unknown {
+		return zero, fmt.Errorf("unknown value %q", f)
+	}
+	if v == anyValue {
+		return zero, nil
+	}
+	return v, nil
 }
 
 // isAny reports whether an enum field means any. ANY is Kafka's own word

@@ -11,6 +11,6 @@
 //     destination's own grants survive; an ACL deleted on the source stays on
 //     the destination until its operator deletes it.
 //
-// Partition counts are kept in step by apis/addtopics.Refresh (grown mirror
+// Partition counts are kept in step by the topics job, apis.Backend.RefreshTopics (grown mirror
 // topics get new partitions, which prepare and mirror like the others).
 package metasync

@@ -2,6 +2,8 @@ package statetopic
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 )
 
@@ -61,11 +63,7 @@ func (v *View) ApplyDecoded(k Key, val any) {
 	case TypeMirrorConfig:
 		m.Config, _ = val.(*MirrorConfig)
 	case TypeMirrorTopic:
-		if t, ok := val.(*MirrorTopic); ok {
-			m.Topics[k.Topic] = t
-		} else {
-			delete(m.Topics, k.Topic)
-		}
+		putOrDelete(m.Topics, k.Topic, val)
 	case TypePartitionState:
 		id := PartitionID{k.SourceTopicID, k.Partition}
 		if p, ok := val.(*PartitionState); ok {
@@ -77,16 +75,29 @@ func (v *View) ApplyDecoded(k Key, val any) {
 			delete(m.Partitions, id)
 		}
 	case TypeGroupSync:
-		if g, ok := val.(*GroupSync); ok {
-			m.Groups[k.Group] = g
-		} else {
-			delete(m.Groups, k.Group)
-		}
+		putOrDelete(m.Groups, k.Group, val)
 	case TypeMirrorSync:
 		m.Sync, _ = val.(*MirrorSync)
 	}
 	if m.Config == nil && len(m.Topics) == 0 && len(m.Partitions) == 0 && len(m.Groups) == 0 && m.Sync == nil {
 		delete(v.mirrors, k.Mirror)
+	}
+}
+
+// sortedKeys lists a map's keys, sorted (empty, not nil, for none).
+func sortedKeys[V any](m map[string]V) []string {
+	names := slices.AppendSeq(make([]string, 0, len(m)), maps.Keys(m))
+	slices.Sort(names)
+	return names
+}
+
+// putOrDelete stores a record's value under its key, or deletes the key for
+// a tombstone (or a value of another type).
+func putOrDelete[K comparable, V any](m map[K]*V, k K, val any) {
+	if v, ok := val.(*V); ok {
+		m[k] = v
+	} else {
+		delete(m, k)
 	}
 }
 
@@ -114,12 +125,7 @@ func (v *View) MirrorNames() []string {
 // AllMirrorNames lists every mirror that has any record left, including ones
 // whose deletion is still tombstoning.
 func (v *View) AllMirrorNames() []string {
-	names := make([]string, 0, len(v.mirrors))
-	for n := range v.mirrors {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return sortedKeys(v.mirrors)
 }
 
 // RawMirror returns whatever is recorded for a mirror, config or not.
@@ -127,12 +133,7 @@ func (v *View) RawMirror(name string) *Mirror { return v.mirrors[name] }
 
 // TopicNames lists the mirror's topics, sorted.
 func (m *Mirror) TopicNames() []string {
-	names := make([]string, 0, len(m.Topics))
-	for n := range m.Topics {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return sortedKeys(m.Topics)
 }
 
 // Partition returns the state of a topic's partition, or nil.

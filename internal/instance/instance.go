@@ -18,11 +18,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/apis"
-	"github.com/kmirror/kmirror/apis/apicore"
-	"github.com/kmirror/kmirror/apis/describemirrors"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/coordinator/syncjobs"
 	"github.com/kmirror/kmirror/enforcement"
 	"github.com/kmirror/kmirror/internal/secrets"
 	"github.com/kmirror/kmirror/proxy"
@@ -58,11 +57,11 @@ type Instance struct {
 	Proxy   *proxy.Proxy
 	Coord   *coordinator.Coordinator
 	Guard   *enforcement.Guard
-	Backend *apicore.Backend
+	Backend *apis.Backend
 	sources *sourceclient.Cache
 	dstCl   *kgo.Client
 	data    *DataPath
-	rpo     *describemirrors.Sampler
+	rpo     *apis.RPOSampler
 }
 
 // New builds an instance; Run starts it.
@@ -122,7 +121,7 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		return nil, err
 	}
 	in.data.SetLease(in.Coord.Lease)
-	in.Backend = &apicore.Backend{Coord: in.Coord, Sources: in.sources, Destination: kadm.NewClient(in.dstCl), Log: log}
+	in.Backend = &apis.Backend{Coord: in.Coord, Sources: in.sources, Destination: kadm.NewClient(in.dstCl), Log: log}
 	apis.Register(p.Handlers, in.Backend)
 	p.SetConfigResources(apis.ConfigResources(in.Backend))
 	in.Guard.SetInternals(enforcement.Internals{StateTopic: in.Coord.StateTopic(), MarksTopic: in.Coord.MarksTopic(), GroupID: in.Coord.GroupID(),
@@ -131,7 +130,7 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	// Lost mirrors' topics are read-only from the first request on.
 	in.Guard.Update(enforcement.FromView(statetopic.NewView()).WithLost(in.Coord.Loss().Topics()))
 	meter := p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")
-	in.rpo = describemirrors.NewSampler(in.Backend, 0)
+	in.rpo = apis.NewRPOSampler(in.Backend, 0)
 	if err := errors.Join(in.Coord.RegisterMetrics(meter), in.rpo.RegisterMetrics(meter)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -232,7 +231,8 @@ func (in *Instance) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		apis.RunRefresh(mctx, in.Backend)
+		jobs := &syncjobs.Scheduler{Coord: in.Coord, Mirrors: in.Backend, Sources: in.sources, Destination: in.Backend.Destination, Log: in.log}
+		jobs.Run(mctx)
 	}()
 	go func() {
 		defer wg.Done()

@@ -18,7 +18,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kmirror/kmirror/apis"
-	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
@@ -98,7 +97,7 @@ func (f *fakeDataPath) Forget(coordinator.PartitionRef) {}
 type server struct {
 	src, dst *kafkatest.Cluster
 	proxy    *proxy.Proxy
-	backend  *apicore.Backend
+	backend  *apis.Backend
 }
 
 func (s *server) addr() string { return s.proxy.AdvertisedAddr() }
@@ -128,7 +127,7 @@ func startServer(t *testing.T) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend := &apicore.Backend{Coord: c, Sources: sourceclient.NewCache(), Destination: kadm.NewClient(dstCl), Log: log}
+	backend := &apis.Backend{Coord: c, Sources: sourceclient.NewCache(), Destination: kadm.NewClient(dstCl), Log: log}
 	p, err := proxy.New(proxy.Config{
 		Upstream: s.dst.Bootstrap(), Listen: "127.0.0.1:0", AdvertisedHost: "127.0.0.1",
 		MetadataRefresh: time.Second, EventLoops: 2,

@@ -1,6 +1,6 @@
-package createmirror
+package apis
 
-// Recovering a mirror whose state was lost (coordinator/stateloss.go).
+// CreateMirror with RecoverState: recovering a mirror whose state was lost (coordinator/stateloss.go).
 // kmirror still knows the mirror's read-only topics and their source topic
 // ids (the marks, or the last known view of a running instance); the
 // operator gives the mirror's configs again. The mirror is recorded anew,
@@ -24,12 +24,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator"
-	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
-	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
 )
@@ -37,7 +33,7 @@ import (
 // configs are the operator's, stored their sealed form (secrets encrypted or
 // references, as CreateMirror stores them) and resolved what this instance
 // connects with.
-func recoverState(ctx context.Context, b *apicore.Backend, name string, configs, stored, resolved map[string]string) error {
+func (b *Backend) recoverState(ctx context.Context, name string, configs, stored, resolved map[string]string) error {
 	lost := b.Coord.Loss().Mirrors[name]
 	if lost == nil {
 		return protocol.ErrInvalidRequest.WithMessage("mirror %q has no lost state to recover; `kmirror mirrors --list` names the mirrors whose state was lost", name)
@@ -79,7 +75,7 @@ func recoverState(ctx context.Context, b *apicore.Backend, name string, configs,
 	if err := b.Coord.CheckState(ctx); err != nil {
 		return protocol.ErrCoordinatorNotAvailable.WithMessage("reading the mirror state topic: %v; retry", err)
 	}
-	if err := b.CatchUp(ctx); err != nil {
+	if err := b.catchUp(ctx); err != nil {
 		return err
 	}
 	exists := false
@@ -87,7 +83,7 @@ func recoverState(ctx context.Context, b *apicore.Backend, name string, configs,
 	if exists {
 		return protocol.ErrMirrorAlreadyExists.WithMessage("mirror %q is already recorded again (recovered by another request?); describe it", name)
 	}
-	now := b.NowTime()
+	now := b.now()
 	note := now.UTC().Format(time.RFC3339) + " recovered after the mirror state was lost: mirroring continues from the destination log end (no record copied twice)"
 	recs := []coordinator.Record{{Key: statetopic.MirrorConfigKey(name),
 		Value: &statetopic.MirrorConfig{Configs: stored, CreatedAt: now, SourceClusterID: clusterID}}}
@@ -107,16 +103,12 @@ func recoverState(ctx context.Context, b *apicore.Backend, name string, configs,
 }
 
 func sourceTopics(ctx context.Context, configs map[string]string) (kadm.TopicDetails, error) {
-	opts, err := sourceclient.Options(mirrorconfig.Parse(configs))
+	cl, err := oneOffSourceClient(configs)
 	if err != nil {
-		return nil, protocol.ErrInvalidConfig.WithMessage("%v", err)
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, protocol.ErrInvalidConfig.WithMessage("source client: %v", err)
+		return nil, err
 	}
 	defer cl.Close()
-	td, err := apicore.ListTopics(ctx, cl)
+	td, err := listTopics(ctx, cl)
 	if err != nil {
 		return nil, protocol.ErrCoordinatorNotAvailable.WithMessage("listing the source's topics: %v; retry", err)
 	}

@@ -1,4 +1,4 @@
-package describemirrors
+package apis
 
 // The recovery point: what a failover right now would lose. Records are the
 // source high watermark minus the destination log end (the copy reads
@@ -11,6 +11,7 @@ package describemirrors
 import (
 	"context"
 	"encoding/binary"
+	"slices"
 	"sync"
 	"time"
 
@@ -62,20 +63,47 @@ func atRisk(s *statetopic.PartitionState, srcHW, dstEnd int64, oldest time.Time,
 	return records, max(0, now.Sub(oldest).Milliseconds())
 }
 
+// riskPartition is one lagging partition whose oldest record at risk is
+// read: the first source record at or after offset.
+type riskPartition struct {
+	topic     string
+	topicID   [16]byte
+	partition int32
+	offset    int64
+}
+
 // oldestAtRisk reads, for each partition of from (topic → partition →
 // offset), the timestamp of the first source record at or after the
-// offset. Partitions it cannot read are left out (their age is unknown).
+// offset, with one fetch goroutine per source leader. Partitions it cannot
+// read are left out (their age is unknown).
 func oldestAtRisk(ctx context.Context, src *kgo.Client, from map[string]map[int32]int64) map[string]map[int32]time.Time {
-	out := map[string]map[int32]time.Time{}
+	out := &oldestRecords{at: map[string]map[int32]time.Time{}}
 	if len(from) == 0 {
-		return out
+		return out.at
 	}
-	type want struct {
-		topic     string
-		topicID   [16]byte
-		partition int32
-		offset    int64
+	var wg sync.WaitGroup
+	for leader, wants := range riskLeaders(ctx, src, from) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			br := src.Broker(int(leader))
+			for len(wants) > 0 {
+				chunk := wants[:min(len(wants), riskFetchPartitions)]
+				wants = wants[len(chunk):]
+				raw, err := br.Request(ctx, riskFetchRequest(chunk))
+				if err != nil {
+					return
+				}
+				out.add(raw.(*kmsg.FetchResponse), chunk)
+			}
+		}()
 	}
+	wg.Wait()
+	return out.at
+}
+
+// riskLeaders groups the partitions of from by their source leader.
+func riskLeaders(ctx context.Context, src *kgo.Client, from map[string]map[int32]int64) map[int32][]riskPartition {
 	meta := kmsg.NewPtrMetadataRequest()
 	for t := range from {
 		mt := kmsg.NewMetadataRequestTopic()
@@ -85,9 +113,9 @@ func oldestAtRisk(ctx context.Context, src *kgo.Client, from map[string]map[int3
 	// Uncached: kgo's metadata can lag a leader change by seconds.
 	resp, err := meta.RequestWith(ctx, src)
 	if err != nil {
-		return out
+		return nil
 	}
-	byLeader := map[int32][]want{}
+	byLeader := map[int32][]riskPartition{}
 	for _, t := range resp.Topics {
 		if t.Topic == nil || t.ErrorCode != 0 {
 			continue
@@ -97,79 +125,73 @@ func oldestAtRisk(ctx context.Context, src *kgo.Client, from map[string]map[int3
 			if !ok || p.Leader < 0 {
 				continue
 			}
-			byLeader[p.Leader] = append(byLeader[p.Leader], want{*t.Topic, t.TopicID, p.Partition, off})
+			byLeader[p.Leader] = append(byLeader[p.Leader], riskPartition{*t.Topic, t.TopicID, p.Partition, off})
 		}
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for leader, wants := range byLeader {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			br := src.Broker(int(leader))
-			for len(wants) > 0 {
-				chunk := wants[:min(len(wants), riskFetchPartitions)]
-				wants = wants[len(chunk):]
-				req := kmsg.NewPtrFetchRequest()
-				req.ReplicaID = -1
-				req.MaxWaitMillis = 0
-				req.MinBytes = 0
-				req.MaxBytes = int32(len(chunk) * riskFetchPartitionBytes)
-				req.IsolationLevel = 0 // READ_UNCOMMITTED: open transactions are at risk too
-				req.SessionID, req.SessionEpoch = 0, -1
-				byTopic := map[string]int{}
-				for _, w := range chunk {
-					i, ok := byTopic[w.topic]
-					if !ok {
-						i = len(req.Topics)
-						byTopic[w.topic] = i
-						ft := kmsg.NewFetchRequestTopic()
-						ft.Topic, ft.TopicID = w.topic, w.topicID
-						req.Topics = append(req.Topics, ft)
-					}
-					fp := kmsg.NewFetchRequestTopicPartition()
-					fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = w.partition, w.offset, riskFetchPartitionBytes
-					req.Topics[i].Partitions = append(req.Topics[i].Partitions, fp)
-				}
-				raw, err := br.Request(ctx, req)
-				if err != nil {
-					return
-				}
-				fr := raw.(*kmsg.FetchResponse)
-				if fr.ErrorCode != 0 {
-					continue
-				}
-				for _, rt := range fr.Topics {
-					// v13+ answers by topic id only.
-					name := rt.Topic
-					for _, w := range chunk {
-						if name == "" && w.topicID == rt.TopicID {
-							name = w.topic
-						}
-					}
-					for _, rp := range rt.Partitions {
-						if rp.ErrorCode != 0 {
-							continue // e.g. OFFSET_OUT_OF_RANGE: retention took the records; age unknown
-						}
-						off, ok := from[name][rp.Partition]
-						if !ok {
-							continue
-						}
-						if ts, ok := timestampAt(rp.RecordBatches, off); ok {
-							mu.Lock()
-							if out[name] == nil {
-								out[name] = map[int32]time.Time{}
-							}
-							out[name][rp.Partition] = ts
-							mu.Unlock()
-						}
-					}
-				}
-			}
-		}()
+	return byLeader
+}
+
+// riskFetchRequest is one small READ_UNCOMMITTED fetch of the partitions
+// (open transactions are at risk too), sessionless and without waiting.
+func riskFetchRequest(chunk []riskPartition) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = 0
+	req.MinBytes = 0
+	req.MaxBytes = int32(len(chunk) * riskFetchPartitionBytes)
+	req.IsolationLevel = 0
+	req.SessionID, req.SessionEpoch = 0, -1
+	byTopic := map[string]int{}
+	for _, w := range chunk {
+		i, ok := byTopic[w.topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[w.topic] = i
+			ft := kmsg.NewFetchRequestTopic()
+			ft.Topic, ft.TopicID = w.topic, w.topicID
+			req.Topics = append(req.Topics, ft)
+		}
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = w.partition, w.offset, riskFetchPartitionBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, fp)
 	}
-	wg.Wait()
-	return out
+	return req
+}
+
+// oldestRecords collects the timestamps the leaders' fetches read.
+type oldestRecords struct {
+	mu sync.Mutex
+	at map[string]map[int32]time.Time
+}
+
+// add notes the timestamp of each fetched partition's first record at or
+// after the offset asked for.
+func (o *oldestRecords) add(fr *kmsg.FetchResponse, chunk []riskPartition) {
+	if fr.ErrorCode != 0 {
+		return
+	}
+	for _, rt := range fr.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != 0 {
+				continue // e.g. OFFSET_OUT_OF_RANGE: retention took the records; age unknown
+			}
+			// v13+ answers by topic id only.
+			i := slices.IndexFunc(chunk, func(w riskPartition) bool {
+				return (w.topic == rt.Topic || rt.Topic == "" && w.topicID == rt.TopicID) && w.partition == rp.Partition
+			})
+			if i < 0 {
+				continue
+			}
+			if ts, ok := timestampAt(rp.RecordBatches, chunk[i].offset); ok {
+				o.mu.Lock()
+				if o.at[chunk[i].topic] == nil {
+					o.at[chunk[i].topic] = map[int32]time.Time{}
+				}
+				o.at[chunk[i].topic][rp.Partition] = ts
+				o.mu.Unlock()
+			}
+		}
+	}
 }
 
 // timestampAt returns the timestamp of the first record at or after offset

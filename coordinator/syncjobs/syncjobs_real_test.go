@@ -1,4 +1,4 @@
-package apis_test
+package syncjobs_test
 
 // The mirror's sync jobs on real Apache Kafka: consumer group offsets,
 // topic configs, partition growth and ACLs, each proven by reading both
@@ -616,4 +616,12 @@ func (e *syncEnv) acls(t *testing.T) {
 			t.Fatalf("acls job reported as %+v", s)
 		}
 	}
+}
+
+// deref reads an optional response string, "" when absent.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

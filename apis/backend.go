@@ -1,8 +1,4 @@
-// Package apicore is what every mirror RPC handler shares: the Backend they
-// act on (this instance's coordinator, source clients and destination admin)
-// and the checks that more than one RPC needs (mirror names, lookups that
-// first catch up with __mirror_state so a write made on any instance is seen).
-package apicore
+package apis
 
 import (
 	"context"
@@ -21,7 +17,9 @@ import (
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// Backend is what the handlers act on.
+// Backend is what the handlers act on: this instance's coordinator, the
+// source clients and the destination admin. Each mirror RPC is a method of
+// it, in the file of its API key.
 type Backend struct {
 	Coord       *coordinator.Coordinator
 	Sources     *sourceclient.Cache
@@ -30,14 +28,14 @@ type Backend struct {
 	Now         func() time.Time
 }
 
-// Timeout bounds one RPC's work against the clusters.
-const Timeout = 30 * time.Second
+// rpcTimeout bounds one RPC's work against the clusters.
+const rpcTimeout = 30 * time.Second
 
 var mirrorNameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,200}$`)
 
-// CheckMirrorName validates a mirror name: it becomes part of transactional
+// checkMirrorName validates a mirror name: it becomes part of transactional
 // ids and metric labels, so it is limited like a Kafka topic name.
-func CheckMirrorName(name string) error {
+func checkMirrorName(name string) error {
 	if !mirrorNameRE.MatchString(name) || name == "." || name == ".." {
 		return protocol.ErrInvalidRequest.WithMessage(
 			"invalid mirror name %q: use 1 to 200 characters from a-z, A-Z, 0-9, '.', '_' and '-'", name)
@@ -45,11 +43,11 @@ func CheckMirrorName(name string) error {
 	return nil
 }
 
-// CatchUp makes the view include every state write made before the call, on
+// catchUp makes the view include every state write made before the call, on
 // any instance. Without a state topic there is nothing to catch up with.
 // While the state topic is gone (deleted behind kmirror's back) it answers
 // the state loss: the view is only the last known state.
-func (b *Backend) CatchUp(ctx context.Context) error {
+func (b *Backend) catchUp(ctx context.Context) error {
 	if l := b.Coord.Loss(); l.Frozen {
 		return l.Error("")
 	}
@@ -67,66 +65,25 @@ func (b *Backend) CatchUp(ctx context.Context) error {
 // Mirror returns a copy of a mirror's state after catching up, or
 // UNKNOWN_MIRROR.
 func (b *Backend) Mirror(ctx context.Context, name string) (*statetopic.Mirror, error) {
-	if err := CheckMirrorName(name); err != nil {
+	if err := checkMirrorName(name); err != nil {
 		return nil, err
 	}
-	if err := b.CatchUp(ctx); err != nil {
+	if err := b.catchUp(ctx); err != nil {
 		return nil, err
 	}
 	if l := b.Coord.Loss(); l.Mirrors[name] != nil {
 		return nil, l.Error(name)
 	}
 	var m *statetopic.Mirror
-	b.Coord.Store().Read(func(v *statetopic.View) { m = CopyMirror(v.Mirror(name)) })
+	b.Coord.Store().Read(func(v *statetopic.View) { m = v.Mirror(name).Copy() })
 	if m == nil {
 		return nil, protocol.ErrUnknownMirror.WithMessage("mirror %q does not exist; `kmirror mirrors --list` shows the mirrors", name)
 	}
 	return m, nil
 }
 
-// CopyMirror deep-copies what handlers read, so they can use it outside the
-// store's lock.
-func CopyMirror(m *statetopic.Mirror) *statetopic.Mirror {
-	if m == nil {
-		return nil
-	}
-	out := &statetopic.Mirror{Name: m.Name, Topics: map[string]*statetopic.MirrorTopic{}, Partitions: map[statetopic.PartitionID]*statetopic.PartitionState{},
-		Groups: make(map[string]*statetopic.GroupSync, len(m.Groups))}
-	if m.Config != nil {
-		c := *m.Config
-		c.Configs = make(map[string]string, len(m.Config.Configs))
-		for k, v := range m.Config.Configs {
-			c.Configs[k] = v
-		}
-		c.IncludePatterns = append([]string(nil), m.Config.IncludePatterns...)
-		c.ExcludePatterns = append([]string(nil), m.Config.ExcludePatterns...)
-		out.Config = &c
-	}
-	for n, t := range m.Topics {
-		c := *t
-		out.Topics[n] = &c
-	}
-	for id, p := range m.Partitions {
-		c := *p
-		c.Notes = append([]string(nil), p.Notes...)
-		out.Partitions[id] = &c
-	}
-	for g, s := range m.Groups {
-		c := *s
-		out.Groups[g] = &c
-	}
-	if m.Sync != nil {
-		out.Sync = &statetopic.MirrorSync{Jobs: make(map[string]*statetopic.SyncJob, len(m.Sync.Jobs))}
-		for name, j := range m.Sync.Jobs {
-			c := *j
-			out.Sync.Jobs[name] = &c
-		}
-	}
-	return out
-}
-
-// SourceClient returns the mirror's source client.
-func (b *Backend) SourceClient(m *statetopic.Mirror) (*kgo.Client, error) {
+// sourceClient returns the mirror's source client.
+func (b *Backend) sourceClient(m *statetopic.Mirror) (*kgo.Client, error) {
 	cl, err := b.Sources.Client(m.Name, m.Config.Configs)
 	if err != nil {
 		return nil, protocol.ErrInvalidConfig.WithMessage("%v", err)
@@ -134,32 +91,8 @@ func (b *Backend) SourceClient(m *statetopic.Mirror) (*kgo.Client, error) {
 	return cl, nil
 }
 
-// TopicStates lists a mirror topic's partition states (nil where none is
-// recorded yet).
-func TopicStates(m *statetopic.Mirror, topic string) []*statetopic.PartitionState {
-	t := m.Topics[topic]
-	if t == nil {
-		return nil
-	}
-	out := make([]*statetopic.PartitionState, t.Partitions)
-	for p := range out {
-		out[p] = m.Partitions[statetopic.PartitionID{SourceTopicID: t.SourceTopicID, Partition: int32(p)}]
-	}
-	return out
-}
-
-// AllStopped reports whether every partition of a mirror topic is STOPPED.
-func AllStopped(m *statetopic.Mirror, topic string) bool {
-	for _, s := range TopicStates(m, topic) {
-		if s == nil || s.State != protocol.MirrorStateStopped {
-			return false
-		}
-	}
-	return true
-}
-
-// SetDesire writes the desired state of mirror topics.
-func (b *Backend) SetDesire(ctx context.Context, m *statetopic.Mirror, topics []string, d statetopic.TopicDesire) error {
+// setDesire writes the desired state of mirror topics.
+func (b *Backend) setDesire(ctx context.Context, m *statetopic.Mirror, topics []string, d statetopic.TopicDesire) error {
 	recs := make([]coordinator.Record, 0, len(topics))
 	for _, name := range topics {
 		t := *m.Topics[name]
@@ -175,6 +108,7 @@ func (b *Backend) SetDesire(ctx context.Context, m *statetopic.Mirror, topics []
 	return nil
 }
 
+// now is the backend's clock (Now, else the system's).
 func (b *Backend) now() time.Time {
 	if b.Now != nil {
 		return b.Now()
@@ -182,43 +116,77 @@ func (b *Backend) now() time.Time {
 	return time.Now()
 }
 
-// Now is the backend's clock.
-func (b *Backend) NowTime() time.Time { return b.now() }
+// checkPatterns checks that each topic pattern is a regular expression.
+func checkPatterns(lists ...[]string) error {
+	for _, list := range lists {
+		for _, p := range list {
+			if _, err := regexp.Compile("^(?:" + p + ")$"); err != nil {
+				return protocol.ErrInvalidRequest.WithMessage("invalid topic pattern %q: %v", p, err)
+			}
+		}
+	}
+	return nil
+}
 
-// TopicResult builds a per-topic result from an error (nil = success).
-func TopicResult(name string, err error) protocol.TopicResult {
+// topicResults is a per-topic response's topics and top-level error.
+func topicResults(results []protocol.TopicResult, err error) ([]protocol.TopicResult, int16, *string) {
+	code, msg := protocol.ErrorCodeAndMessage(err)
+	return results, code, msg
+}
+
+// topicResult builds a per-topic result from an error (nil = success).
+func topicResult(name string, err error) protocol.TopicResult {
 	code, msg := protocol.ErrorCodeAndMessage(err)
 	return protocol.TopicResult{Name: name, ErrorCode: code, ErrorMessage: msg}
 }
 
-// RequestedPartition is one partition a request names, with its state (nil
+// answerRequested answers the partitions a LastMirroredOffsets or
+// ReadMirrorState request names (requested): each with part, then each
+// topic with topic.
+func answerRequested[P any](ctx context.Context, b *Backend, mirror string, topics []protocol.TopicPartitions,
+	part func(requestedPartition) P, topic func(name string, parts []P)) error {
+	m, err := b.Mirror(ctx, mirror)
+	if err != nil {
+		return err
+	}
+	requested(m, topics, func(name string, parts []requestedPartition) {
+		var out []P
+		for _, rp := range parts {
+			out = append(out, part(rp))
+		}
+		topic(name, out)
+	})
+	return nil
+}
+
+// requestedPartition is one partition a request names, with its state (nil
 // where none is recorded) or the error that answers it.
-type RequestedPartition struct {
+type requestedPartition struct {
 	Partition int32
 	State     *statetopic.PartitionState
 	Err       error
 }
 
-// Requested expands the topics and partitions a LastMirroredOffsets or
+// requested expands the topics and partitions a LastMirroredOffsets or
 // ReadMirrorState request names: no topics means every topic of the mirror,
 // no partitions every partition of the topic.
-func Requested(m *statetopic.Mirror, topics []protocol.TopicPartitions, each func(topic string, parts []RequestedPartition)) {
+func requested(m *statetopic.Mirror, topics []protocol.TopicPartitions, each func(topic string, parts []requestedPartition)) {
 	if len(topics) == 0 {
 		for _, n := range m.TopicNames() {
 			topics = append(topics, protocol.TopicPartitions{Name: n})
 		}
 	}
 	for _, tp := range topics {
-		states := TopicStates(m, tp.Name)
+		states := m.TopicStates(tp.Name)
 		parts := tp.Partitions
 		if len(parts) == 0 {
 			for p := range states {
 				parts = append(parts, int32(p))
 			}
 		}
-		out := make([]RequestedPartition, 0, len(parts))
+		out := make([]requestedPartition, 0, len(parts))
 		for _, p := range parts {
-			rp := RequestedPartition{Partition: p}
+			rp := requestedPartition{Partition: p}
 			switch {
 			case states == nil:
 				rp.Err = protocol.ErrTopicNotInMirror.WithMessage("topic %q is not in mirror %q", tp.Name, m.Name)

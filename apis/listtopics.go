@@ -1,4 +1,4 @@
-package apicore
+package apis
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ListTopics lists a cluster's topics with a fresh Metadata request. kadm
+// listTopics lists a cluster's topics with a fresh Metadata request. kadm
 // answers from the client's metadata cache (up to MetadataMinAge old), which
 // would tell an operator who just created a topic that it does not exist.
-func ListTopics(ctx context.Context, cl *kgo.Client) (kadm.TopicDetails, error) {
+func listTopics(ctx context.Context, cl *kgo.Client) (kadm.TopicDetails, error) {
 	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)

@@ -1,21 +1,19 @@
-// Package listmirrors answers ListMirrors (API key protocol.KeyListMirrors) from this instance's
-// view of __mirror_state.
-package listmirrors
+package apis
 
 import (
 	"context"
 	"maps"
 	"slices"
 
-	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// Handle lists the mirrors.
-func Handle(ctx context.Context, b *apicore.Backend, req *protocol.ListMirrorsRequest) *protocol.ListMirrorsResponse {
+// ListMirrors (key 1004) lists the mirrors of this instance's view of
+// __mirror_state.
+func (b *Backend) ListMirrors(ctx context.Context, req *protocol.ListMirrorsRequest) *protocol.ListMirrorsResponse {
 	resp := protocol.NewPtrListMirrorsResponse()
-	if err := b.CatchUp(ctx); err != nil {
+	if err := b.catchUp(ctx); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
 		return resp
 	}

@@ -1,4 +1,4 @@
-package addtopics
+package apis
 
 // Failback. A topic whose destination log already holds records can be
 // mirrored only if those records are a prefix of the source log: the mirror
@@ -33,8 +33,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/apis/apicore"
-	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -199,17 +197,4 @@ func (a *adder) recreate(ctx context.Context, topic string) error {
 		case <-time.After(wait):
 		}
 	}
-}
-
-// ownLMO is this mirror's last mirrored offset per partition of a topic
-// whose partitions are all STOPPED.
-func ownLMO(m *statetopic.Mirror, topic string) map[int32]int64 {
-	out := map[int32]int64{}
-	for p, s := range apicore.TopicStates(m, topic) {
-		if s == nil || s.LastMirroredOffset < 0 {
-			return nil
-		}
-		out[int32(p)] = s.LastMirroredOffset
-	}
-	return out
 }

@@ -1,10 +1,4 @@
-// Package describemirrors answers DescribeMirrors (API key protocol.KeyDescribeMirrors): per mirror
-// partition, the recorded state, the live high watermarks of both clusters
-// and the recovery point (what a failover right now would lose: records and
-// the age of the oldest of them, rpo.go); per mirror, what its sync jobs and
-// consumer group offset sync last achieved. Sampler publishes the recovery
-// point as metrics.
-package describemirrors
+package apis
 
 import (
 	"context"
@@ -15,15 +9,19 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// Handle describes the named mirrors, or all of them.
-func Handle(ctx context.Context, b *apicore.Backend, req *protocol.DescribeMirrorsRequest) *protocol.DescribeMirrorsResponse {
+// DescribeMirrors (key 1005) describes the named mirrors, or all of them:
+// per mirror partition, the recorded state, the live high watermarks of
+// both clusters and the recovery point (what a failover right now would
+// lose: records and the age of the oldest of them, 1005_rpo.go); per
+// mirror, what its sync jobs and consumer group offset sync last achieved.
+// RPOSampler publishes the recovery point as metrics (1005_rpo_sampler.go).
+func (b *Backend) DescribeMirrors(ctx context.Context, req *protocol.DescribeMirrorsRequest) *protocol.DescribeMirrorsResponse {
 	resp := protocol.NewPtrDescribeMirrorsResponse()
-	if err := b.CatchUp(ctx); err != nil {
+	if err := b.catchUp(ctx); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
 		return resp
 	}
@@ -40,12 +38,12 @@ func Handle(ctx context.Context, b *apicore.Backend, req *protocol.DescribeMirro
 		sort.Strings(names)
 	}
 	for _, name := range names {
-		resp.Mirrors = append(resp.Mirrors, describe(ctx, b, name))
+		resp.Mirrors = append(resp.Mirrors, b.describeMirror(ctx, name))
 	}
 	return resp
 }
 
-func describe(ctx context.Context, b *apicore.Backend, name string) protocol.DescribeMirrorsResponseMirror {
+func (b *Backend) describeMirror(ctx context.Context, name string) protocol.DescribeMirrorsResponseMirror {
 	out := protocol.DescribeMirrorsResponseMirror{Name: name}
 	m, err := b.Mirror(ctx, name)
 	if err != nil {
@@ -55,7 +53,7 @@ func describe(ctx context.Context, b *apicore.Backend, name string) protocol.Des
 	topics := m.TopicNames()
 	dstEnds := endOffsets(ctx, b.Destination, topics)
 	var srcEnds map[string]map[int32]int64
-	src, srcErr := b.SourceClient(m)
+	src, srcErr := b.sourceClient(m)
 	if srcErr == nil {
 		srcEnds = endOffsets(ctx, kadm.NewClient(src), topics)
 	}
@@ -63,7 +61,7 @@ func describe(ctx context.Context, b *apicore.Backend, name string) protocol.Des
 	// nothing at risk, whatever its records' age.
 	behind := map[string]map[int32]int64{}
 	for _, t := range topics {
-		for p, s := range apicore.TopicStates(m, t) {
+		for p, s := range m.TopicStates(t) {
 			srcHW, dstEnd := lookup(srcEnds, t, int32(p)), lookup(dstEnds, t, int32(p))
 			if !failingOver(s) && dstEnd >= 0 && srcHW > dstEnd {
 				if behind[t] == nil {
@@ -77,10 +75,10 @@ func describe(ctx context.Context, b *apicore.Backend, name string) protocol.Des
 	if len(behind) > 0 && srcErr == nil {
 		oldest = oldestAtRisk(ctx, src, behind)
 	}
-	now := b.NowTime()
+	now := b.now()
 	for _, t := range topics {
 		dt := protocol.DescribeMirrorsResponseTopic{Name: t}
-		for p, s := range apicore.TopicStates(m, t) {
+		for p, s := range m.TopicStates(t) {
 			part := int32(p)
 			dp := protocol.DescribeMirrorsResponsePartition{Partition: part, State: protocol.MirrorStateUnknown.String(),
 				SourceHighWatermark: lookup(srcEnds, t, part), DestinationHighWatermark: lookup(dstEnds, t, part), Lag: -1, LastMirroredOffset: -1}

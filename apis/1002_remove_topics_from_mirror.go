@@ -1,35 +1,28 @@
-// Package removetopics answers RemoveTopicsFromMirror (API key protocol.KeyRemoveTopicsFromMirror), the
-// failover: each named topic (and each mirror topic matching Patterns) is set
-// to stop; its partitions go STOPPING → STOPPED with the last mirrored offset
-// recorded, and the topic becomes writable. The call returns once the desire
-// is recorded; describe shows the partitions reach STOPPED.
-package removetopics
+package apis
 
 import (
 	"context"
-	"regexp"
 
-	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// Handle records the failover of the topics.
-func Handle(ctx context.Context, b *apicore.Backend, req *protocol.RemoveTopicsFromMirrorRequest) *protocol.RemoveTopicsFromMirrorResponse {
+// RemoveTopicsFromMirror (key 1002) is the failover: each named topic (and
+// each mirror topic matching Patterns) is set to stop; its partitions go
+// STOPPING → STOPPED with the last mirrored offset recorded, and the topic
+// becomes writable. It returns once the desire is recorded; describe shows
+// the partitions reach STOPPED.
+func (b *Backend) RemoveTopicsFromMirror(ctx context.Context, req *protocol.RemoveTopicsFromMirrorRequest) *protocol.RemoveTopicsFromMirrorResponse {
 	resp := protocol.NewPtrRemoveTopicsFromMirrorResponse()
-	results, err := remove(ctx, b, req)
-	resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
-	resp.Topics = results
+	resp.Topics, resp.ErrorCode, resp.ErrorMessage = topicResults(b.removeTopics(ctx, req))
 	return resp
 }
 
-func remove(ctx context.Context, b *apicore.Backend, req *protocol.RemoveTopicsFromMirrorRequest) ([]protocol.TopicResult, error) {
-	for _, p := range req.Patterns {
-		if _, err := regexp.Compile("^(?:" + p + ")$"); err != nil {
-			return nil, protocol.ErrInvalidRequest.WithMessage("invalid topic pattern %q: %v", p, err)
-		}
+func (b *Backend) removeTopics(ctx context.Context, req *protocol.RemoveTopicsFromMirrorRequest) ([]protocol.TopicResult, error) {
+	if err := checkPatterns(req.Patterns); err != nil {
+		return nil, err
 	}
 	m, err := b.Mirror(ctx, req.MirrorName)
 	if err != nil {
@@ -58,16 +51,16 @@ func remove(ctx context.Context, b *apicore.Backend, req *protocol.RemoveTopicsF
 		t, in := m.Topics[name]
 		switch {
 		case !in:
-			results = append(results, apicore.TopicResult(name, protocol.ErrTopicNotInMirror.WithMessage(
+			results = append(results, topicResult(name, protocol.ErrTopicNotInMirror.WithMessage(
 				"topic %q is not in mirror %q; `kmirror mirrors --describe --mirror %s` lists its topics", name, m.Name, m.Name)))
 		case t.Desired == statetopic.DesireStop:
-			results = append(results, apicore.TopicResult(name, nil)) // already failing over: idempotent
+			results = append(results, topicResult(name, nil)) // already failing over: idempotent
 		default:
 			stop = append(stop, name)
-			results = append(results, apicore.TopicResult(name, nil))
+			results = append(results, topicResult(name, nil))
 		}
 	}
-	if err := b.SetDesire(ctx, m, stop, statetopic.DesireStop); err != nil {
+	if err := b.setDesire(ctx, m, stop, statetopic.DesireStop); err != nil {
 		return nil, protocol.ErrCoordinatorNotAvailable.WithMessage("%v; retry", err)
 	}
 	if len(req.Patterns) > 0 {

@@ -1,4 +1,4 @@
-package describemirrors
+package apis
 
 import (
 	"context"
@@ -10,14 +10,13 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 )
 
-// SampleInterval is how often a Sampler reads the recovery point.
-const SampleInterval = 10 * time.Second
+// rpoSampleInterval is how often an RPOSampler reads the recovery point.
+const rpoSampleInterval = 10 * time.Second
 
-// Sampler keeps the recovery point of the mirrors whose mirror-level
+// RPOSampler keeps the recovery point of the mirrors whose mirror-level
 // records this instance coordinates (one instance per mirror, as for the
 // sync jobs, so the clusters are asked once whatever the number of
 // instances) and publishes it as gauges. Reading it costs ListOffsets on
@@ -26,8 +25,8 @@ const SampleInterval = 10 * time.Second
 // cluster. The age is taken from the sampled record's timestamp at scrape
 // time, so it keeps growing between samples and while the source cannot be
 // read.
-type Sampler struct {
-	b     *apicore.Backend
+type RPOSampler struct {
+	b     *Backend
 	every time.Duration
 
 	mu      sync.Mutex
@@ -43,17 +42,17 @@ type partitionSample struct {
 	ageKnown  bool
 }
 
-// NewSampler returns a sampler for b's mirrors, every SampleInterval unless
-// every is positive.
-func NewSampler(b *apicore.Backend, every time.Duration) *Sampler {
+// NewRPOSampler returns a sampler for b's mirrors, every 10 s unless every
+// is positive.
+func NewRPOSampler(b *Backend, every time.Duration) *RPOSampler {
 	if every <= 0 {
-		every = SampleInterval
+		every = rpoSampleInterval
 	}
-	return &Sampler{b: b, every: every, mirrors: map[string][]partitionSample{}}
+	return &RPOSampler{b: b, every: every, mirrors: map[string][]partitionSample{}}
 }
 
 // Run samples until ctx ends.
-func (s *Sampler) Run(ctx context.Context) {
+func (s *RPOSampler) Run(ctx context.Context) {
 	tick := time.NewTicker(s.every)
 	defer tick.Stop()
 	for {
@@ -66,7 +65,7 @@ func (s *Sampler) Run(ctx context.Context) {
 	}
 }
 
-func (s *Sampler) sample(ctx context.Context) {
+func (s *RPOSampler) sample(ctx context.Context) {
 	var names []string
 	s.b.Coord.Store().Read(func(v *statetopic.View) { names = v.MirrorNames() })
 	next := map[string][]partitionSample{}
@@ -77,13 +76,13 @@ func (s *Sampler) sample(ctx context.Context) {
 		if !s.b.Coord.OwnsMirror(name) {
 			continue
 		}
-		mctx, cancel := context.WithTimeout(ctx, apicore.Timeout)
-		m := describe(mctx, s.b, name)
+		mctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+		m := s.b.describeMirror(mctx, name)
 		cancel()
 		if m.ErrorCode != 0 {
 			continue
 		}
-		now := s.b.NowTime()
+		now := s.b.now()
 		var parts []partitionSample
 		for _, t := range m.Topics {
 			for _, p := range t.Partitions {
@@ -107,7 +106,7 @@ func (s *Sampler) sample(ctx context.Context) {
 // RegisterMetrics publishes the sampled recovery point on meter, per
 // partition of each mirror this instance coordinates. Unknown figures are
 // not reported: a missing series is honest, a 0 would say "nothing at risk".
-func (s *Sampler) RegisterMetrics(meter metric.Meter) error {
+func (s *RPOSampler) RegisterMetrics(meter metric.Meter) error {
 	records, err := meter.Int64ObservableGauge("kmirror.mirror.at_risk.records",
 		metric.WithDescription("Records a failover right now would lose: source high watermark minus destination log end (an open source transaction counts), per partition not yet failed over."))
 	if err != nil {
@@ -119,7 +118,7 @@ func (s *Sampler) RegisterMetrics(meter metric.Meter) error {
 		return fmt.Errorf("recovery point metrics: %w", err)
 	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		now := s.b.NowTime()
+		now := s.b.now()
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for name, parts := range s.mirrors {

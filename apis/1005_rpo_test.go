@@ -1,4 +1,4 @@
-package describemirrors
+package apis
 
 import (
 	"bytes"
@@ -100,5 +100,53 @@ func TestAtRisk(t *testing.T) {
 		if records != tc.records || age != tc.age {
 			t.Errorf("%s: records %d age %d ms, want %d %d", tc.name, records, age, tc.records, tc.age)
 		}
+	}
+}
+
+// A fetch response names its topics by name before v13 and by id only
+// from v13 on; either way each partition's timestamp lands under its topic
+// name, and a partition with an error or one not asked for adds nothing.
+func TestOldestRecordsAddByNameOrID(t *testing.T) {
+	ordersID, paymentsID := [16]byte{1}, [16]byte{2}
+	chunk := []riskPartition{{"orders", ordersID, 0, 11}, {"payments", paymentsID, 3, 20}, {"payments", paymentsID, 4, 0}}
+	resp := kmsg.NewPtrFetchResponse()
+	byName := kmsg.NewFetchResponseTopic()
+	byName.Topic = "orders"
+	p := kmsg.NewFetchResponseTopicPartition()
+	p.Partition, p.RecordBatches = 0, batch(t, 10, 0, 0, 1)
+	byName.Partitions = append(byName.Partitions, p)
+	byID := kmsg.NewFetchResponseTopic()
+	byID.TopicID = paymentsID
+	p = kmsg.NewFetchResponseTopicPartition()
+	p.Partition, p.RecordBatches = 3, batch(t, 20, 0, 5)
+	byID.Partitions = append(byID.Partitions, p)
+	p = kmsg.NewFetchResponseTopicPartition()
+	p.Partition, p.ErrorCode, p.RecordBatches = 4, 1, batch(t, 0, 0, 0) // OFFSET_OUT_OF_RANGE
+	byID.Partitions = append(byID.Partitions, p)
+	p = kmsg.NewFetchResponseTopicPartition()
+	p.Partition, p.RecordBatches = 9, batch(t, 0, 0, 0) // not asked for
+	byID.Partitions = append(byID.Partitions, p)
+	resp.Topics = append(resp.Topics, byName, byID)
+
+	o := &oldestRecords{at: map[string]map[int32]time.Time{}}
+	o.add(resp, chunk)
+	want := map[string]map[int32]time.Time{"orders": {0: t0.Add(time.Second)}, "payments": {3: t0.Add(5 * time.Second)}}
+	if len(o.at) != len(want) {
+		t.Fatalf("timestamps %v, want %v", o.at, want)
+	}
+	for topic, parts := range want {
+		if len(o.at[topic]) != len(parts) {
+			t.Fatalf("timestamps %v, want %v", o.at, want)
+		}
+		for p, ts := range parts {
+			if !o.at[topic][p].Equal(ts) {
+				t.Fatalf("timestamps %v, want %v", o.at, want)
+			}
+		}
+	}
+	resp.ErrorCode = 1
+	o = &oldestRecords{at: map[string]map[int32]time.Time{}}
+	if o.add(resp, chunk); len(o.at) != 0 {
+		t.Fatalf("a failed fetch added %v", o.at)
 	}
 }

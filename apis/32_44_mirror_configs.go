@@ -1,5 +1,22 @@
-// Package mirrorconfigs answers IncrementalAlterConfigs (key 44) and
-// DescribeConfigs (key 32) for mirror config resources: resource type 64,
+package apis
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/protocol"
+)
+
+// Mirror configs: DescribeConfigs (key 32) and IncrementalAlterConfigs (key 44).
+//
+// Mirror config resources are resource type 64,
 // CLUSTER_MIRROR in the Cluster Mirroring proposal, named by the mirror.
 // Changing a mirror's configs while it runs is how its byte-rate limit
 // (replication.throttled.rate), patterns, sync filters, fetch sizes and
@@ -10,25 +27,9 @@
 // request naming only mirror resources itself; one mixing them with broker
 // resources is refused whole (nothing applied), as kafka-configs never
 // sends such a request.
-package mirrorconfigs
 
-import (
-	"context"
-	"fmt"
-	"sort"
-	"strings"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kmirror/kmirror/apis/apicore"
-	"github.com/kmirror/kmirror/coordinator"
-	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
-	"github.com/kmirror/kmirror/coordinator/statetopic"
-	"github.com/kmirror/kmirror/protocol"
-)
-
-// ResourceType is the config resource type of a mirror.
-const ResourceType = 64
+// MirrorResourceType is the config resource type of a mirror.
+const MirrorResourceType = 64
 
 const mixedMessage = "a request naming mirror config resources (type 64) must name nothing else; send the mirror's configs in a request of their own"
 
@@ -37,7 +38,7 @@ const mixedMessage = "a request naming mirror config resources (type 64) must na
 func classify(types []int8) (all, mixed bool) {
 	n := 0
 	for _, t := range types {
-		if t == ResourceType {
+		if t == MirrorResourceType {
 			n++
 		}
 	}
@@ -60,24 +61,17 @@ func describeTypes(req *kmsg.DescribeConfigsRequest) []int8 {
 	return resourceTypes(req.Resources, func(r kmsg.DescribeConfigsRequestResource) int8 { return int8(r.ResourceType) })
 }
 
-// AlterRequest reports whether an IncrementalAlterConfigs request names
-// mirror resources (Alter answers it).
-func AlterRequest(req *kmsg.IncrementalAlterConfigsRequest) bool {
-	all, mixed := classify(alterTypes(req))
+// namesMirrorResources reports whether a request naming resources of these
+// types is answered here (it names a mirror resource, maybe among others).
+func namesMirrorResources(types []int8) bool {
+	all, mixed := classify(types)
 	return all || mixed
 }
 
-// DescribeRequest reports whether a DescribeConfigs request names mirror
-// resources (Describe answers it).
-func DescribeRequest(req *kmsg.DescribeConfigsRequest) bool {
-	all, mixed := classify(describeTypes(req))
-	return all || mixed
-}
-
-// Alter applies SET, DELETE (back to the default), APPEND and SUBTRACT (list
+// AlterMirrorConfigs applies SET, DELETE (back to the default), APPEND and SUBTRACT (list
 // configs) to mirror configs; every resource is validated as a whole before
 // anything is written, and ValidateOnly writes nothing.
-func Alter(ctx context.Context, b *apicore.Backend, req *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
+func (b *Backend) AlterMirrorConfigs(ctx context.Context, req *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
 	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
 	_, mixed := classify(alterTypes(req))
 	var recs []coordinator.Record
@@ -89,7 +83,7 @@ func Alter(ctx context.Context, b *apicore.Backend, req *kmsg.IncrementalAlterCo
 		if mixed {
 			err = protocol.ErrInvalidRequest.WithMessage(mixedMessage)
 		} else {
-			rec, err = alterOne(ctx, b, r)
+			rec, err = b.alterMirrorConfig(ctx, r)
 		}
 		out.ErrorCode, out.ErrorMessage = protocol.ErrorCodeAndMessage(err)
 		if err == nil && !req.ValidateOnly {
@@ -114,7 +108,7 @@ func Alter(ctx context.Context, b *apicore.Backend, req *kmsg.IncrementalAlterCo
 	return resp
 }
 
-func alterOne(ctx context.Context, b *apicore.Backend, r kmsg.IncrementalAlterConfigsRequestResource) (*statetopic.MirrorConfig, error) {
+func (b *Backend) alterMirrorConfig(ctx context.Context, r kmsg.IncrementalAlterConfigsRequestResource) (*statetopic.MirrorConfig, error) {
 	m, err := b.Mirror(ctx, r.ResourceName)
 	if err != nil {
 		return nil, err
@@ -165,9 +159,9 @@ func alterOne(ctx context.Context, b *apicore.Backend, r kmsg.IncrementalAlterCo
 	return &rec, nil
 }
 
-// Describe lists mirror configs: every key, with its value or default;
+// DescribeMirrorConfigs lists mirror configs: every key, with its value or default;
 // secrets are reported as sensitive with no value.
-func Describe(ctx context.Context, b *apicore.Backend, req *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
+func (b *Backend) DescribeMirrorConfigs(ctx context.Context, req *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
 	resp := kmsg.NewPtrDescribeConfigsResponse()
 	_, mixed := classify(describeTypes(req))
 	for _, r := range req.Resources {

@@ -1,33 +1,31 @@
-// Package createmirror answers CreateMirror (API key protocol.KeyCreateMirror): validate the name
-// and configs, reach the source cluster to learn (or check) its cluster id,
-// create __mirror_state on first use and record the mirror's config, with
-// its secrets encrypted or as the config provider references given.
-package createmirror
+package apis
 
 import (
 	"context"
 	"errors"
 
-	"github.com/kmirror/kmirror/apis/apicore"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Handle creates the mirror (or, with RecoverState, rebuilds a lost one:
-// recover.go) or says why not.
-func Handle(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorRequest) *protocol.CreateMirrorResponse {
+// CreateMirror (key 1000) validates the name and configs, reaches the
+// source cluster to learn (or check) its cluster id, creates __mirror_state
+// on first use and records the mirror's config, with its secrets encrypted
+// or as the config provider references given. With RecoverState it rebuilds
+// a mirror whose state was lost instead (1000_recover_state.go).
+func (b *Backend) CreateMirror(ctx context.Context, req *protocol.CreateMirrorRequest) *protocol.CreateMirrorResponse {
 	resp := protocol.NewPtrCreateMirrorResponse()
-	resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(create(ctx, b, req))
+	resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(b.createMirror(ctx, req))
 	return resp
 }
 
-func create(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorRequest) error {
-	if err := apicore.CheckMirrorName(req.MirrorName); err != nil {
+func (b *Backend) createMirror(ctx context.Context, req *protocol.CreateMirrorRequest) error {
+	if err := checkMirrorName(req.MirrorName); err != nil {
 		return err
 	}
 	configs := map[string]string{}
@@ -54,9 +52,9 @@ func create(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorR
 		return protocol.ErrInvalidConfig.WithMessage("%v; every instance must resolve it (the one that answered this request cannot)", err)
 	}
 	if req.RecoverState {
-		return recoverState(ctx, b, req.MirrorName, configs, stored, resolved)
+		return b.recoverState(ctx, req.MirrorName, configs, stored, resolved)
 	}
-	if err := b.CatchUp(ctx); err != nil {
+	if err := b.catchUp(ctx); err != nil {
 		return err
 	}
 	if b.Coord.Loss().Mirrors[req.MirrorName] != nil {
@@ -79,7 +77,7 @@ func create(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorR
 		}
 		return protocol.ErrCoordinatorNotAvailable.WithMessage("cannot create the mirror state topic: %v", err)
 	}
-	rec := &statetopic.MirrorConfig{Configs: stored, CreatedAt: b.NowTime(), SourceClusterID: clusterID}
+	rec := &statetopic.MirrorConfig{Configs: stored, CreatedAt: b.now(), SourceClusterID: clusterID}
 	if err := b.Coord.Write(ctx, coordinator.Record{Key: statetopic.MirrorConfigKey(req.MirrorName), Value: rec}); err != nil {
 		return protocol.ErrCoordinatorNotAvailable.WithMessage("recording the mirror: %v; retry", err)
 	}
@@ -104,13 +102,9 @@ func checkedClusterID(ctx context.Context, configs, resolved map[string]string) 
 // sourceClusterID connects once with the given configs: a mirror whose
 // source cannot be reached is refused now rather than failing later.
 func sourceClusterID(ctx context.Context, configs map[string]string) (string, error) {
-	opts, err := sourceclient.Options(mirrorconfig.Parse(configs))
+	cl, err := oneOffSourceClient(configs)
 	if err != nil {
-		return "", protocol.ErrInvalidConfig.WithMessage("%v", err)
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return "", protocol.ErrInvalidConfig.WithMessage("source client: %v", err)
+		return "", err
 	}
 	defer cl.Close()
 	id, err := sourceclient.ClusterID(ctx, cl)
@@ -119,4 +113,18 @@ func sourceClusterID(ctx context.Context, configs map[string]string) (string, er
 			configs["bootstrap.servers"], err)
 	}
 	return id, nil
+}
+
+// oneOffSourceClient is a client of the source the configs (resolved)
+// describe, for a mirror not recorded yet; the caller closes it.
+func oneOffSourceClient(configs map[string]string) (*kgo.Client, error) {
+	opts, err := sourceclient.Options(mirrorconfig.Parse(configs))
+	if err != nil {
+		return nil, protocol.ErrInvalidConfig.WithMessage("%v", err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, protocol.ErrInvalidConfig.WithMessage("source client: %v", err)
+	}
+	return cl, nil
 }
