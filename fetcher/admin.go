@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/internal/flight"
 )
 
@@ -67,10 +68,10 @@ func (c *Copier) adminPass() {
 			c.mu.Lock()
 			switch {
 			case err == nil && m.topicID != p.srcTopicID:
-				c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s now has id %s on the source, the mirror copied %s",
+				c.failLocked(p, datapath.Permanent, fmt.Errorf("%w: %s now has id %s on the source, the mirror copied %s",
 					ErrSourceTopicChanged, p.tp.topic, kadm.TopicID(m.topicID), kadm.TopicID(p.srcTopicID)))
 			case errors.Is(err, kerr.UnknownTopicOrPartition):
-				c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s/%d is gone from the source: %v", ErrSourceTopicChanged, p.tp.topic, p.tp.partition, err))
+				c.failLocked(p, datapath.Permanent, fmt.Errorf("%w: %s/%d is gone from the source: %v", ErrSourceTopicChanged, p.tp.topic, p.tp.partition, err))
 			case err != nil:
 				c.retryLocked(p, fmt.Errorf("source metadata: %w", err))
 			case m.leader >= 0:
@@ -84,7 +85,7 @@ func (c *Copier) adminPass() {
 			c.mu.Lock()
 			switch {
 			case err == nil && m.topicID != p.dstTopicID:
-				c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: destination topic %s was deleted or re-created under the mirror (id %s, was %s)",
+				c.failLocked(p, datapath.Permanent, fmt.Errorf("%w: destination topic %s was deleted or re-created under the mirror (id %s, was %s)",
 					ErrDiverged, p.tp.topic, kadm.TopicID(m.topicID), kadm.TopicID(p.dstTopicID)))
 			case err != nil:
 				c.retryLocked(p, fmt.Errorf("destination metadata: %w", err))
@@ -504,10 +505,10 @@ func fillerRecordsFor(maxMessageBytes int) int32 {
 // the way of the copy's own InitProducerId (txnClient.initialise): to a
 // coordinator found for the id and forgotten when it fails, with the copy's
 // transaction timeout or, where the destination caps it lower, the fallback.
-func InitProducer(ctx context.Context, dst *kgo.Client, transactionalID string) (ProducerIdentity, error) {
+func InitProducer(ctx context.Context, dst *kgo.Client, transactionalID string) (datapath.Producer, error) {
 	pid, epoch, err := newTxnClient(dst, kadm.NewClient(dst)).initialise(ctx, transactionalID)
 	if err != nil {
-		return ProducerIdentity{}, fmt.Errorf("take writer identity %q: %w", transactionalID, err)
+		return datapath.Producer{}, fmt.Errorf("take writer identity %q: %w", transactionalID, err)
 	}
-	return ProducerIdentity{ID: pid, Epoch: epoch}, nil
+	return datapath.Producer{ID: pid, Epoch: epoch}, nil
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kmirror/kmirror/coordinator/datapath"
 )
 
 // seqHint is what the destination partition knew of a producer at Start.
@@ -74,13 +76,13 @@ func (c *Copier) controlFailedLocked(p *partition, o *op, err error) {
 	err = fmt.Errorf("%s/%d: %s at offset %d: %w", p.tp.topic, p.tp.partition, o.kind, o.base, err)
 	switch {
 	case errors.Is(err, ErrOffsetMismatch), errors.Is(err, ErrDiverged):
-		c.failLocked(p, EventNonRetriable, err)
+		c.failLocked(p, datapath.Permanent, err)
 	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch),
 		errors.Is(err, kerr.InvalidProducerIDMapping), errors.Is(err, kerr.InvalidTxnState),
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
 		// The transaction is not where this owner believed: a restart reads
 		// the destination's transactions again.
-		c.failLocked(p, EventRetriable, err)
+		c.failLocked(p, datapath.Transient, err)
 	default:
 		c.retryLocked(p, err)
 	}

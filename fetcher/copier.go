@@ -52,6 +52,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/kmirror/kmirror/coordinator/datapath"
 )
 
 // Config configures a Copier.
@@ -99,90 +101,18 @@ type Task struct {
 	// Writer is the partition's idempotent writer (NewWriter), the same for
 	// every owner of the partition. Nil: Start takes a new one (tests).
 	// (Producer id 0 is a valid id: the first a cluster hands out.)
-	Writer *ProducerIdentity
+	Writer *datapath.Producer
 }
 
-// Progress is where a partition's copy stands.
-type Progress struct {
-	SourceTopicID       [16]byte
-	SourceLogStart      int64
-	SourceHighWatermark int64
-	// SourceLastStable is the source's last stable offset: the copy goes up
-	// to it (batches above it belong to transactions not yet decided).
-	SourceLastStable int64
-	// DestinationLogEnd is the next offset the destination will assign,
-	// which is also the next source offset to copy.
-	DestinationLogEnd int64
-	RecordsCopied     int64 // source records appended (filler not counted)
-	BytesCopied       int64 // source batch bytes appended
-	FillerRecords     int64 // filler offsets appended to close retention gaps
-	// FillerMarkers counts offsets filled with markers of empty aborted
-	// transactions (source offsets with no record, left by compaction).
-	FillerMarkers int64
-	// Transactions counts source transaction markers replayed.
-	Transactions int64
-	// OpenTransactions is how many destination transactions are open now.
-	OpenTransactions int
-	// AbortedAtFailover counts open destination transactions that Failover
-	// aborted (their markers follow DestinationLogEnd).
-	AbortedAtFailover int
-	// LastCopiedTimestamp is the max timestamp of the last copied batch.
-	LastCopiedTimestamp time.Time
-	UpdatedAt           time.Time
-	ProducerID          int64
-	ProducerEpoch       int16
-}
-
-// EventKind says what happened to a partition.
-type EventKind int8
-
-const (
-	// EventNonRetriable: the partition stopped and must go to FAILED without
-	// automatic retry (offset mismatch, divergence, unsupported batch,
-	// source topic deleted or re-created, batch too large).
-	EventNonRetriable EventKind = iota + 1
-	// EventRetriable: the partition stopped after an error that a later
-	// Start may get past (the coordinator retries with backoff).
-	EventRetriable
-	// EventFenced: another owner took over the partition; it stopped.
-	EventFenced
-	// EventGapFilled: destination offsets [From, To) were filled because
-	// the source no longer has them (retention or DeleteRecords on the
-	// source); the partition keeps running.
-	EventGapFilled
-)
-
-func (k EventKind) String() string {
-	switch k {
-	case EventNonRetriable:
-		return "non-retriable failure"
-	case EventRetriable:
-		return "retriable failure"
-	case EventFenced:
-		return "fenced"
-	case EventGapFilled:
-		return "retention gap filled"
-	}
-	return fmt.Sprintf("EventKind(%d)", int8(k))
-}
-
-// Event reports a change of a partition to the Start caller.
-type Event struct {
-	Kind      EventKind
-	Topic     string
-	Partition int32
-	Err       error // failures and fencing
-	From, To  int64 // EventGapFilled: filled destination offsets [From, To)
-	Progress  Progress
-}
-
-// Sentinel errors carried by Events (wrapped with context).
+// Sentinel errors carried by Events and returned by Start (wrapped with
+// context). Those retrying cannot fix are marked datapath.Permanent, so the
+// coordinator reads their retriability from the error itself.
 var (
-	ErrOffsetMismatch      = errors.New("destination assigned an offset other than the source offset")
-	ErrDiverged            = errors.New("destination log diverged from the source")
+	ErrOffsetMismatch      = datapath.NewPermanent("destination assigned an offset other than the source offset")
+	ErrDiverged            = datapath.NewPermanent("destination log diverged from the source")
 	ErrFenced              = errors.New("fenced by a newer owner of the partition")
-	ErrSourceTopicChanged  = errors.New("source topic was deleted or re-created")
-	ErrBatchTooLarge       = errors.New("source batch is larger than the destination accepts")
+	ErrSourceTopicChanged  = datapath.NewPermanent("source topic was deleted or re-created")
+	ErrBatchTooLarge       = datapath.NewPermanent("source batch is larger than the destination accepts")
 	ErrDestinationRejected = errors.New("destination rejected a batch")
 	ErrForeignTransaction  = errors.New("a producer outside the mirror has an open transaction on the destination partition")
 )
@@ -209,10 +139,10 @@ type partition struct {
 	lane    int // the destination lane its appends go over (Copier.lanes)
 	tp      topicPartition
 	task    Task
-	onEvent func(Event)
+	onEvent func(datapath.Event)
 
 	// The idempotent writer: its sequence advances as appends are sent.
-	writer  ProducerIdentity
+	writer  datapath.Producer
 	nextSeq int32
 	// Destination transactional ids by source producer id, and the fillers.
 	txns    map[int64]*destTxn
@@ -252,7 +182,7 @@ type partition struct {
 	failover bool // abort open destination transactions when stopping
 	err      error
 	done     chan struct{}
-	progress Progress
+	progress datapath.Progress
 
 	retryAt   time.Time
 	errStreak int
@@ -322,7 +252,7 @@ type Copier struct {
 const (
 	// maxErrStreak and maxErrTime bound how many consecutive retriable
 	// errors, and for how long, a partition absorbs before it stops with
-	// EventRetriable: long enough to ride out a leader election or a
+	// a retriable EventFailed: long enough to ride out a leader election or a
 	// coordinator moving (seconds), short enough that a partition that
 	// cannot make progress shows as FAILED.
 	maxErrStreak = 20
@@ -454,57 +384,40 @@ func (c *Copier) Close() {
 }
 
 // Progress returns a partition's progress, false if it is not started.
-func (c *Copier) Progress(topic string, partition int32) (Progress, bool) {
+func (c *Copier) Progress(topic string, partition int32) (datapath.Progress, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok := c.parts[topicPartition{topic, partition}]
 	if !ok {
-		return Progress{}, false
+		return datapath.Progress{}, false
 	}
 	pr := p.progress
 	pr.OpenTransactions = p.openTxnsLocked()
 	return pr, true
 }
 
-// StopMode says how Stop leaves a partition.
-type StopMode int8
-
-const (
-	// StopHandover stops at once; open destination transactions stay open
-	// for the next owner, which adopts them.
-	StopHandover StopMode = iota
-	// StopQuiet keeps copying until no destination transaction is open (or
-	// the timeout passes), so the partition can rest (pause) without a
-	// transaction that the destination would time out and abort.
-	StopQuiet
-	// StopFailover stops and aborts every open destination transaction (the
-	// partition becomes an ordinary topic); the markers land after
-	// DestinationLogEnd, which is the last mirrored offset.
-	StopFailover
-)
-
-// quietTimeout bounds StopQuiet.
+// quietTimeout bounds a pause's wait for a point with no transaction open.
 const quietTimeout = 30 * time.Second
 
 // Stop stops copying a partition, waits until none of its writes is in
 // flight and returns its final progress, with the error that stopped it
 // earlier, if any. After Stop the partition may be started again.
-func (c *Copier) Stop(topic string, partition int32) (Progress, error) {
-	return c.StopWith(topic, partition, StopHandover)
+func (c *Copier) Stop(topic string, partition int32) (datapath.Progress, error) {
+	return c.StopWith(topic, partition, datapath.StopHandover)
 }
 
-// StopWith is Stop with a StopMode.
-func (c *Copier) StopWith(topic string, partition int32, mode StopMode) (Progress, error) {
+// StopWith is Stop as how says (datapath.StopHow).
+func (c *Copier) StopWith(topic string, partition int32, how datapath.StopHow) (datapath.Progress, error) {
 	tp := topicPartition{topic, partition}
 	c.mu.Lock()
 	p, ok := c.parts[tp]
 	if !ok {
 		c.mu.Unlock()
-		return Progress{}, fmt.Errorf("fetcher: %s/%d is not started", topic, partition)
+		return datapath.Progress{}, fmt.Errorf("fetcher: %s/%d is not started", topic, partition)
 	}
-	p.failover = p.failover || mode == StopFailover
+	p.failover = p.failover || how == datapath.StopFailover
 	if p.state == stateRunning {
-		if mode == StopQuiet && p.openTxnsLocked() > 0 {
+		if how == datapath.StopPause && p.openTxnsLocked() > 0 {
 			p.quiet, p.quietBy = true, time.Now().Add(quietTimeout)
 			c.log.Info("pausing at the next point with no destination transaction open", "topic", topic, "partition", partition,
 				"open_transactions", p.openTxnsLocked())
@@ -535,10 +448,10 @@ func (c *Copier) StopWith(topic string, partition int32, mode StopMode) (Progres
 // destination behind the source log start is aligned first
 // (EventGapFilled). Errors found here are returned; later ones arrive as
 // Events on onEvent, which must not block for long.
-func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) error {
+func (c *Copier) Start(ctx context.Context, task Task, onEvent func(datapath.Event)) error {
 	tp := topicPartition{task.Topic, task.Partition}
 	if onEvent == nil {
-		onEvent = func(Event) {}
+		onEvent = func(datapath.Event) {}
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -646,7 +559,7 @@ func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) erro
 	for k := range c.cfg.FillerTransactions {
 		p.fillers = append(p.fillers, &destTxn{id: fillerIDFor(task.TransactionalID, k), sourcePID: -1})
 	}
-	p.progress = Progress{
+	p.progress = datapath.Progress{
 		SourceTopicID:       src.topicID,
 		SourceLogStart:      offs.srcStart,
 		SourceHighWatermark: offs.srcHW,
@@ -793,8 +706,19 @@ func (c *Copier) maybeDoneLocked(p *partition) {
 	c.releaseLocked(p)
 }
 
-// failLocked stops a partition with a terminal event.
-func (c *Copier) failLocked(p *partition, kind EventKind, err error) {
+// failLocked stops a partition after err, which mark (datapath.Permanent
+// or datapath.Transient) says retrying can fix or not: the coordinator reads
+// that from the EventFailed's error.
+func (c *Copier) failLocked(p *partition, mark func(error) error, err error) {
+	c.stopWithEventLocked(p, datapath.EventFailed, mark(err))
+}
+
+// fencedLocked stops a partition another owner took over.
+func (c *Copier) fencedLocked(p *partition, err error) {
+	c.stopWithEventLocked(p, datapath.EventFenced, err)
+}
+
+func (c *Copier) stopWithEventLocked(p *partition, kind datapath.EventKind, err error) {
 	if p.state == stateDone || p.err != nil {
 		return
 	}
@@ -802,8 +726,9 @@ func (c *Copier) failLocked(p *partition, kind EventKind, err error) {
 	if p.state == stateRunning {
 		p.state = stateStopping
 	}
-	c.log.Warn("copy stopped", "topic", p.tp.topic, "partition", p.tp.partition, "event", kind.String(), "err", err)
-	c.emitLocked(p, Event{Kind: kind, Err: err})
+	c.log.Warn("copy stopped", "topic", p.tp.topic, "partition", p.tp.partition, "event", kind.String(),
+		"retriable", datapath.Retriable(err), "err", err)
+	c.emitLocked(p, datapath.Event{Kind: kind, Err: err})
 	c.maybeDoneLocked(p)
 }
 
@@ -817,11 +742,11 @@ func (c *Copier) blockLocked(p *partition, err error) {
 
 func (c *Copier) maybeFailBlockedLocked(p *partition) {
 	if p.blocked != nil && len(p.queue) == 0 && !p.busyLocked() {
-		c.failLocked(p, EventNonRetriable, p.blocked)
+		c.failLocked(p, datapath.Permanent, p.blocked)
 	}
 }
 
-func (c *Copier) emitLocked(p *partition, ev Event) {
+func (c *Copier) emitLocked(p *partition, ev datapath.Event) {
 	ev.Topic, ev.Partition, ev.Progress = p.tp.topic, p.tp.partition, p.progress
 	on := p.onEvent
 	c.events = append(c.events, func() { on(ev) })
@@ -829,7 +754,7 @@ func (c *Copier) emitLocked(p *partition, ev Event) {
 }
 
 // retryLocked counts a retriable error; after maxErrStreak in a row the
-// partition stops with EventRetriable.
+// partition stops with a retriable EventFailed.
 func (c *Copier) retryLocked(p *partition, err error) {
 	now := time.Now()
 	if p.errStreak == 0 {
@@ -840,7 +765,7 @@ func (c *Copier) retryLocked(p *partition, err error) {
 	p.retryAt = now.Add(backoff)
 	c.log.Debug("retrying", "topic", p.tp.topic, "partition", p.tp.partition, "err", err, "attempt", p.errStreak)
 	if p.errStreak >= maxErrStreak && now.Sub(p.errSince) >= maxErrTime {
-		c.failLocked(p, EventRetriable, fmt.Errorf("%s/%d: giving up after %d attempts in %v: %w", p.tp.topic, p.tp.partition,
+		c.failLocked(p, datapath.Transient, fmt.Errorf("%s/%d: giving up after %d attempts in %v: %w", p.tp.topic, p.tp.partition,
 			p.errStreak, now.Sub(p.errSince).Round(time.Second), err))
 	}
 }

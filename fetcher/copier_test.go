@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -194,7 +195,7 @@ func testSourceLogStart(t *testing.T, e *env) {
 		s, _ := e.offsets(e.dstAdm, "logstart", 0)
 		return s == 505
 	})
-	gap, ok := evs.find(EventGapFilled)
+	gap, ok := evs.find(datapath.EventGapFilled)
 	if !ok || gap.From != 0 || gap.To != 500 {
 		t.Fatalf("gap event %+v (found %v), want filler 0..500", gap, ok)
 	}
@@ -312,10 +313,10 @@ func testDirectWrite(t *testing.T, e *env) {
 	}
 	e.produce("direct", 0, 10, 10, kgo.NoCompression(), "d2")
 	eventually(t, "offset mismatch reported", 30*time.Second, func() bool {
-		_, ok := evs.find(EventNonRetriable)
+		_, ok := evs.permanentFailure()
 		return ok
 	})
-	ev, _ := evs.find(EventNonRetriable)
+	ev, _ := evs.permanentFailure()
 	if !isErr(ev.Err, ErrOffsetMismatch) {
 		t.Fatalf("event %v, want ErrOffsetMismatch", ev.Err)
 	}
@@ -357,7 +358,7 @@ func testRetentionGap(t *testing.T, e *env) {
 	// A fetch already waiting at 100 when the hold began may have brought
 	// some of 100..149 before DeleteRecords: the gap starts where the copy
 	// stood.
-	ev, ok := evs.find(EventGapFilled)
+	ev, ok := evs.find(datapath.EventGapFilled)
 	if !ok || ev.From < 100 || ev.From >= 150 || ev.To != 150 {
 		t.Fatalf("gap event %+v (found %v), want From in 100..149, To 150", ev, ok)
 	}
@@ -386,7 +387,7 @@ func testAlign(t *testing.T, e *env) {
 		t.Fatal(err, r.Error())
 	}
 	e.ensureDestination("align")
-	a, err := Align(e.ctx, e.src, e.dst, "align", 0, ProducerIdentity{ID: -1})
+	a, err := Align(e.ctx, e.src, e.dst, "align", 0, datapath.Producer{ID: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +427,7 @@ func testDiverged(t *testing.T, e *env) {
 		t.Fatalf("Start: %v, want ErrDiverged", err)
 	}
 	t.Logf("refused: %v", err)
-	if _, err := Align(e.ctx, e.src, e.dst, "diverged", 0, ProducerIdentity{ID: -1}); !isErr(err, ErrDiverged) {
+	if _, err := Align(e.ctx, e.src, e.dst, "diverged", 0, datapath.Producer{ID: -1}); !isErr(err, ErrDiverged) {
 		t.Fatalf("Align: %v, want ErrDiverged", err)
 	}
 }
@@ -528,10 +529,10 @@ func testSourceTopicDeleted(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	eventually(t, "source topic deletion reported", 30*time.Second, func() bool {
-		_, ok := evs.find(EventNonRetriable)
+		_, ok := evs.permanentFailure()
 		return ok
 	})
-	ev, _ := evs.find(EventNonRetriable)
+	ev, _ := evs.permanentFailure()
 	if !isErr(ev.Err, ErrSourceTopicChanged) {
 		t.Fatalf("event %v, want ErrSourceTopicChanged", ev.Err)
 	}
@@ -596,10 +597,10 @@ func testBatchTooLarge(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	eventually(t, "batch too large reported", 30*time.Second, func() bool {
-		_, ok := evs.find(EventNonRetriable)
+		_, ok := evs.permanentFailure()
 		return ok
 	})
-	ev, _ := evs.find(EventNonRetriable)
+	ev, _ := evs.permanentFailure()
 	if !isErr(ev.Err, ErrBatchTooLarge) {
 		t.Fatalf("event %v, want ErrBatchTooLarge", ev.Err)
 	}
@@ -649,10 +650,10 @@ func testLogAppendTime(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	eventually(t, "LogAppendTime batch refused", 30*time.Second, func() bool {
-		_, ok := evs.find(EventNonRetriable)
+		_, ok := evs.permanentFailure()
 		return ok
 	})
-	ev, _ := evs.find(EventNonRetriable)
+	ev, _ := evs.permanentFailure()
 	if !isErr(ev.Err, ErrLogAppendTimeBatch) {
 		t.Fatalf("event %v, want ErrLogAppendTimeBatch", ev.Err)
 	}

@@ -20,6 +20,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/coordinator/datapath"
 )
 
 type sendPart struct {
@@ -309,10 +311,10 @@ func (c *Copier) handlePartitionProduceLocked(leader int32, s sendPart, r *kmsg.
 	switch {
 	case err == nil:
 	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
-		c.failLocked(p, EventFenced, fmt.Errorf("%w: %s/%d: %s was replaced: %v", ErrFenced, p.tp.topic, p.tp.partition, who, err))
+		c.fencedLocked(p, fmt.Errorf("%w: %s/%d: %s was replaced: %v", ErrFenced, p.tp.topic, p.tp.partition, who, err))
 		return
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s/%d: batch at source offset %d is %d bytes; raise the destination topic's max.message.bytes to at least the source's: %v%s",
+		c.failLocked(p, datapath.Permanent, fmt.Errorf("%w: %s/%d: batch at source offset %d is %d bytes; raise the destination topic's max.message.bytes to at least the source's: %v%s",
 			ErrBatchTooLarge, p.tp.topic, p.tp.partition, o.base, len(o.raw), err, msg))
 		return
 	case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.LeaderNotAvailable),
@@ -327,24 +329,24 @@ func (c *Copier) handlePartitionProduceLocked(leader int32, s sendPart, r *kmsg.
 		// refusal is not current after the rewind above): our sequence and
 		// the partition's disagree. A restart reads the partition's
 		// sequences again.
-		c.failLocked(p, EventRetriable, fmt.Errorf("%s/%d: destination refused sequence %d of %s at source offset %d: %w%s",
+		c.failLocked(p, datapath.Transient, fmt.Errorf("%s/%d: destination refused sequence %d of %s at source offset %d: %w%s",
 			p.tp.topic, p.tp.partition, o.seq, who, o.base, err, msg))
 		return
 	case kerr.IsRetriable(err):
 		c.retryLocked(p, fmt.Errorf("produce %s/%d: %w%s", p.tp.topic, p.tp.partition, err, msg))
 		return
 	default:
-		c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s/%d: batch at source offset %d: %v%s",
+		c.failLocked(p, datapath.Permanent, fmt.Errorf("%w: %s/%d: batch at source offset %d: %v%s",
 			ErrDestinationRejected, p.tp.topic, p.tp.partition, o.base, err, msg))
 		return
 	}
 	if r.BaseOffset != o.base {
-		c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s/%d: the batch of source offset %d was appended at destination offset %d; the destination partition was written by someone else, diverged, or got a transaction marker twice (a destination transaction coordinator that fails over between writing a transaction's markers and completing it makes its successor write them again); nothing more is appended, and the destination topic must be re-created to mirror it again",
+		c.failLocked(p, datapath.Permanent, fmt.Errorf("%w: %s/%d: the batch of source offset %d was appended at destination offset %d; the destination partition was written by someone else, diverged, or got a transaction marker twice (a destination transaction coordinator that fails over between writing a transaction's markers and completing it makes its successor write them again); nothing more is appended, and the destination topic must be re-created to mirror it again",
 			ErrOffsetMismatch, p.tp.topic, p.tp.partition, o.base, r.BaseOffset))
 		return
 	}
 	if len(p.queue) == 0 || p.queue[0] != o {
-		c.failLocked(p, EventRetriable, fmt.Errorf("%s/%d: internal: answer for offset %d is not the queue head", p.tp.topic, p.tp.partition, o.base))
+		c.failLocked(p, datapath.Transient, fmt.Errorf("%s/%d: internal: answer for offset %d is not the queue head", p.tp.topic, p.tp.partition, o.base))
 		return
 	}
 	p.errStreak = 0
@@ -362,7 +364,7 @@ func (c *Copier) handlePartitionProduceLocked(leader int32, s sendPart, r *kmsg.
 		c.popLocked(p)
 		p.trimTo = o.fillTrimTo
 		signal(c.adminWake)
-		c.emitLocked(p, Event{Kind: EventGapFilled, From: o.fillFrom, To: o.fillTo})
+		c.emitLocked(p, datapath.Event{Kind: datapath.EventGapFilled, From: o.fillFrom, To: o.fillTo})
 	} else {
 		c.popLocked(p)
 		p.progress.RecordsCopied += int64(o.records)

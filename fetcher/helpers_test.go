@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -162,16 +163,16 @@ func (e *env) newCopier(cfg Config) *Copier {
 // events collects a copier's events for a test.
 type events struct {
 	mu  sync.Mutex
-	evs []Event
+	evs []datapath.Event
 }
 
-func (ev *events) on(e Event) {
+func (ev *events) on(e datapath.Event) {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	ev.evs = append(ev.evs, e)
 }
 
-func (ev *events) find(kind EventKind) (Event, bool) {
+func (ev *events) find(kind datapath.EventKind) (datapath.Event, bool) {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	for _, e := range ev.evs {
@@ -179,15 +180,27 @@ func (ev *events) find(kind EventKind) (Event, bool) {
 			return e, true
 		}
 	}
-	return Event{}, false
+	return datapath.Event{}, false
 }
 
-func (ev *events) failures() []Event {
+// permanentFailure finds an EventFailed whose error retrying cannot fix.
+func (ev *events) permanentFailure() (datapath.Event, bool) {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	var out []Event
 	for _, e := range ev.evs {
-		if e.Kind != EventGapFilled {
+		if e.Kind == datapath.EventFailed && !datapath.Retriable(e.Err) {
+			return e, true
+		}
+	}
+	return datapath.Event{}, false
+}
+
+func (ev *events) failures() []datapath.Event {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var out []datapath.Event
+	for _, e := range ev.evs {
+		if e.Kind != datapath.EventGapFilled {
 			out = append(out, e)
 		}
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/coordinator/datapath"
 )
 
 type fetchPart struct {
@@ -272,7 +274,7 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 		}
 		if p.gap != nil {
 			if b.BaseOffset < p.gap.from {
-				c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s/%d: source batch %d..%d overlaps destination offsets already written up to %d",
+				c.failLocked(p, datapath.Permanent, fmt.Errorf("%w: %s/%d: source batch %d..%d overlaps destination offsets already written up to %d",
 					ErrDiverged, p.tp.topic, p.tp.partition, b.BaseOffset, b.LastOffset(), p.gap.from))
 				return
 			}
@@ -281,7 +283,7 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 		}
 		blocked, fatal := c.planBatchLocked(p, &b)
 		if fatal != nil {
-			c.failLocked(p, EventNonRetriable, fatal)
+			c.failLocked(p, datapath.Permanent, fatal)
 			return
 		}
 		if blocked != nil {
@@ -291,7 +293,7 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 		p.fetchOffset = b.NextOffset()
 	}
 	if err := it.Err(); err != nil && p.blocked == nil {
-		c.failLocked(p, EventNonRetriable, fmt.Errorf("%s/%d at offset %d: %w", p.tp.topic, p.tp.partition, p.fetchOffset, err))
+		c.failLocked(p, datapath.Permanent, fmt.Errorf("%s/%d at offset %d: %w", p.tp.topic, p.tp.partition, p.fetchOffset, err))
 		return
 	}
 	p.bigFirst = n == 0 && it.Remaining() > 0

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 )
 
@@ -225,7 +226,7 @@ func testFailoverAbortsOpenTransaction(t *testing.T, e *env) {
 		pr, _ := c.Progress(topic, 0)
 		return pr.DestinationLogEnd == markerAt
 	})
-	pr, err := c.StopWith(topic, 0, StopFailover)
+	pr, err := c.StopWith(topic, 0, datapath.StopFailover)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +356,7 @@ func testThrottledCopy(t *testing.T, e *env) {
 // waits until the copy reaches a fresh sentinel record and stops it; any
 // failure event fails the test. It returns the final progress and the
 // sentinel's offset.
-func (e *env) runCopy(c *Copier, topic string, during func()) (Progress, int64) {
+func (e *env) runCopy(c *Copier, topic string, during func()) (datapath.Progress, int64) {
 	e.t.Helper()
 	var evs events
 	if err := c.Start(e.ctx, Task{Topic: topic, Partition: 0, TransactionalID: "mirror-" + topic + "-0"}, evs.on); err != nil {
@@ -526,7 +527,7 @@ func testZombie(t *testing.T, e *env) {
 				t.Fatalf("B events: %+v", f)
 			}
 			for _, ev := range aEvs.failures() {
-				if ev.Kind == EventNonRetriable {
+				if ev.Kind == datapath.EventFailed && !datapath.Retriable(ev.Err) {
 					t.Fatalf("A failed non-retriably: %v", ev.Err)
 				}
 			}
@@ -637,12 +638,12 @@ func testPauseAtQuietPoint(t *testing.T, e *env) {
 		return pr.DestinationLogEnd == markerAt && pr.OpenTransactions == 1
 	})
 	type stopped struct {
-		pr  Progress
+		pr  datapath.Progress
 		err error
 	}
 	done := make(chan stopped, 1)
 	go func() {
-		pr, err := c.StopWith(topic, 0, StopQuiet)
+		pr, err := c.StopWith(topic, 0, datapath.StopPause)
 		done <- stopped{pr, err}
 	}()
 	c.holdOpsFrom(topic, 0, -1)
