@@ -49,9 +49,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/kmirror/kmirror/coordinator/datapath"
 )
@@ -85,6 +83,8 @@ type Config struct {
 	// error holds the write back (the caller may have lost the partition).
 	Lease  func() error
 	Logger *slog.Logger
+
+	hooks hooks // tests only (hooks.go); nil: noHooks
 }
 
 // Task names one mirror partition to copy.
@@ -117,102 +117,6 @@ var (
 	ErrForeignTransaction  = errors.New("a producer outside the mirror has an open transaction on the destination partition")
 )
 
-type topicPartition struct {
-	topic     string
-	partition int32
-}
-
-type partitionState int8
-
-const (
-	stateRunning partitionState = iota
-	stateStopping
-	stateDone
-)
-
-type pendingGap struct {
-	from     int64 // destination log end when the gap was seen
-	logStart int64 // source log start
-}
-
-type partition struct {
-	lane    int // the destination lane its appends go over (Copier.lanes)
-	tp      topicPartition
-	task    Task
-	onEvent func(datapath.Event)
-
-	// The idempotent writer: its sequence advances as appends are sent.
-	writer  datapath.Producer
-	nextSeq int32
-	// Destination transactional ids by source producer id, and the fillers.
-	txns    map[int64]*destTxn
-	fillers []*destTxn
-	// What the partition knew of producers at Start (their sequences).
-	seqHints map[int64]seqHint
-
-	srcTopicID, dstTopicID [16]byte
-	srcLeader              int32 // -1: refresh metadata
-	srcLeaderEpoch         int32
-	dstLeader              int32
-
-	// fetchOffset is the next source offset to fetch and plan: every offset
-	// below it is written or queued.
-	fetchOffset int64
-	// blocked: the source holds a batch the copier cannot copy at
-	// fetchOffset; the partition fails once everything before it is written.
-	blocked     error
-	gap         *pendingGap
-	needOffsets bool
-	trimTo      int64
-	fillerMax   int32
-	keyedFiller bool // the destination is compacted: filler records need a key
-	bigFirst    bool
-
-	queue    []*op
-	buffered int64
-	inFlight int  // ops at the queue head sent and not answered (this gen)
-	stale    int  // answers still due for sends of an older gen
-	gen      int  // bumped when in-flight sends are given up and resent
-	control  bool // a control operation at the queue head is running
-
-	state partitionState
-	// quiet: stop at the first point with no destination transaction open.
-	quiet    bool
-	quietBy  time.Time
-	failover bool // abort open destination transactions when stopping
-	err      error
-	done     chan struct{}
-	progress datapath.Progress
-
-	retryAt   time.Time
-	errStreak int
-	errSince  time.Time // first error of the streak
-}
-
-// openTxnsLocked counts destination transactions open on the partition.
-func (p *partition) openTxnsLocked() int {
-	n := 0
-	for _, x := range p.txns {
-		if x.open {
-			n++
-		}
-	}
-	return n
-}
-
-type worker struct {
-	id   int32
-	lane int // destination workers: the lane (Copier.lanes) it produces over
-	wake chan struct{}
-	// Produce requests written to this broker's connection (OnBrokerWrite),
-	// so the next request is enqueued only after the previous one is on the
-	// wire: kgo writes a broker's requests in the order they are issued.
-	writes    atomic.Int64
-	wrote     chan struct{}
-	inFlight  int           // requests in flight (under Copier.mu)
-	lastReply chan struct{} // closed once the last issued request is handled
-}
-
 // Copier copies batches of many partitions of one mirror.
 type Copier struct {
 	cfg    Config
@@ -225,21 +129,17 @@ type Copier struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu         sync.Mutex
-	parts      map[topicPartition]*partition
-	srcWorkers map[int32]*worker
-	dstWorkers map[laneKey]*worker
+	mu      sync.Mutex
+	parts   map[topicPartition]*partition
+	sources map[int32]*source // by source broker
+	sinks   map[laneKey]*sink // by destination broker and lane
 	// lanes are the destination clients Produce goes over, each with its own
 	// connection to every broker; a partition always uses the same one
 	// (partition.lane), so its appends stay in order. lanes[0] is dst.
 	lanes    []*kgo.Client
 	reserved int64 // buffered + in-flight fetch reservations
-	// Test hooks: partitions whose fetching or producing is held, and
-	// offsets from which a partition's operations are held.
-	holdFetch, holdProduce map[topicPartition]bool
-	holdFrom               map[topicPartition]int64
-	events                 []func()
-	closed                 bool
+	events   []func()
+	closed   bool
 
 	fetchTurn int          // rotates the partition order of fetches (under mu)
 	rate      atomic.Int64 // bytes/s, 0 unlimited
@@ -297,21 +197,20 @@ func NewCopier(cfg Config) (*Copier, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.hooks == nil {
+		cfg.hooks = noHooks{}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Copier{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		ctx:        ctx,
-		cancel:     cancel,
-		parts:      make(map[topicPartition]*partition),
-		srcWorkers: make(map[int32]*worker),
-		dstWorkers: make(map[laneKey]*worker),
-		adminWake:  make(chan struct{}, 1),
-		eventWake:  make(chan struct{}, 1),
-
-		holdFetch:   make(map[topicPartition]bool),
-		holdProduce: make(map[topicPartition]bool),
-		holdFrom:    make(map[topicPartition]int64),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		ctx:       ctx,
+		cancel:    cancel,
+		parts:     make(map[topicPartition]*partition),
+		sources:   make(map[int32]*source),
+		sinks:     make(map[laneKey]*sink),
+		adminWake: make(chan struct{}, 1),
+		eventWake: make(chan struct{}, 1),
 	}
 	c.rate.Store(cfg.RateLimit)
 	for lane := range produceLanes {
@@ -340,7 +239,7 @@ type writeHook struct {
 	lane int
 }
 
-// laneKey names a destination worker: a broker and a lane.
+// laneKey names a sink: a destination broker and a lane.
 type laneKey struct {
 	id   int32
 	lane int
@@ -351,11 +250,11 @@ func (h writeHook) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _, _
 		return
 	}
 	h.c.mu.Lock()
-	w := h.c.dstWorkers[laneKey{meta.NodeID, h.lane}]
+	k := h.c.sinks[laneKey{meta.NodeID, h.lane}]
 	h.c.mu.Unlock()
-	if w != nil {
-		w.writes.Add(1)
-		signal(w.wrote)
+	if k != nil {
+		k.writes.Add(1)
+		signal(k.wrote)
 	}
 }
 
@@ -391,9 +290,7 @@ func (c *Copier) Progress(topic string, partition int32) (datapath.Progress, boo
 	if !ok {
 		return datapath.Progress{}, false
 	}
-	pr := p.progress
-	pr.OpenTransactions = p.openTxnsLocked()
-	return pr, true
+	return p.snapshot(), true
 }
 
 // quietTimeout bounds a pause's wait for a point with no transaction open.
@@ -417,10 +314,10 @@ func (c *Copier) StopWith(topic string, partition int32, how datapath.StopHow) (
 	}
 	p.failover = p.failover || how == datapath.StopFailover
 	if p.state == stateRunning {
-		if how == datapath.StopPause && p.openTxnsLocked() > 0 {
+		if how == datapath.StopPause && p.openTxns() > 0 {
 			p.quiet, p.quietBy = true, time.Now().Add(quietTimeout)
 			c.log.Info("pausing at the next point with no destination transaction open", "topic", topic, "partition", partition,
-				"open_transactions", p.openTxnsLocked())
+				"open_transactions", p.openTxns())
 			c.wakeDstLocked(p)
 			c.wakeSrcLocked(p.srcLeader)
 		} else {
@@ -436,196 +333,7 @@ func (c *Copier) StopWith(topic string, partition int32, how datapath.StopHow) (
 		delete(c.parts, tp)
 	}
 	c.releaseLocked(p)
-	pr := p.progress
-	pr.OpenTransactions = p.openTxnsLocked()
-	return pr, p.err
-}
-
-// Start begins copying a partition: it settles the partition's destination
-// transactions left in flight by an earlier owner, reads the destination log
-// end (the next source offset to copy, by offset identity) with the writers'
-// sequences, checks it against the source, and starts the pipeline; a
-// destination behind the source log start is aligned first
-// (EventGapFilled). Errors found here are returned; later ones arrive as
-// Events on onEvent, which must not block for long.
-func (c *Copier) Start(ctx context.Context, task Task, onEvent func(datapath.Event)) error {
-	tp := topicPartition{task.Topic, task.Partition}
-	if onEvent == nil {
-		onEvent = func(datapath.Event) {}
-	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return errors.New("fetcher: copier is closed")
-	}
-	if old, ok := c.parts[tp]; ok && old.state != stateDone {
-		c.mu.Unlock()
-		return fmt.Errorf("fetcher: %s/%d is already being copied", task.Topic, task.Partition)
-	}
-	c.mu.Unlock()
-	if task.TransactionalID == "" {
-		return fmt.Errorf("fetcher: %s/%d: Task.TransactionalID is required (it names the partition's writers)", task.Topic, task.Partition)
-	}
-	if task.Writer == nil {
-		w, err := NewWriter(ctx, c.cfg.Destination)
-		if err != nil {
-			return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
-		}
-		task.Writer = &w
-	}
-	if err := c.awaitLease(ctx); err != nil {
-		return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
-	}
-
-	// The lookups that do not depend on each other go at once: a partition's
-	// start is a chain of round trips, and 64 partitions starting together
-	// meet brokers busy with the first ones' copies.
-	var src, dst partitionMeta
-	meta, mctx := errgroup.WithContext(ctx)
-	meta.Go(func() (err error) {
-		src, err = partitionMetadata(mctx, c.cfg.Source, task.Topic, task.Partition)
-		if err != nil {
-			if errors.Is(err, kerr.UnknownTopicOrPartition) && task.SourceTopicID != ([16]byte{}) {
-				return fmt.Errorf("%w: %s/%d is not on the source: %v", ErrSourceTopicChanged, task.Topic, task.Partition, err)
-			}
-			return fmt.Errorf("fetcher: source %s/%d: %w", task.Topic, task.Partition, err)
-		}
-		if task.SourceTopicID != ([16]byte{}) && src.topicID != task.SourceTopicID {
-			return fmt.Errorf("%w: %s has id %s on the source, the mirror recorded %s", ErrSourceTopicChanged,
-				task.Topic, kadm.TopicID(src.topicID), kadm.TopicID(task.SourceTopicID))
-		}
-		return nil
-	})
-	meta.Go(func() (err error) {
-		if dst, err = partitionMetadata(mctx, c.cfg.Destination, task.Topic, task.Partition); err != nil {
-			return fmt.Errorf("fetcher: destination %s/%d (prepare it with EnsureDestinationTopic): %w", task.Topic, task.Partition, err)
-		}
-		return nil
-	})
-	if err := meta.Wait(); err != nil {
-		return err
-	}
-	var (
-		rp   resumePoint
-		offs offsets
-		tc   topicLimits
-	)
-	look, lctx := errgroup.WithContext(ctx)
-	look.Go(func() (err error) {
-		if tc, err = destinationTopicLimits(lctx, c.dstAdm, task.Topic); err != nil {
-			return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
-		}
-		return nil
-	})
-	look.Go(func() (err error) {
-		if rp, err = c.resume(lctx, task); err != nil {
-			return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
-		}
-		// The source's offsets are read after the destination's log end: every
-		// record on the destination came from the source before, so a
-		// destination ahead of this high watermark truly diverged.
-		if offs, err = listOffsets(lctx, c.cfg.Source, nil, task.Topic, task.Partition); err != nil {
-			return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
-		}
-		return nil
-	})
-	if err := look.Wait(); err != nil {
-		return err
-	}
-	if rp.logEnd > offs.srcHW {
-		return fmt.Errorf("%w: destination log of %s/%d has %d records more than the source (destination log end %d, source high watermark %d); it diverged",
-			ErrDiverged, task.Topic, task.Partition, rp.logEnd-offs.srcHW, rp.logEnd, offs.srcHW)
-	}
-
-	p := &partition{
-		lane:           laneOf(tp, len(c.lanes)),
-		tp:             tp,
-		task:           task,
-		onEvent:        onEvent,
-		writer:         *task.Writer,
-		nextSeq:        rp.writerNextSeq,
-		txns:           rp.txns,
-		seqHints:       rp.seqHints,
-		srcTopicID:     src.topicID,
-		dstTopicID:     dst.topicID,
-		srcLeader:      src.leader,
-		srcLeaderEpoch: src.leaderEpoch,
-		dstLeader:      dst.leader,
-		fetchOffset:    rp.logEnd,
-		fillerMax:      fillerRecordsFor(tc.maxMessageBytes),
-		keyedFiller:    tc.compacted,
-		done:           make(chan struct{}),
-	}
-	for k := range c.cfg.FillerTransactions {
-		p.fillers = append(p.fillers, &destTxn{id: fillerIDFor(task.TransactionalID, k), sourcePID: -1})
-	}
-	p.progress = datapath.Progress{
-		SourceTopicID:       src.topicID,
-		SourceLogStart:      offs.srcStart,
-		SourceHighWatermark: offs.srcHW,
-		SourceLastStable:    offs.srcHW,
-		DestinationLogEnd:   rp.logEnd,
-		UpdatedAt:           time.Now(),
-		ProducerID:          task.Writer.ID,
-		ProducerEpoch:       task.Writer.Epoch,
-	}
-	if rp.logEnd < offs.srcStart {
-		if len(rp.txns) > 0 && p.openTxnsLocked() > 0 {
-			return fmt.Errorf("%w: %s/%d: the source log start %d passed the destination log end %d while a destination transaction is open",
-				ErrDiverged, task.Topic, task.Partition, offs.srcStart, rp.logEnd)
-		}
-		p.gap = &pendingGap{from: rp.logEnd, logStart: offs.srcStart}
-		p.fetchOffset = offs.srcStart
-	}
-	c.log.Info("copy starting", "topic", task.Topic, "partition", task.Partition, "producer_id", task.Writer.ID,
-		"producer_epoch", task.Writer.Epoch, "next_sequence", rp.writerNextSeq, "open_transactions", p.openTxnsLocked(),
-		"destination_log_end", rp.logEnd, "source_log_start", offs.srcStart, "source_high_watermark", offs.srcHW)
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return errors.New("fetcher: copier is closed")
-	}
-	if old, ok := c.parts[tp]; ok {
-		if old.state != stateDone {
-			return fmt.Errorf("fetcher: %s/%d is already being copied", task.Topic, task.Partition)
-		}
-		c.releaseLocked(old)
-	}
-	c.parts[tp] = p
-	c.wakeSrcLocked(p.srcLeader)
-	return nil
-}
-
-func (c *Copier) lease() error {
-	if c.cfg.Lease == nil {
-		return nil
-	}
-	if err := c.cfg.Lease(); err != nil {
-		return fmt.Errorf("not writing to the destination: %w", err)
-	}
-	return nil
-}
-
-// leaseWait is how long a start waits for the write lease. An instance
-// gets its partitions before its first heartbeat confirms the membership;
-// a start that failed there instead waited out the retry back-off (1–2 s,
-// a warning each time) on every fresh instance.
-const leaseWait = 2 * time.Second
-
-// awaitLease waits up to leaseWait for the lease; the error is the last
-// refusal.
-func (c *Copier) awaitLease(ctx context.Context) error {
-	deadline := time.Now().Add(leaseWait)
-	for {
-		err := c.lease()
-		if err == nil || !time.Now().Before(deadline) {
-			return err
-		}
-		if sleepCtx(ctx, 20*time.Millisecond) != nil {
-			return err
-		}
-	}
+	return p.snapshot(), p.err
 }
 
 // ---- lock-held helpers ----
@@ -634,14 +342,14 @@ func (c *Copier) wakeSrcLocked(id int32) {
 	if id < 0 {
 		return
 	}
-	w, ok := c.srcWorkers[id]
+	s, ok := c.sources[id]
 	if !ok {
-		w = &worker{id: id, wake: make(chan struct{}, 1)}
-		c.srcWorkers[id] = w
+		s = &source{c: c, id: id, wake: make(chan struct{}, 1)}
+		c.sources[id] = s
 		c.wg.Add(1)
-		go c.sourceLoop(w)
+		go s.run()
 	}
-	signal(w.wake)
+	signal(s.wake)
 }
 
 func (c *Copier) wakeDstLocked(p *partition) {
@@ -650,19 +358,19 @@ func (c *Copier) wakeDstLocked(p *partition) {
 		return
 	}
 	k := laneKey{id, p.lane}
-	w, ok := c.dstWorkers[k]
+	sk, ok := c.sinks[k]
 	if !ok {
-		w = &worker{id: id, lane: p.lane, wake: make(chan struct{}, 1), wrote: make(chan struct{}, 1)}
-		c.dstWorkers[k] = w
+		sk = &sink{c: c, id: id, lane: p.lane, wake: make(chan struct{}, 1), wrote: make(chan struct{}, 1)}
+		c.sinks[k] = sk
 		c.wg.Add(1)
-		go c.destinationLoop(w)
+		go sk.run()
 	}
-	signal(w.wake)
+	signal(sk.wake)
 }
 
 func (c *Copier) wakeAllSrcLocked() {
-	for _, w := range c.srcWorkers {
-		signal(w.wake)
+	for _, s := range c.sources {
+		signal(s.wake)
 	}
 }
 
@@ -681,23 +389,20 @@ func (c *Copier) releaseLocked(p *partition) {
 	c.wakeAllSrcLocked()
 }
 
-// busyLocked: something of the partition is in flight.
-func (p *partition) busyLocked() bool { return p.inFlight > 0 || p.stale > 0 || p.control }
-
 // maybeDoneLocked finishes a stopping partition once nothing of it is in
 // flight (and, for a failover, once its open transactions are aborted).
 func (c *Copier) maybeDoneLocked(p *partition) {
-	if p.state == stateRunning && p.quiet && (p.openTxnsLocked() == 0 || time.Now().After(p.quietBy)) {
-		if p.openTxnsLocked() > 0 {
+	if p.state == stateRunning && p.quiet && (p.openTxns() == 0 || time.Now().After(p.quietBy)) {
+		if p.openTxns() > 0 {
 			c.log.Warn("pausing with destination transactions open: no point without one came in time; they stay open until the copy resumes",
-				"topic", p.tp.topic, "partition", p.tp.partition, "open_transactions", p.openTxnsLocked())
+				"topic", p.tp.topic, "partition", p.tp.partition, "open_transactions", p.openTxns())
 		}
 		p.state = stateStopping
 	}
-	if p.state != stateStopping || p.busyLocked() {
+	if p.state != stateStopping || p.busy() {
 		return
 	}
-	if p.failover && p.openTxnsLocked() > 0 {
+	if p.failover && p.openTxns() > 0 {
 		c.startAbortLocked(p)
 		return
 	}
@@ -741,7 +446,7 @@ func (c *Copier) blockLocked(p *partition, err error) {
 }
 
 func (c *Copier) maybeFailBlockedLocked(p *partition) {
-	if p.blocked != nil && len(p.queue) == 0 && !p.busyLocked() {
+	if p.blocked != nil && len(p.queue) == 0 && !p.busy() {
 		c.failLocked(p, datapath.Permanent, p.blocked)
 	}
 }
@@ -757,14 +462,9 @@ func (c *Copier) emitLocked(p *partition, ev datapath.Event) {
 // partition stops with a retriable EventFailed.
 func (c *Copier) retryLocked(p *partition, err error) {
 	now := time.Now()
-	if p.errStreak == 0 {
-		p.errSince = now
-	}
-	p.errStreak++
-	backoff := min(time.Duration(p.errStreak)*100*time.Millisecond, 2*time.Second)
-	p.retryAt = now.Add(backoff)
+	giveUp := p.countError(now)
 	c.log.Debug("retrying", "topic", p.tp.topic, "partition", p.tp.partition, "err", err, "attempt", p.errStreak)
-	if p.errStreak >= maxErrStreak && now.Sub(p.errSince) >= maxErrTime {
+	if giveUp {
 		c.failLocked(p, datapath.Transient, fmt.Errorf("%s/%d: giving up after %d attempts in %v: %w", p.tp.topic, p.tp.partition,
 			p.errStreak, now.Sub(p.errSince).Round(time.Second), err))
 	}
@@ -820,47 +520,6 @@ func sortedParts(ps []*partition) {
 		}
 		return ps[i].tp.partition < ps[j].tp.partition
 	})
-}
-
-// hold pauses (or resumes) fetching and producing of a partition: tests use it
-// to create the races they check.
-func (c *Copier) hold(topic string, partition int32, fetch, produce bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	tp := topicPartition{topic, partition}
-	c.holdFetch[tp], c.holdProduce[tp] = fetch, produce
-	c.wakeAllSrcLocked()
-	for _, w := range c.dstWorkers {
-		signal(w.wake)
-	}
-	if p := c.parts[tp]; p != nil && !produce {
-		c.kickLocked(p)
-	}
-}
-
-// heldLocked reports whether a test holds the partition's operation o.
-func (c *Copier) heldLocked(p *partition, o *op) bool {
-	if c.holdProduce[p.tp] {
-		return true
-	}
-	from, ok := c.holdFrom[p.tp]
-	return ok && o.base >= from
-}
-
-// holdOpsFrom holds a partition's operations at and after a destination
-// offset (from < 0 releases them): tests stop a copy at an exact point.
-func (c *Copier) holdOpsFrom(topic string, partition int32, from int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	tp := topicPartition{topic, partition}
-	if from < 0 {
-		delete(c.holdFrom, tp)
-	} else {
-		c.holdFrom[tp] = from
-	}
-	if p := c.parts[tp]; p != nil {
-		c.kickLocked(p)
-	}
 }
 
 // produceLanes is how many connections to each destination broker a copy's

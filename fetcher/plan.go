@@ -86,20 +86,9 @@ type op struct {
 // control reports whether the op runs on the control goroutine.
 func (o *op) control() bool { return o.kind == opBegin || o.kind == opEnd || o.kind == opMarkers }
 
-// txnForLocked returns the partition's destination transaction for a source
-// producer id, creating its (unknown) identity.
-func (p *partition) txnForLocked(sourcePID int64) *destTxn {
-	x := p.txns[sourcePID]
-	if x == nil {
-		x = &destTxn{id: txnIDFor(p.task.TransactionalID, sourcePID), sourcePID: sourcePID}
-		p.txns[sourcePID] = x
-	}
-	return x
-}
-
+// pushLocked queues o and charges it to the buffer budget.
 func (c *Copier) pushLocked(p *partition, o *op) {
-	p.queue = append(p.queue, o)
-	p.buffered += int64(o.bytes)
+	p.push(o)
 	c.reserved += int64(o.bytes)
 }
 
@@ -147,7 +136,7 @@ func (c *Copier) planBatchLocked(p *partition, b *Batch) (blocked, fatal error) 
 		if b.LastOffsetDelta != 0 {
 			return nil, fmt.Errorf("%w: %s/%d: control batch at offset %d spans %d offsets", ErrCorruptBatch, p.tp.topic, p.tp.partition, b.BaseOffset, b.LastOffsetDelta+1)
 		}
-		x := p.txnForLocked(b.ProducerID)
+		x := p.txnFor(b.ProducerID)
 		if !x.planOpen {
 			// No batch of this transaction on the destination: it began
 			// before the copy did, or compaction removed all of it.
@@ -159,7 +148,7 @@ func (c *Copier) planBatchLocked(p *partition, b *Batch) (blocked, fatal error) 
 	}
 	var x *destTxn
 	if b.IsTransactional() {
-		x = p.txnForLocked(b.ProducerID)
+		x = p.txnFor(b.ProducerID)
 	}
 	begin := func() {
 		if x != nil && !x.planOpen {

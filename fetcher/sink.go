@@ -1,11 +1,11 @@
 package fetcher
 
-// Destination side: one worker per destination leader sends acks=all
+// Destination side: one sink per destination leader (and lane) sends acks=all
 // Produce requests, each holding the next append of every partition that
 // broker leads (the broker takes one batch per partition per request), and
 // keeps up to maxRequestsInFlight of them in flight. Order is what makes
 // this safe: kgo writes a broker's requests in the order they are issued,
-// and the worker issues a request only once the previous one is on the wire,
+// and the sink issues a request only once the previous one is on the wire,
 // so a partition's batches reach the broker in sequence order; answers are
 // handled in the same order. The broker's idempotence does the rest: a
 // batch whose predecessor failed is refused (OUT_OF_ORDER_SEQUENCE_NUMBER),
@@ -16,6 +16,7 @@ package fetcher
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -31,73 +32,49 @@ type sendPart struct {
 	next int64 // destination log end after this append
 }
 
-func (c *Copier) destinationLoop(w *worker) {
+// sink is the produce side of one destination broker over one lane: a
+// goroutine (run) that issues pipelined Produce requests, each on its own
+// goroutine until answered, holding the next appends of every partition the
+// broker leads. inFlight and lastReply are under Copier.mu like the
+// partitions; writes and wrote are set by the lane's write hook.
+type sink struct {
+	c    *Copier
+	id   int32
+	lane int // the lane (Copier.lanes) it produces over
+	wake chan struct{}
+	// Produce requests written to this broker's connection (OnBrokerWrite),
+	// so the next request is enqueued only after the previous one is on the
+	// wire: kgo writes a broker's requests in the order they are issued.
+	writes    atomic.Int64
+	wrote     chan struct{}
+	inFlight  int           // requests in flight (under Copier.mu)
+	lastReply chan struct{} // closed once the last issued request is handled
+}
+
+func (k *sink) run() {
+	c := k.c
 	defer c.wg.Done()
 	for {
 		if c.ctx.Err() != nil {
 			return
 		}
-		sends, txnID, prev, handled, wait := c.collectSends(w)
+		sends, txnID, prev, handled, wait := k.collect()
 		if len(sends) == 0 {
-			if !c.sleep(w.wake, wait) {
+			if !c.sleep(k.wake, wait) {
 				return
 			}
 			continue
 		}
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks = -1
-		req.TimeoutMillis = int32(c.cfg.ProduceTimeout / time.Millisecond)
-		if txnID != "" {
-			// The broker verifies transactional batches against this id
-			// (KIP-890), so a request carries one transaction's batches.
-			req.TransactionID = &txnID
-		}
-		byTopic := map[string]int{}
-		for _, s := range sends {
-			i, ok := byTopic[s.p.tp.topic]
-			if !ok {
-				t := kmsg.NewProduceRequestTopic()
-				t.Topic = s.p.tp.topic
-				t.TopicID = s.p.dstTopicID
-				req.Topics = append(req.Topics, t)
-				i = len(req.Topics) - 1
-				byTopic[s.p.tp.topic] = i
-			}
-			pp := kmsg.NewProduceRequestTopicPartition()
-			pp.Partition = s.p.tp.partition
-			pp.Records = s.o.raw
-			req.Topics[i].Partitions = append(req.Topics[i].Partitions, pp)
-		}
-		before := w.writes.Load()
+		before := k.writes.Load()
 		issued := make(chan struct{})
 		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			kresp, err := c.lanes[w.lane].Broker(int(w.id)).Request(c.ctx, req)
-			close(issued)
-			if prev != nil {
-				select {
-				case <-prev:
-				case <-c.ctx.Done():
-				}
-			}
-			c.mu.Lock()
-			w.inFlight--
-			if err != nil {
-				c.produceFailedLocked(w.id, sends, err)
-			} else {
-				c.handleProduceLocked(w.id, sends, kresp.(*kmsg.ProduceResponse))
-			}
-			c.mu.Unlock()
-			close(handled)
-			signal(w.wake)
-		}()
+		go k.produce(k.request(sends, txnID), sends, issued, prev, handled)
 		// Issue the next request only once this one is written (or failed
 		// before it could be).
 	written:
-		for w.writes.Load() == before {
+		for k.writes.Load() == before {
 			select {
-			case <-w.wrote:
+			case <-k.wrote:
 			case <-issued: // answered (or failed unwritten): nothing of ours is pending
 				break written
 			case <-c.ctx.Done():
@@ -107,11 +84,63 @@ func (c *Copier) destinationLoop(w *worker) {
 	}
 }
 
-// collectSends takes the next append of every ready partition this leader
-// leads (at most one transactional id per request), marks them in flight,
-// and prepares their bytes outside the lock. Control operations that reached
-// a partition's head are started on the way.
-func (c *Copier) collectSends(w *worker) (sends []sendPart, txnID string, prev, handled chan struct{}, wait time.Duration) {
+// request is the Produce of the appends collect picked.
+func (k *sink) request(sends []sendPart, txnID string) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = int32(k.c.cfg.ProduceTimeout / time.Millisecond)
+	if txnID != "" {
+		// The broker verifies transactional batches against this id
+		// (KIP-890), so a request carries one transaction's batches.
+		req.TransactionID = &txnID
+	}
+	byTopic := map[string]int{}
+	for _, s := range sends {
+		t := topicSlot(&req.Topics, byTopic, s.p.tp.topic, func() kmsg.ProduceRequestTopic {
+			t := kmsg.NewProduceRequestTopic()
+			t.Topic, t.TopicID = s.p.tp.topic, s.p.dstTopicID
+			return t
+		})
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Partition = s.p.tp.partition
+		pp.Records = s.o.raw
+		t.Partitions = append(t.Partitions, pp)
+	}
+	return req
+}
+
+// produce sends one request and handles its answer after the answer of
+// the request before it (prev), so a partition's answers are handled in
+// sequence order.
+func (k *sink) produce(req *kmsg.ProduceRequest, sends []sendPart, issued, prev, handled chan struct{}) {
+	c := k.c
+	defer c.wg.Done()
+	kresp, err := c.lanes[k.lane].Broker(int(k.id)).Request(c.ctx, req)
+	close(issued)
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-c.ctx.Done():
+		}
+	}
+	c.mu.Lock()
+	k.inFlight--
+	if err != nil {
+		k.failedLocked(sends, err)
+	} else {
+		k.handleLocked(sends, kresp.(*kmsg.ProduceResponse))
+	}
+	c.mu.Unlock()
+	close(handled)
+	signal(k.wake)
+}
+
+// collect takes the next append of every ready partition this broker leads
+// (at most one transactional id per request), marks them in flight, and
+// prepares their bytes outside the lock. Control operations that reached a
+// partition's head are started on the way.
+func (k *sink) collect() (sends []sendPart, txnID string, prev, handled chan struct{}, wait time.Duration) {
+	c := k.c
 	if err := c.lease(); err != nil {
 		c.log.Debug("holding writes", "err", err)
 		return nil, "", nil, nil, 100 * time.Millisecond
@@ -121,7 +150,7 @@ func (c *Copier) collectSends(w *worker) (sends []sendPart, txnID string, prev, 
 	wait = 250 * time.Millisecond
 	var ps []*partition
 	for _, p := range c.parts {
-		if p.dstLeader != w.id || p.lane != w.lane {
+		if p.dstLeader != k.id || p.lane != k.lane {
 			continue
 		}
 		if p.quiet {
@@ -132,11 +161,11 @@ func (c *Copier) collectSends(w *worker) (sends []sendPart, txnID string, prev, 
 			continue
 		}
 		c.kickControlLocked(p)
-		if p.state == stateRunning && p.stale == 0 && p.inFlight < min(len(p.queue), maxInFlightPerPartition) {
+		if p.sendable() {
 			ps = append(ps, p)
 		}
 	}
-	if w.inFlight >= maxRequestsInFlight || len(ps) == 0 {
+	if k.inFlight >= maxRequestsInFlight || len(ps) == 0 {
 		c.mu.Unlock()
 		return nil, "", nil, nil, wait
 	}
@@ -156,7 +185,7 @@ func (c *Copier) collectSends(w *worker) (sends []sendPart, txnID string, prev, 
 		}
 		o := p.queue[p.inFlight]
 		switch {
-		case o.control() || c.heldLocked(p, o):
+		case o.control() || c.cfg.hooks.opHeld(p.tp, o.base):
 			continue // a control op runs when everything before it is answered
 		case o.kind == opRetentionFill && p.inFlight > 0:
 			continue // one filler chunk at a time
@@ -206,9 +235,9 @@ func (c *Copier) collectSends(w *worker) (sends []sendPart, txnID string, prev, 
 	for i, f := range fills {
 		ids[i] = fillID{f.p.writer.ID, f.p.writer.Epoch, f.p.keyedFiller}
 	}
-	w.inFlight++
-	prev, handled = w.lastReply, make(chan struct{})
-	w.lastReply = handled
+	k.inFlight++
+	prev, handled = k.lastReply, make(chan struct{})
+	k.lastReply = handled
 	c.mu.Unlock()
 
 	// The ops are ours while in flight: rewrite outside the lock.
@@ -221,80 +250,51 @@ func (c *Copier) collectSends(w *worker) (sends []sendPart, txnID string, prev, 
 	return sends, txnID, prev, handled, wait
 }
 
-// rewindLocked gives up a partition's in-flight sends: they are sent again,
-// in order, with the same sequences, once their answers are all in.
-func (c *Copier) rewindLocked(p *partition) {
-	p.stale += p.inFlight
-	p.inFlight = 0
-	p.gen++
-}
-
-// answeredLocked accounts for one answer to a send; it reports whether the
-// send is still current (not given up by a rewind).
-func (c *Copier) answeredLocked(s sendPart) bool {
-	if s.gen != s.p.gen {
-		s.p.stale--
-		return false
-	}
-	s.p.inFlight--
-	return true
-}
-
-func (c *Copier) produceFailedLocked(leader int32, sends []sendPart, err error) {
+// failedLocked: the request got no answer; its sends go again once the
+// partitions' leaders are looked up again.
+func (k *sink) failedLocked(sends []sendPart, err error) {
+	c := k.c
 	for _, s := range sends {
-		if !c.answeredLocked(s) {
+		if !s.p.answered(s.gen) {
 			c.maybeDoneLocked(s.p)
 			continue
 		}
-		c.rewindLocked(s.p)
+		s.p.rewind()
 		if c.ctx.Err() == nil && s.p.state == stateRunning {
 			s.p.dstLeader = -1
-			c.retryLocked(s.p, fmt.Errorf("produce to destination broker %d: %w", leader, err))
+			c.retryLocked(s.p, fmt.Errorf("produce to destination broker %d: %w", k.id, err))
 		}
 		c.maybeDoneLocked(s.p)
 	}
 	signal(c.adminWake)
 }
 
-func (c *Copier) handleProduceLocked(leader int32, sends []sendPart, resp *kmsg.ProduceResponse) {
-	type key struct {
-		topic     string
-		id        [16]byte
-		partition int32
-	}
-	got := map[key]*kmsg.ProduceResponseTopicPartition{}
-	for i := range resp.Topics {
-		t := &resp.Topics[i]
-		for j := range t.Partitions {
-			got[key{t.Topic, t.TopicID, t.Partitions[j].Partition}] = &t.Partitions[j]
-		}
-	}
+// handleLocked hands each partition its answer.
+func (k *sink) handleLocked(sends []sendPart, resp *kmsg.ProduceResponse) {
+	c := k.c
+	got := indexAnswers(resp.Topics, func(t *kmsg.ProduceResponseTopic) (string, [16]byte, []kmsg.ProduceResponseTopicPartition) {
+		return t.Topic, t.TopicID, t.Partitions
+	}, func(p *kmsg.ProduceResponseTopicPartition) int32 { return p.Partition })
 	for _, s := range sends {
 		p := s.p
-		if !c.answeredLocked(s) {
+		if !s.p.answered(s.gen) {
 			c.maybeDoneLocked(p)
 			continue
 		}
-		var k key
-		if resp.Version >= 13 {
-			k = key{"", p.dstTopicID, p.tp.partition}
-		} else {
-			k = key{p.tp.topic, [16]byte{}, p.tp.partition}
-		}
-		r, ok := got[k]
+		r, ok := got[answerKeyOf(resp.Version, p.tp, p.dstTopicID)]
 		switch {
 		case p.state == stateDone:
 		case !ok:
-			c.rewindLocked(p)
-			c.retryLocked(p, fmt.Errorf("produce to destination broker %d: no answer for %s/%d", leader, p.tp.topic, p.tp.partition))
+			p.rewind()
+			c.retryLocked(p, fmt.Errorf("produce to destination broker %d: no answer for %s/%d", k.id, p.tp.topic, p.tp.partition))
 		default:
-			c.handlePartitionProduceLocked(leader, s, r)
+			c.handlePartitionProduceLocked(s, r)
 		}
 		c.maybeDoneLocked(p)
 	}
 }
 
-func (c *Copier) handlePartitionProduceLocked(leader int32, s sendPart, r *kmsg.ProduceResponseTopicPartition) {
+func (c *Copier) handlePartitionProduceLocked(s sendPart, r *kmsg.ProduceResponseTopicPartition) {
 	p, o := s.p, s.o
 	err := kerr.ErrorForCode(r.ErrorCode)
 	msg := ""
@@ -306,7 +306,7 @@ func (c *Copier) handlePartitionProduceLocked(leader int32, s sendPart, r *kmsg.
 		who = fmt.Sprintf("producer %d epoch %d (transactional id %q)", o.txn.pid, o.seqEpoch, o.txn.id)
 	}
 	if err != nil {
-		c.rewindLocked(p) // whatever follows this batch cannot land before it
+		p.rewind() // whatever follows this batch cannot land before it
 	}
 	switch {
 	case err == nil:
@@ -381,10 +381,7 @@ func (c *Copier) handlePartitionProduceLocked(leader int32, s sendPart, r *kmsg.
 // popLocked removes the queue head (answered) and returns its bytes to the
 // buffer budget.
 func (c *Copier) popLocked(p *partition) {
-	o := p.queue[0]
-	p.queue[0] = nil
-	p.queue = p.queue[1:]
-	p.buffered -= int64(o.bytes)
+	o := p.pop()
 	c.reserved -= int64(o.bytes)
 	c.wakeSrcLocked(p.srcLeader)
 }
