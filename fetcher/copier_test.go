@@ -13,6 +13,7 @@ import (
 
 	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -100,9 +101,9 @@ func testDestinationTopic(t *testing.T, e *env) {
 	if _, err := e.srcAdm.UpdatePartitions(e.ctx, 5, "topic-cfg"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "source has 5 partitions", 30*time.Second, func() bool {
+	polltest.Eventually(t, 30*time.Second, "source has 5 partitions", func() (bool, string) {
 		td, err := e.srcAdm.ListTopics(e.ctx, "topic-cfg")
-		return err == nil && len(td["topic-cfg"].Partitions) == 5
+		return err == nil && len(td["topic-cfg"].Partitions) == 5, ""
 	})
 	if d2 := e.ensureDestination("topic-cfg"); d2.Partitions != 5 || d2.ID != d.ID {
 		t.Fatalf("after growth: %+v (was %+v)", d2, d)
@@ -191,9 +192,9 @@ func testSourceLogStart(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	e.waitCopied(c, "logstart", 0)
-	eventually(t, "destination log start 505", 30*time.Second, func() bool {
+	polltest.Eventually(t, 30*time.Second, "destination log start 505", func() (bool, string) {
 		s, _ := e.offsets(e.dstAdm, "logstart", 0)
-		return s == 505
+		return s == 505, ""
 	})
 	gap, ok := evs.find(datapath.EventGapFilled)
 	if !ok || gap.From != 0 || gap.To != 500 {
@@ -231,9 +232,9 @@ func testStopAndResume(t *testing.T, e *env) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "copy under way", time.Minute, func() bool {
+	polltest.Eventually(t, time.Minute, "copy under way", func() (bool, string) {
 		pr, _ := a.Progress("resume", 0)
-		return pr.DestinationLogEnd > 500
+		return pr.DestinationLogEnd > 500, ""
 	})
 	for p := int32(0); p < 2; p++ {
 		pr, err := a.Stop("resume", p)
@@ -274,9 +275,9 @@ func testCrashAndResume(t *testing.T, e *env) {
 	if err := a.Start(e.ctx, Task{Topic: "crash", Partition: 0, TransactionalID: "mirror-crash-0"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "copy under way", time.Minute, func() bool {
+	polltest.Eventually(t, time.Minute, "copy under way", func() (bool, string) {
 		pr, _ := a.Progress("crash", 0)
-		return pr.DestinationLogEnd > 500
+		return pr.DestinationLogEnd > 500, ""
 	})
 	a.Close() // no Stop: in-flight work is abandoned
 	b := e.newCopier(Config{})
@@ -312,9 +313,9 @@ func testDirectWrite(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	e.produce("direct", 0, 10, 10, kgo.NoCompression(), "d2")
-	eventually(t, "offset mismatch reported", 30*time.Second, func() bool {
+	polltest.Eventually(t, 30*time.Second, "offset mismatch reported", func() (bool, string) {
 		_, ok := evs.permanentFailure()
-		return ok
+		return ok, ""
 	})
 	ev, _ := evs.permanentFailure()
 	if !isErr(ev.Err, ErrOffsetMismatch) {
@@ -362,9 +363,9 @@ func testRetentionGap(t *testing.T, e *env) {
 	if !ok || ev.From < 100 || ev.From >= 150 || ev.To != 150 {
 		t.Fatalf("gap event %+v (found %v), want From in 100..149, To 150", ev, ok)
 	}
-	eventually(t, "destination log start 150", 30*time.Second, func() bool {
+	polltest.Eventually(t, 30*time.Second, "destination log start 150", func() (bool, string) {
 		s, _ := e.offsets(e.dstAdm, "gap", 0)
-		return s == 150
+		return s == 150, ""
 	})
 	pr, err := c.Stop("gap", 0)
 	if err != nil {
@@ -528,9 +529,9 @@ func testSourceTopicDeleted(t *testing.T, e *env) {
 	if _, err := e.srcAdm.DeleteTopic(e.ctx, "deleted"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "source topic deletion reported", 30*time.Second, func() bool {
+	polltest.Eventually(t, 30*time.Second, "source topic deletion reported", func() (bool, string) {
 		_, ok := evs.permanentFailure()
-		return ok
+		return ok, ""
 	})
 	ev, _ := evs.permanentFailure()
 	if !isErr(ev.Err, ErrSourceTopicChanged) {
@@ -554,9 +555,9 @@ func testSourceTopicRecreated(t *testing.T, e *env) {
 	if _, err := e.srcAdm.DeleteTopic(e.ctx, "recreated"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "source topic re-created", 30*time.Second, func() bool {
+	polltest.Eventually(t, 30*time.Second, "source topic re-created", func() (bool, string) {
 		resp, err := e.srcAdm.CreateTopic(e.ctx, 1, 1, nil, "recreated")
-		return err == nil && resp.Err == nil
+		return err == nil && resp.Err == nil, ""
 	})
 	if err := waitPartitionsLed(kadm.WithAuthorizedOps(e.ctx), e.srcAdm, "recreated", 1); err != nil {
 		t.Fatal(err)
@@ -564,9 +565,9 @@ func testSourceTopicRecreated(t *testing.T, e *env) {
 	c := e.newCopier(Config{})
 	defer c.Close()
 	var startErr error
-	eventually(t, "Start refuses the re-created topic", 30*time.Second, func() bool {
+	polltest.Eventually(t, 30*time.Second, "Start refuses the re-created topic", func() (bool, string) {
 		startErr = c.Start(e.ctx, Task{Topic: "recreated", Partition: 0, SourceTopicID: oldID, TransactionalID: "mirror-recreated-0"}, nil)
-		return isErr(startErr, ErrSourceTopicChanged)
+		return isErr(startErr, ErrSourceTopicChanged), ""
 	})
 	t.Logf("refused: %v", startErr)
 }
@@ -596,9 +597,9 @@ func testBatchTooLarge(t *testing.T, e *env) {
 	if err := c.Start(e.ctx, Task{Topic: "large", Partition: 0, TransactionalID: "mirror-large-0"}, evs.on); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "batch too large reported", 30*time.Second, func() bool {
+	polltest.Eventually(t, 30*time.Second, "batch too large reported", func() (bool, string) {
 		_, ok := evs.permanentFailure()
-		return ok
+		return ok, ""
 	})
 	ev, _ := evs.permanentFailure()
 	if !isErr(ev.Err, ErrBatchTooLarge) {
@@ -649,9 +650,9 @@ func testLogAppendTime(t *testing.T, e *env) {
 	if err := c.Start(e.ctx, Task{Topic: "lat", Partition: 0, TransactionalID: "mirror-lat-0"}, evs.on); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "LogAppendTime batch refused", 30*time.Second, func() bool {
+	polltest.Eventually(t, 30*time.Second, "LogAppendTime batch refused", func() (bool, string) {
 		_, ok := evs.permanentFailure()
-		return ok
+		return ok, ""
 	})
 	ev, _ := evs.permanentFailure()
 	if !isErr(ev.Err, ErrLogAppendTimeBatch) {
@@ -752,9 +753,9 @@ func TestRealLeaderChanges(t *testing.T) {
 		t.Fatalf("leader %d of %s/%d is not a broker of the cluster", m.leader, topic, part)
 		return -1, -1
 	}
-	eventually(t, "copy under way", time.Minute, func() bool {
+	polltest.Eventually(t, time.Minute, "copy under way", func() (bool, string) {
 		pr, _ := c.Progress(topic, 0)
-		return pr.DestinationLogEnd > 800
+		return pr.DestinationLogEnd > 800, ""
 	})
 	i, id := leaderIndex(p.src, e.src, 0)
 	before, _ := c.Progress(topic, 0)
@@ -763,9 +764,9 @@ func TestRealLeaderChanges(t *testing.T) {
 	// More records after each kill, so the copy has to go on past it.
 	e.produce(topic, 0, 500, 20, kgo.ZstdCompression(), "after-source-kill")
 	_, hw := e.offsets(e.srcAdm, topic, 0)
-	eventually(t, "copy of partition 0 goes on from the new source leader", time.Minute, func() bool {
+	polltest.Eventually(t, time.Minute, "copy of partition 0 goes on from the new source leader", func() (bool, string) {
 		pr, _ := c.Progress(topic, 0)
-		return pr.DestinationLogEnd >= hw
+		return pr.DestinationLogEnd >= hw, ""
 	})
 	p.src.StartBroker(t, i)
 	// No destination transaction may be ending when its broker dies (see above):
@@ -775,14 +776,14 @@ func TestRealLeaderChanges(t *testing.T) {
 	for part := int32(0); part < 2; part++ {
 		e.waitCopied(c, topic, part)
 	}
-	eventually(t, "the destination's transactions completed", time.Minute, func() bool {
+	polltest.Eventually(t, time.Minute, "the destination's transactions completed", func() (bool, string) {
 		for part := int32(0); part < 2; part++ {
 			if pr, _ := c.Progress(topic, part); pr.OpenTransactions > 0 {
-				return false
+				return false, fmt.Sprintf("%d destination transactions open on partition %d", pr.OpenTransactions, part)
 			}
 		}
 		ending, err := e.dstAdm.ListTransactions(e.ctx, nil, []string{"PrepareCommit", "PrepareAbort"})
-		return err == nil && len(ending) == 0
+		return err == nil && len(ending) == 0, fmt.Sprintf("ending transactions %v, err %v", ending, err)
 	})
 	j, jid := leaderIndex(p.dst, e.dst, 1)
 	before, _ = c.Progress(topic, 1)
@@ -791,9 +792,9 @@ func TestRealLeaderChanges(t *testing.T) {
 	stopWriting = writeTxns("failover-app-2")
 	e.produce(topic, 1, 500, 20, kgo.ZstdCompression(), "after-destination-kill")
 	_, hw = e.offsets(e.srcAdm, topic, 1)
-	eventually(t, "copy of partition 1 goes on to the new destination leader", time.Minute, func() bool {
+	polltest.Eventually(t, time.Minute, "copy of partition 1 goes on to the new destination leader", func() (bool, string) {
 		pr, _ := c.Progress(topic, 1)
-		return pr.DestinationLogEnd >= hw
+		return pr.DestinationLogEnd >= hw, ""
 	})
 	p.dst.StartBroker(t, j)
 	stopWriting()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -101,9 +102,9 @@ func TestFakeRetriesAndLeaderMoves(t *testing.T) {
 		}
 	}
 	for i := 0; i < 3; i++ {
-		eventually(t, "some progress", 30*time.Second, func() bool {
+		polltest.Eventually(t, 30*time.Second, "some progress", func() (bool, string) {
 			pr, _ := c.Progress("faults", int32(i))
-			return pr.DestinationLogEnd > int64(100*(i+1))
+			return pr.DestinationLogEnd > int64(100*(i+1)), ""
 		})
 		p.src.Fake().ShufflePartitionLeaders()
 		fake.ShufflePartitionLeaders()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -122,28 +123,14 @@ func (e *env) offsets(adm *kadm.Client, topic string, partition int32) (start, e
 	return start, end
 }
 
-// eventually polls cond with backoff until it holds or the deadline passes.
-func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	wait := 10 * time.Millisecond
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, 200*time.Millisecond)
-	}
-}
-
 // waitCopied waits until the copier has copied the partition up to the
 // source high watermark.
 func (e *env) waitCopied(c *Copier, topic string, partition int32) {
 	e.t.Helper()
 	_, hw := e.offsets(e.srcAdm, topic, partition)
-	eventually(e.t, fmt.Sprintf("%s/%d copied up to %d", topic, partition, hw), time.Minute, func() bool {
+	polltest.Eventually(e.t, time.Minute, fmt.Sprintf("%s/%d copied up to %d", topic, partition, hw), func() (bool, string) {
 		pr, ok := c.Progress(topic, partition)
-		return ok && pr.DestinationLogEnd >= hw
+		return ok && pr.DestinationLogEnd >= hw, ""
 	})
 }
 

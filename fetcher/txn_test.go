@@ -15,6 +15,7 @@ import (
 
 	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 )
 
 // txnProducer is a transactional producer on the source.
@@ -116,9 +117,9 @@ func testTransactionalSource(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	lso := e.lastStable(e.src, topic, 0)
-	eventually(t, "copied up to the source's last stable offset", time.Minute, func() bool {
+	polltest.Eventually(t, time.Minute, "copied up to the source's last stable offset", func() (bool, string) {
 		pr, _ := c.Progress(topic, 0)
-		return pr.DestinationLogEnd == lso
+		return pr.DestinationLogEnd == lso, ""
 	})
 	_, hw := e.offsets(e.srcAdm, topic, 0)
 	pr, _ := c.Progress(topic, 0)
@@ -172,9 +173,9 @@ func testTransactionResume(t *testing.T, e *env) {
 	if err := first.Start(e.ctx, task, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the transaction's records copied, its marker not yet", time.Minute, func() bool {
+	polltest.Eventually(t, time.Minute, "the transaction's records copied, its marker not yet", func() (bool, string) {
 		pr, _ := first.Progress(topic, 0)
-		return pr.DestinationLogEnd == markerAt
+		return pr.DestinationLogEnd == markerAt, ""
 	})
 	pr, err := first.Stop(topic, 0)
 	if err != nil || pr.OpenTransactions != 1 {
@@ -222,9 +223,9 @@ func testFailoverAbortsOpenTransaction(t *testing.T, e *env) {
 	if err := c.Start(e.ctx, Task{Topic: topic, Partition: 0, TransactionalID: "mirror-txn-failover-0"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "copied up to the marker", time.Minute, func() bool {
+	polltest.Eventually(t, time.Minute, "copied up to the marker", func() (bool, string) {
 		pr, _ := c.Progress(topic, 0)
-		return pr.DestinationLogEnd == markerAt
+		return pr.DestinationLogEnd == markerAt, ""
 	})
 	pr, err := c.StopWith(topic, 0, datapath.StopFailover)
 	if err != nil {
@@ -254,9 +255,9 @@ func testCompactedSource(t *testing.T, e *env) {
 	write("a", "b", "c", "d", "e", "f") // a, c and e are overwritten below
 	write("g")
 	write("tomb")
-	eventually(t, "the source compacted batches", time.Minute, func() bool {
+	polltest.Eventually(t, time.Minute, "the source compacted batches", func() (bool, string) {
 		write("a", "c", "e", "tomb") // new segments roll (segment.ms), older ones get cleaned
-		return e.holesIn(e.src, topic) >= 6
+		return e.holesIn(e.src, topic) >= 6, ""
 	})
 	e.stopCompaction(topic)
 	e.ensureDestination(topic)
@@ -333,9 +334,9 @@ func testThrottledCopy(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	eventually(t, "some copied", time.Minute, func() bool {
+	polltest.Eventually(t, time.Minute, "some copied", func() (bool, string) {
 		pr, _ := c.Progress(topic, 0)
-		return pr.BytesCopied > 40<<10
+		return pr.BytesCopied > 40<<10, ""
 	})
 	el := time.Since(began)
 	pr, _ := c.Progress(topic, 0)
@@ -437,12 +438,12 @@ func (e *env) stopCompaction(topic string) {
 		e.t.Fatal(err)
 	}
 	prev, since := -1, time.Now()
-	eventually(e.t, "source compaction settled", time.Minute, func() bool {
+	polltest.Eventually(e.t, time.Minute, "source compaction settled", func() (bool, string) {
 		h := e.holesIn(e.src, topic)
 		if h != prev {
 			prev, since = h, time.Now()
 		}
-		return time.Since(since) > time.Second
+		return time.Since(since) > time.Second, ""
 	})
 }
 
@@ -501,10 +502,10 @@ func testZombie(t *testing.T, e *env) {
 			e.waitCopied(a, topic, 0)
 			a.hold(topic, 0, false, true) // A fetches but does not append
 			e.produce(topic, 0, 50, 10, kgo.ZstdCompression(), "z2")
-			eventually(t, "A buffered the new batches", 30*time.Second, func() bool {
+			polltest.Eventually(t, 30*time.Second, "A buffered the new batches", func() (bool, string) {
 				a.mu.Lock()
 				defer a.mu.Unlock()
-				return len(a.parts[topicPartition{topic, 0}].queue) > 0
+				return len(a.parts[topicPartition{topic, 0}].queue) > 0, ""
 			})
 			lost.Store(true)
 			before, _ := a.Progress(topic, 0)
@@ -567,7 +568,10 @@ func testTransactionFacts(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	end++
-	eventually(t, "the marker landed", 10*time.Second, func() bool { _, e2 := e.offsets(e.dstAdm, topic, 0); return e2 == end })
+	polltest.Eventually(t, 10*time.Second, "the marker landed", func() (bool, string) {
+		_, e2 := e.offsets(e.dstAdm, topic, 0)
+		return e2 == end, fmt.Sprintf("log end %d, want %d", e2, end)
+	})
 	if next != epoch+1 || pid != x.pid {
 		t.Fatalf("EndTxn returned producer %d epoch %d, want %d epoch %d (transaction.version 2 bumps the epoch)", pid, next, x.pid, epoch+1)
 	}
@@ -597,9 +601,9 @@ func testTransactionFacts(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	end++
-	eventually(t, "the abort marker of the re-initialised id landed", 10*time.Second, func() bool {
+	polltest.Eventually(t, 10*time.Second, "the abort marker of the re-initialised id landed", func() (bool, string) {
 		_, e2 := e.offsets(e.dstAdm, topic, 0)
-		return e2 == end
+		return e2 == end, ""
 	})
 	t.Logf("fact: InitProducerId on an id with an open transaction aborts it and writes its marker")
 	plain := e.client(e.p.dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -633,9 +637,9 @@ func testPauseAtQuietPoint(t *testing.T, e *env) {
 	if err := c.Start(e.ctx, Task{Topic: topic, Partition: 0, TransactionalID: "mirror-txn-pause-0"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the transaction open on the destination", time.Minute, func() bool {
+	polltest.Eventually(t, time.Minute, "the transaction open on the destination", func() (bool, string) {
 		pr, _ := c.Progress(topic, 0)
-		return pr.DestinationLogEnd == markerAt && pr.OpenTransactions == 1
+		return pr.DestinationLogEnd == markerAt && pr.OpenTransactions == 1, ""
 	})
 	type stopped struct {
 		pr  datapath.Progress
@@ -709,12 +713,12 @@ func TestRealTxnCoordinatorCrash(t *testing.T) {
 	// copier retries a failed control operation.
 	y := &destTxn{id: x.id}
 	var last error
-	eventually(t, "a transaction begins at the new coordinator", 3*time.Minute, func() bool {
+	polltest.Eventually(t, 3*time.Minute, "a transaction begins at the new coordinator", func() (bool, string) {
 		last = begin(y)
 		if last != nil {
 			t.Logf("not yet: %v", last)
 		}
-		return last == nil
+		return last == nil, ""
 	})
 	if _, _, err := tc.end(e.ctx, y, false); err != nil {
 		t.Fatal(err)
