@@ -241,6 +241,34 @@ func (p *partition) know(x *destTxn, pid int64, epoch int16) {
 	}
 }
 
+// sequence takes the sequences of an op sent for the first time (a resend
+// keeps them) and returns the destination log end after it and what its
+// bytes need, if anything.
+func (p *partition) sequence(o *op) (next int64, prep *batchPrep) {
+	if o.kind == opRetentionFill {
+		if o.raw != nil {
+			return o.base + int64(o.chunkN), nil
+		}
+		// next filler chunk: sequence taken now
+		o.chunkN = int32(min(o.fillTo-o.base, int64(o.fillerMax)))
+		o.seq, p.nextSeq = p.nextSeq, nextSequence(p.nextSeq, o.chunkN-1)
+		o.seqSet = true
+		return o.base + int64(o.chunkN), &batchPrep{o: o, pid: p.writer.ID, epoch: p.writer.Epoch, seq: o.seq, chunkN: o.chunkN, keyed: p.keyedFiller}
+	}
+	if o.seqSet {
+		return o.base + o.n, nil
+	}
+	pid, epoch := p.writer.ID, p.writer.Epoch
+	if x := o.txn; x != nil {
+		pid, epoch = x.pid, x.epoch
+		o.seq, x.nextSeq = x.nextSeq, nextSequence(x.nextSeq, int32(o.n-1))
+	} else {
+		o.seq, p.nextSeq = p.nextSeq, nextSequence(p.nextSeq, int32(o.n-1))
+	}
+	o.seqSet, o.seqEpoch = true, epoch
+	return o.base + o.n, &batchPrep{o: o, raw: o.raw, pid: pid, epoch: epoch, seq: o.seq}
+}
+
 // snapshot is the partition's progress with its open transactions.
 func (p *partition) snapshot() datapath.Progress {
 	pr := p.progress

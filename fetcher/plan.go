@@ -125,26 +125,7 @@ func (c *Copier) planBatchLocked(p *partition, b *Batch) (blocked, fatal error) 
 	}
 	next := b.NextOffset()
 	if b.IsControl() {
-		if b.NumRecords == 0 {
-			c.planMarkersLocked(p, from, next)
-			return nil, nil
-		}
-		typ, err := b.controlType()
-		if err != nil {
-			return nil, fmt.Errorf("%s/%d: %w", p.tp.topic, p.tp.partition, err)
-		}
-		if b.LastOffsetDelta != 0 {
-			return nil, fmt.Errorf("%w: %s/%d: control batch at offset %d spans %d offsets", ErrCorruptBatch, p.tp.topic, p.tp.partition, b.BaseOffset, b.LastOffsetDelta+1)
-		}
-		x := p.txnFor(b.ProducerID)
-		if !x.planOpen {
-			// No batch of this transaction on the destination: it began
-			// before the copy did, or compaction removed all of it.
-			c.pushLocked(p, &op{kind: opBegin, base: from, txn: x})
-		}
-		x.planOpen = false
-		c.pushLocked(p, &op{kind: opEnd, base: from, n: 1, txn: x, commit: typ == controlCommit})
-		return nil, nil
+		return nil, c.planControlLocked(p, b, from)
 	}
 	var x *destTxn
 	if b.IsTransactional() {
@@ -172,9 +153,43 @@ func (c *Copier) planBatchLocked(p *partition, b *Batch) (blocked, fatal error) 
 			records: b.NumRecords, bytes: len(b.Raw), maxTimestamp: b.MaxTimestamp})
 		return nil, nil
 	}
+	return nil, c.planRecordsLocked(p, b, from, begin, x)
+}
+
+// planControlLocked ends b's transaction (a COMMIT or ABORT marker at from).
+func (c *Copier) planControlLocked(p *partition, b *Batch, from int64) error {
+	if b.NumRecords == 0 {
+		c.planMarkersLocked(p, from, b.NextOffset())
+		return nil
+	}
+	typ, err := b.controlType()
+	if err != nil {
+		return fmt.Errorf("%s/%d: %w", p.tp.topic, p.tp.partition, err)
+	}
+	if b.LastOffsetDelta != 0 {
+		return fmt.Errorf("%w: %s/%d: control batch at offset %d spans %d offsets", ErrCorruptBatch, p.tp.topic, p.tp.partition, b.BaseOffset, b.LastOffsetDelta+1)
+	}
+	x := p.txnFor(b.ProducerID)
+	if !x.planOpen {
+		// No batch of this transaction on the destination: it began
+		// before the copy did, or compaction removed all of it.
+		c.pushLocked(p, &op{kind: opBegin, base: from, txn: x})
+	}
+	x.planOpen = false
+	c.pushLocked(p, &op{kind: opEnd, base: from, n: 1, txn: x, commit: typ == controlCommit})
+	return nil
+}
+
+// planRecordsLocked queues a batch that cannot go whole (holes, or records
+// below from): its records from from on, re-framed into dense runs (or the
+// batch cut short when only its tail is gone), and markers for the holes.
+// begin opens the batch's destination transaction (x) before its first
+// append.
+func (c *Copier) planRecordsLocked(p *partition, b *Batch, from int64, begin func(), x *destTxn) error {
+	next := b.NextOffset()
 	recs, err := b.records()
 	if err != nil {
-		return nil, fmt.Errorf("%s/%d: %w", p.tp.topic, p.tp.partition, err)
+		return fmt.Errorf("%s/%d: %w", p.tp.topic, p.tp.partition, err)
 	}
 	i := 0
 	for i < len(recs) && recs[i].offset < from {
@@ -188,7 +203,7 @@ func (c *Copier) planBatchLocked(p *partition, b *Batch) (blocked, fatal error) 
 		c.pushLocked(p, &op{kind: opAppend, base: from, n: int64(len(recs)), raw: raw, txn: x,
 			records: int32(len(recs)), bytes: len(raw), maxTimestamp: b.MaxTimestamp})
 		c.planMarkersLocked(p, from+int64(len(recs)), next)
-		return nil, nil
+		return nil
 	}
 	cursor := from
 	for len(recs) > 0 {
@@ -199,7 +214,7 @@ func (c *Copier) planBatchLocked(p *partition, b *Batch) (blocked, fatal error) 
 		c.planMarkersLocked(p, cursor, recs[0].offset)
 		raw, err := reframe(b, recs[:run])
 		if err != nil {
-			return nil, fmt.Errorf("%s/%d: batch at offset %d: %w", p.tp.topic, p.tp.partition, b.BaseOffset, err)
+			return fmt.Errorf("%s/%d: batch at offset %d: %w", p.tp.topic, p.tp.partition, b.BaseOffset, err)
 		}
 		begin()
 		c.pushLocked(p, &op{kind: opAppend, base: recs[0].offset, n: int64(run), raw: raw, txn: x,
@@ -208,5 +223,5 @@ func (c *Copier) planBatchLocked(p *partition, b *Batch) (blocked, fatal error) 
 		recs = recs[run:]
 	}
 	c.planMarkersLocked(p, cursor, next)
-	return nil, nil
+	return nil
 }

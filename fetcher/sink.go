@@ -146,9 +146,34 @@ func (k *sink) collect() (sends []sendPart, txnID string, prev, handled chan str
 		return nil, "", nil, nil, 100 * time.Millisecond
 	}
 	c.mu.Lock()
-	now := time.Now()
+	ps, wait := k.readyLocked(time.Now())
+	if k.inFlight >= maxRequestsInFlight || len(ps) == 0 {
+		c.mu.Unlock()
+		return nil, "", nil, nil, wait
+	}
+	sortedParts(ps)
+	sends, txnID, preps := k.takeLocked(ps)
+	if len(sends) == 0 {
+		c.mu.Unlock()
+		return nil, "", nil, nil, wait
+	}
+	k.inFlight++
+	prev, handled = k.lastReply, make(chan struct{})
+	k.lastReply = handled
+	c.mu.Unlock()
+
+	// The ops are ours while in flight: their bytes are made outside the lock.
+	for _, pr := range preps {
+		pr.apply()
+	}
+	return sends, txnID, prev, handled, wait
+}
+
+// readyLocked lists the partitions this sink serves that have an op to
+// send, and how long to wait at most before looking again.
+func (k *sink) readyLocked(now time.Time) (ps []*partition, wait time.Duration) {
+	c := k.c
 	wait = 250 * time.Millisecond
-	var ps []*partition
 	for _, p := range c.parts {
 		if p.dstLeader != k.id || p.lane != k.lane {
 			continue
@@ -165,19 +190,12 @@ func (k *sink) collect() (sends []sendPart, txnID string, prev, handled chan str
 			ps = append(ps, p)
 		}
 	}
-	if k.inFlight >= maxRequestsInFlight || len(ps) == 0 {
-		c.mu.Unlock()
-		return nil, "", nil, nil, wait
-	}
-	sortedParts(ps)
-	type rewrite struct {
-		raw   []byte
-		pid   int64
-		epoch int16
-		seq   int32
-	}
-	var rewrites []rewrite
-	var fills []*sendPart
+	return ps, wait
+}
+
+// takeLocked marks the next op of each partition in flight, up to
+// maxRequestBytes, and takes the sequences of those sent for the first time.
+func (k *sink) takeLocked(ps []*partition) (sends []sendPart, txnID string, preps []batchPrep) {
 	var reqBytes int
 	for _, p := range ps {
 		if reqBytes >= maxRequestBytes {
@@ -185,7 +203,7 @@ func (k *sink) collect() (sends []sendPart, txnID string, prev, handled chan str
 		}
 		o := p.queue[p.inFlight]
 		switch {
-		case o.control() || c.cfg.hooks.opHeld(p.tp, o.base):
+		case o.control() || k.c.cfg.hooks.opHeld(p.tp, o.base):
 			continue // a control op runs when everything before it is answered
 		case o.kind == opRetentionFill && p.inFlight > 0:
 			continue // one filler chunk at a time
@@ -196,58 +214,36 @@ func (k *sink) collect() (sends []sendPart, txnID string, prev, handled chan str
 			txnID = o.txn.id
 		}
 		p.inFlight++
-		if o.kind == opRetentionFill {
-			if o.raw == nil { // next filler chunk: sequence taken now
-				o.chunkN = int32(min(o.fillTo-o.base, int64(o.fillerMax)))
-				o.seq, p.nextSeq = p.nextSeq, nextSequence(p.nextSeq, o.chunkN-1)
-				o.seqSet = true
-			}
-			sends = append(sends, sendPart{p: p, o: o, gen: p.gen, next: o.base + int64(o.chunkN)})
-			if o.raw == nil {
-				fills = append(fills, &sends[len(sends)-1])
-			}
-			continue
+		next, prep := p.sequence(o)
+		if prep != nil {
+			preps = append(preps, *prep)
 		}
-		if !o.seqSet {
-			pid, epoch := p.writer.ID, p.writer.Epoch
-			if x := o.txn; x != nil {
-				pid, epoch = x.pid, x.epoch
-				o.seq, x.nextSeq = x.nextSeq, nextSequence(x.nextSeq, int32(o.n-1))
-			} else {
-				o.seq, p.nextSeq = p.nextSeq, nextSequence(p.nextSeq, int32(o.n-1))
-			}
-			o.seqSet, o.seqEpoch = true, epoch
-			rewrites = append(rewrites, rewrite{o.raw, pid, epoch, o.seq})
+		if o.kind != opRetentionFill {
+			reqBytes += len(o.raw)
 		}
-		reqBytes += len(o.raw)
-		sends = append(sends, sendPart{p: p, o: o, gen: p.gen, next: o.base + o.n})
+		sends = append(sends, sendPart{p: p, o: o, gen: p.gen, next: next})
 	}
-	if len(sends) == 0 {
-		c.mu.Unlock()
-		return nil, "", nil, nil, wait
-	}
-	type fillID struct {
-		pid   int64
-		epoch int16
-		keyed bool
-	}
-	ids := make([]fillID, len(fills))
-	for i, f := range fills {
-		ids[i] = fillID{f.p.writer.ID, f.p.writer.Epoch, f.p.keyedFiller}
-	}
-	k.inFlight++
-	prev, handled = k.lastReply, make(chan struct{})
-	k.lastReply = handled
-	c.mu.Unlock()
+	return sends, txnID, preps
+}
 
-	// The ops are ours while in flight: rewrite outside the lock.
-	for _, r := range rewrites {
-		Rewrite(r.raw, r.pid, r.epoch, r.seq)
+// batchPrep is what a send's bytes need before they go: the writer's id,
+// epoch and sequence written into a source batch, or a filler chunk made.
+type batchPrep struct {
+	o      *op
+	raw    []byte // source batch to rewrite; nil: make o's filler chunk
+	pid    int64
+	epoch  int16
+	seq    int32
+	chunkN int32
+	keyed  bool
+}
+
+func (b batchPrep) apply() {
+	if b.raw != nil {
+		Rewrite(b.raw, b.pid, b.epoch, b.seq)
+		return
 	}
-	for i, f := range fills {
-		f.o.raw = fillerBatch(f.o.chunkN, time.Now().UnixMilli(), ids[i].pid, ids[i].epoch, f.o.seq, ids[i].keyed)
-	}
-	return sends, txnID, prev, handled, wait
+	b.o.raw = fillerBatch(b.chunkN, time.Now().UnixMilli(), b.pid, b.epoch, b.seq, b.keyed)
 }
 
 // failedLocked: the request got no answer; its sends go again once the
@@ -296,48 +292,9 @@ func (k *sink) handleLocked(sends []sendPart, resp *kmsg.ProduceResponse) {
 
 func (c *Copier) handlePartitionProduceLocked(s sendPart, r *kmsg.ProduceResponseTopicPartition) {
 	p, o := s.p, s.o
-	err := kerr.ErrorForCode(r.ErrorCode)
-	msg := ""
-	if r.ErrorMessage != nil {
-		msg = ": " + *r.ErrorMessage
-	}
-	who := fmt.Sprintf("producer %d epoch %d", p.writer.ID, p.writer.Epoch)
-	if o.txn != nil {
-		who = fmt.Sprintf("producer %d epoch %d (transactional id %q)", o.txn.pid, o.seqEpoch, o.txn.id)
-	}
-	if err != nil {
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
 		p.rewind() // whatever follows this batch cannot land before it
-	}
-	switch {
-	case err == nil:
-	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
-		c.fencedLocked(p, fmt.Errorf("%w: %s/%d: %s was replaced: %v", ErrFenced, p.tp.topic, p.tp.partition, who, err))
-		return
-	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		c.failLocked(p, datapath.Permanent, fmt.Errorf("%w: %s/%d: batch at source offset %d is %d bytes; raise the destination topic's max.message.bytes to at least the source's: %v%s",
-			ErrBatchTooLarge, p.tp.topic, p.tp.partition, o.base, len(o.raw), err, msg))
-		return
-	case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.LeaderNotAvailable),
-		errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID),
-		errors.Is(err, kerr.KafkaStorageError), errors.Is(err, kerr.FencedLeaderEpoch):
-		p.dstLeader = -1
-		signal(c.adminWake)
-		c.retryLocked(p, fmt.Errorf("produce %s/%d: %w%s", p.tp.topic, p.tp.partition, err, msg))
-		return
-	case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID):
-		// This is the partition's oldest unanswered batch (a later one's
-		// refusal is not current after the rewind above): our sequence and
-		// the partition's disagree. A restart reads the partition's
-		// sequences again.
-		c.failLocked(p, datapath.Transient, fmt.Errorf("%s/%d: destination refused sequence %d of %s at source offset %d: %w%s",
-			p.tp.topic, p.tp.partition, o.seq, who, o.base, err, msg))
-		return
-	case kerr.IsRetriable(err):
-		c.retryLocked(p, fmt.Errorf("produce %s/%d: %w%s", p.tp.topic, p.tp.partition, err, msg))
-		return
-	default:
-		c.failLocked(p, datapath.Permanent, fmt.Errorf("%w: %s/%d: batch at source offset %d: %v%s",
-			ErrDestinationRejected, p.tp.topic, p.tp.partition, o.base, err, msg))
+		c.produceRefusedLocked(p, o, err, r.ErrorMessage)
 		return
 	}
 	if r.BaseOffset != o.base {
@@ -349,23 +306,59 @@ func (c *Copier) handlePartitionProduceLocked(s sendPart, r *kmsg.ProduceRespons
 		c.failLocked(p, datapath.Transient, fmt.Errorf("%s/%d: internal: answer for offset %d is not the queue head", p.tp.topic, p.tp.partition, o.base))
 		return
 	}
-	p.errStreak = 0
-	now := time.Now()
-	p.progress.DestinationLogEnd = s.next
-	p.progress.UpdatedAt = now
-	if o.kind == opRetentionFill {
-		p.progress.FillerRecords += int64(o.chunkN)
-		o.base += int64(o.chunkN)
-		o.raw = nil
-		if o.base < o.fillTo {
-			c.kickLocked(p)
-			return // more chunks
-		}
-		c.popLocked(p)
-		p.trimTo = o.fillTrimTo
+	c.appendedLocked(s)
+	c.kickLocked(p)
+	c.maybeFailBlockedLocked(p)
+}
+
+// produceRefusedLocked decides what a refused append means: fenced, a
+// batch the destination will never take, a leader that moved, or a
+// disagreement about sequences (a restart reads them again).
+func (c *Copier) produceRefusedLocked(p *partition, o *op, err error, message *string) {
+	msg := ""
+	if message != nil {
+		msg = ": " + *message
+	}
+	who := fmt.Sprintf("producer %d epoch %d", p.writer.ID, p.writer.Epoch)
+	if o.txn != nil {
+		who = fmt.Sprintf("producer %d epoch %d (transactional id %q)", o.txn.pid, o.seqEpoch, o.txn.id)
+	}
+	switch {
+	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
+		c.fencedLocked(p, fmt.Errorf("%w: %s/%d: %s was replaced: %v", ErrFenced, p.tp.topic, p.tp.partition, who, err))
+	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+		c.failLocked(p, datapath.Permanent, fmt.Errorf("%w: %s/%d: batch at source offset %d is %d bytes; raise the destination topic's max.message.bytes to at least the source's: %v%s",
+			ErrBatchTooLarge, p.tp.topic, p.tp.partition, o.base, len(o.raw), err, msg))
+	case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.LeaderNotAvailable),
+		errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID),
+		errors.Is(err, kerr.KafkaStorageError), errors.Is(err, kerr.FencedLeaderEpoch):
+		p.dstLeader = -1
 		signal(c.adminWake)
-		c.emitLocked(p, datapath.Event{Kind: datapath.EventGapFilled, From: o.fillFrom, To: o.fillTo})
-	} else {
+		c.retryLocked(p, fmt.Errorf("produce %s/%d: %w%s", p.tp.topic, p.tp.partition, err, msg))
+	case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID):
+		// This is the partition's oldest unanswered batch (a later one's
+		// refusal is not current after the rewind above): our sequence and
+		// the partition's disagree. A restart reads the partition's
+		// sequences again.
+		c.failLocked(p, datapath.Transient, fmt.Errorf("%s/%d: destination refused sequence %d of %s at source offset %d: %w%s",
+			p.tp.topic, p.tp.partition, o.seq, who, o.base, err, msg))
+	case kerr.IsRetriable(err):
+		c.retryLocked(p, fmt.Errorf("produce %s/%d: %w%s", p.tp.topic, p.tp.partition, err, msg))
+	default:
+		c.failLocked(p, datapath.Permanent, fmt.Errorf("%w: %s/%d: batch at source offset %d: %v%s",
+			ErrDestinationRejected, p.tp.topic, p.tp.partition, o.base, err, msg))
+	}
+}
+
+// appendedLocked moves the partition past an append that landed where it
+// should: progress, the queue head, and for filler the next chunk or the
+// trim of the destination log start.
+func (c *Copier) appendedLocked(s sendPart) {
+	p, o := s.p, s.o
+	p.errStreak = 0
+	p.progress.DestinationLogEnd = s.next
+	p.progress.UpdatedAt = time.Now()
+	if o.kind != opRetentionFill {
 		c.popLocked(p)
 		p.progress.RecordsCopied += int64(o.records)
 		p.progress.BytesCopied += int64(len(o.raw))
@@ -373,9 +366,18 @@ func (c *Copier) handlePartitionProduceLocked(s sendPart, r *kmsg.ProduceRespons
 		if p.trimTo > 0 && s.next >= p.trimTo {
 			signal(c.adminWake)
 		}
+		return
 	}
-	c.kickLocked(p)
-	c.maybeFailBlockedLocked(p)
+	p.progress.FillerRecords += int64(o.chunkN)
+	o.base += int64(o.chunkN)
+	o.raw = nil
+	if o.base < o.fillTo {
+		return // more chunks (the caller kicks the partition)
+	}
+	c.popLocked(p)
+	p.trimTo = o.fillTrimTo
+	signal(c.adminWake)
+	c.emitLocked(p, datapath.Event{Kind: datapath.EventGapFilled, From: o.fillFrom, To: o.fillTo})
 }
 
 // popLocked removes the queue head (answered) and returns its bytes to the
