@@ -3,24 +3,26 @@ package fetcher
 // The Copier runs the data path of one mirror on one kmirror instance.
 //
 // Goroutines (all started by the Copier, all stopped by Close):
-//   - one source worker per source leader broker: READ_COMMITTED Fetch
-//     requests for every owned partition that broker leads and that has
-//     buffer room; the planner (plan.go) turns each fetched batch into the
-//     destination operations that put it at its source offsets;
-//   - one destination worker per destination leader broker: pipelined
+//   - one source per source leader broker (source.go): READ_COMMITTED
+//     Fetch requests for every owned partition that broker leads and that
+//     has buffer room; the planner (plan.go) turns each fetched batch into
+//     the destination operations that put it at its source offsets;
+//   - one sink per destination leader broker and lane (sink.go): pipelined
 //     acks=all Produce requests (up to maxRequestsInFlight), each with the
 //     next append of every partition that broker leads, written to the
-//     connection strictly in order (destination.go);
+//     connection strictly in order;
 //   - a control goroutine per partition while a transaction operation runs
 //     at the head of its queue (begin, end and wait for the marker, marker
 //     filler; control.go);
 //   - one admin goroutine: metadata refreshes after leader errors, source
 //     ListOffsets after OFFSET_OUT_OF_RANGE, DeleteRecords on the
 //     destination after a gap was filled (admin.go);
-//   - one event goroutine delivering Events in order, outside any lock.
+//   - one event goroutine delivering datapath.Events in order, outside any
+//     lock (lifecycle.go).
 //
-// One mutex (Copier.mu) guards every partition's state; no I/O happens under
-// it. A partition's queue is strictly ordered: appends at its head may be in
+// One mutex (Copier.mu) guards every partition's state (partition.go says
+// which fields move together); no I/O happens under it. docs/DESIGN.md
+// ("Data path") draws the objects and how a batch travels between them. A partition's queue is strictly ordered: appends at its head may be in
 // flight together (the broker's idempotence keeps them in order and
 // deduplicates resends), a control operation runs only when nothing before it
 // is in flight.

@@ -389,7 +389,7 @@ func (c *Copier) popLocked(p *partition) {
 }
 
 // kickLocked gets a partition's next operation going: the destination
-// worker for appends, the control goroutine for a control operation.
+// sink for appends, the control goroutine for a control operation.
 func (c *Copier) kickLocked(p *partition) {
 	c.kickControlLocked(p)
 	if len(p.queue) > p.inFlight {

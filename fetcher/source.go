@@ -1,6 +1,6 @@
 package fetcher
 
-// Source side: one worker per source leader sends sessionless
+// Source side: one source per source leader broker sends sessionless
 // READ_COMMITTED Fetch requests (up to the last stable offset) for all the
 // partitions it leads, and plans the raw batches it gets back (plan.go). Topic name
 // and topic id are both set: Fetch v13+ names topics by id, and an
