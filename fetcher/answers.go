@@ -3,16 +3,22 @@ package fetcher
 // Helpers shared by the source and the sink to build a request with one
 // entry per topic and to find a partition's answer in a response.
 
-// topicSlot is the entry of topic in a request's topics, appended (made by
-// mk) the first time topic is seen; ix remembers the positions.
-func topicSlot[T any](topics *[]T, ix map[string]int, topic string, mk func() T) *T {
-	i, ok := ix[topic]
-	if !ok {
-		*topics = append(*topics, mk())
-		i = len(*topics) - 1
-		ix[topic] = i
+// groupByTopic groups items into one request entry per topic, in first-seen
+// order: mk makes a topic's entry from its first item, add adds an item's
+// partition to its topic's entry.
+func groupByTopic[X, T any](items []X, topic func(X) string, mk func(X) T, add func(*T, X)) []T {
+	var out []T
+	ix := map[string]int{}
+	for _, it := range items {
+		i, ok := ix[topic(it)]
+		if !ok {
+			out = append(out, mk(it))
+			i = len(out) - 1
+			ix[topic(it)] = i
+		}
+		add(&out[i], it)
 	}
-	return &(*topics)[i]
+	return out
 }
 
 // answerKey names a partition in a Fetch or Produce response: by topic id

@@ -147,24 +147,24 @@ func (c *Copier) retryLocked(p *partition, err error) {
 func (c *Copier) eventLoop() {
 	defer c.wg.Done()
 	for {
-		c.mu.Lock()
-		evs := c.events
-		c.events = nil
-		c.mu.Unlock()
-		for _, f := range evs {
-			f()
-		}
+		c.deliverEvents()
 		select {
 		case <-c.ctx.Done():
-			c.mu.Lock()
-			evs := c.events
-			c.events = nil
-			c.mu.Unlock()
-			for _, f := range evs {
-				f()
-			}
+			c.deliverEvents() // what the closing reported
 			return
 		case <-c.eventWake:
 		}
+	}
+}
+
+// deliverEvents calls the Start callers' event functions for what is
+// pending, outside the lock.
+func (c *Copier) deliverEvents() {
+	c.mu.Lock()
+	evs := c.events
+	c.events = nil
+	c.mu.Unlock()
+	for _, f := range evs {
+		f()
 	}
 }

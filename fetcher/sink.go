@@ -94,18 +94,15 @@ func (k *sink) request(sends []sendPart, txnID string) *kmsg.ProduceRequest {
 		// (KIP-890), so a request carries one transaction's batches.
 		req.TransactionID = &txnID
 	}
-	byTopic := map[string]int{}
-	for _, s := range sends {
-		t := topicSlot(&req.Topics, byTopic, s.p.tp.topic, func() kmsg.ProduceRequestTopic {
-			t := kmsg.NewProduceRequestTopic()
-			t.Topic, t.TopicID = s.p.tp.topic, s.p.dstTopicID
-			return t
-		})
+	req.Topics = groupByTopic(sends, func(s sendPart) string { return s.p.tp.topic }, func(s sendPart) kmsg.ProduceRequestTopic {
+		t := kmsg.NewProduceRequestTopic()
+		t.Topic, t.TopicID = s.p.tp.topic, s.p.dstTopicID
+		return t
+	}, func(t *kmsg.ProduceRequestTopic, s sendPart) {
 		pp := kmsg.NewProduceRequestTopicPartition()
-		pp.Partition = s.p.tp.partition
-		pp.Records = s.o.raw
+		pp.Partition, pp.Records = s.p.tp.partition, s.o.raw
 		t.Partitions = append(t.Partitions, pp)
-	}
+	})
 	return req
 }
 

@@ -83,20 +83,16 @@ func (s *source) request(fetch []fetchPart, reservation int64, partMax int32) *k
 	req.IsolationLevel = 1
 	req.SessionID = 0
 	req.SessionEpoch = -1 // no fetch session: every request is a full fetch
-	byTopic := map[string]int{}
-	for _, f := range fetch {
-		t := topicSlot(&req.Topics, byTopic, f.p.tp.topic, func() kmsg.FetchRequestTopic {
-			t := kmsg.NewFetchRequestTopic()
-			t.Topic, t.TopicID = f.p.tp.topic, f.p.srcTopicID
-			return t
-		})
+	req.Topics = groupByTopic(fetch, func(f fetchPart) string { return f.p.tp.topic }, func(f fetchPart) kmsg.FetchRequestTopic {
+		t := kmsg.NewFetchRequestTopic()
+		t.Topic, t.TopicID = f.p.tp.topic, f.p.srcTopicID
+		return t
+	}, func(t *kmsg.FetchRequestTopic, f fetchPart) {
 		fp := kmsg.NewFetchRequestTopicPartition()
-		fp.Partition = f.p.tp.partition
-		fp.CurrentLeaderEpoch = f.leaderEpoch
-		fp.FetchOffset = f.offset
-		fp.PartitionMaxBytes = partMax
+		fp.Partition, fp.CurrentLeaderEpoch = f.p.tp.partition, f.leaderEpoch
+		fp.FetchOffset, fp.PartitionMaxBytes = f.offset, partMax
 		t.Partitions = append(t.Partitions, fp)
-	}
+	})
 	return req
 }
 
