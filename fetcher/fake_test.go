@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kmirror/kmirror/internal/kafkatest"
-	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 )
 
 // TestFakeRetriesAndLeaderMoves injects faults that real Kafka cannot be

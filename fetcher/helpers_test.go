@@ -12,11 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // pair is a source and a destination cluster shared by the real-Kafka tests
@@ -363,56 +364,4 @@ func (e *env) sameConsumers(topic string, partition int32, last int64) {
 		}
 		e.t.Logf("%s/%d read_committed=%v: %d records seen alike on both clusters", topic, partition, committed, len(s))
 	}
-}
-
-// holds is the tests' hooks: partitions whose fetching or producing is held,
-// and offsets from which a partition's operations are held.
-type holds struct {
-	mu             sync.Mutex
-	fetch, produce map[topicPartition]bool
-	from           map[topicPartition]int64
-}
-
-func newHolds() *holds {
-	return &holds{fetch: map[topicPartition]bool{}, produce: map[topicPartition]bool{}, from: map[topicPartition]int64{}}
-}
-
-func (h *holds) fetchHeld(tp topicPartition) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.fetch[tp]
-}
-
-func (h *holds) opHeld(tp topicPartition, base int64) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.produce[tp] {
-		return true
-	}
-	from, ok := h.from[tp]
-	return ok && base >= from
-}
-
-// hold pauses (or resumes) fetching and producing of a partition: tests use it
-// to create the races they check.
-func (c *Copier) hold(topic string, partition int32, fetch, produce bool) {
-	h, tp := c.cfg.hooks.(*holds), topicPartition{topic, partition}
-	h.mu.Lock()
-	h.fetch[tp], h.produce[tp] = fetch, produce
-	h.mu.Unlock()
-	c.hooksChanged(tp)
-}
-
-// holdOpsFrom holds a partition's operations at and after a destination
-// offset (from < 0 releases them): tests stop a copy at an exact point.
-func (c *Copier) holdOpsFrom(topic string, partition int32, from int64) {
-	h, tp := c.cfg.hooks.(*holds), topicPartition{topic, partition}
-	h.mu.Lock()
-	if from < 0 {
-		delete(h.from, tp)
-	} else {
-		h.from[tp] = from
-	}
-	h.mu.Unlock()
-	c.hooksChanged(tp)
 }
