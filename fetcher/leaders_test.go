@@ -47,16 +47,7 @@ func TestRealLeaderChanges(t *testing.T) {
 	t.Cleanup(cancel)
 	e.ctx = ctx
 	const topic = "failover"
-	resp, err := e.srcAdm.CreateTopic(e.ctx, 2, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := waitPartitionsLed(kadm.WithAuthorizedOps(e.ctx), e.srcAdm, topic, 2); err != nil {
-		t.Fatal(err)
-	}
+	e.createReplicated(topic, 2)
 	for part := int32(0); part < 2; part++ {
 		e.produce(topic, part, 3000, 20, kgo.ZstdCompression(), "fo")
 	}
@@ -69,47 +60,12 @@ func TestRealLeaderChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Transactions keep arriving on both partitions, from writeTxns until its
-	// stop is called.
-	writeTxns := func(id string) (stop func()) {
-		writeCtx, cancel := context.WithCancel(e.ctx)
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tx := e.txnProducer(id)
-			for i := 0; writeCtx.Err() == nil; i++ {
-				if tx.BeginTransaction() != nil {
-					return
-				}
-				for part := int32(0); part < 2; part++ {
-					_ = tx.ProduceSync(writeCtx, &kgo.Record{Topic: topic, Partition: part, Key: fmt.Appendf(nil, "tx-%d", i), Value: []byte("txn")})
-				}
-				commit := i%3 != 2 && writeCtx.Err() == nil
-				_ = tx.EndTransaction(e.ctx, kgo.TransactionEndTry(commit))
-			}
-		}()
-		return func() { cancel(); wg.Wait() }
-	}
-	stopWriting := writeTxns("failover-app")
-	leaderIndex := func(cl *kafkatest.Cluster, kc *kgo.Client, part int32) (int, int32) {
-		m, err := partitionMetadata(e.ctx, kc, topic, part)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, id := range cl.NodeIDs() {
-			if id == m.leader {
-				return i, id
-			}
-		}
-		t.Fatalf("leader %d of %s/%d is not a broker of the cluster", m.leader, topic, part)
-		return -1, -1
-	}
+	stopWriting := e.writeTxns(topic, 2, "failover-app")
 	polltest.Eventually(t, time.Minute, "copy under way", func() (bool, string) {
 		pr, _ := c.Progress(topic, 0)
 		return pr.DestinationLogEnd > 800, ""
 	})
-	i, id := leaderIndex(p.src, e.src, 0)
+	i, id := e.leaderIndex(p.src, e.src, topic, 0)
 	before, _ := c.Progress(topic, 0)
 	p.src.KillBroker(t, i)
 	t.Logf("killed source broker %d (leader of %s/0) at destination log end %d", id, topic, before.DestinationLogEnd)
@@ -128,20 +84,12 @@ func TestRealLeaderChanges(t *testing.T) {
 	for part := int32(0); part < 2; part++ {
 		e.waitCopied(c, topic, part)
 	}
-	polltest.Eventually(t, time.Minute, "the destination's transactions completed", func() (bool, string) {
-		for part := int32(0); part < 2; part++ {
-			if pr, _ := c.Progress(topic, part); pr.OpenTransactions > 0 {
-				return false, fmt.Sprintf("%d destination transactions open on partition %d", pr.OpenTransactions, part)
-			}
-		}
-		ending, err := e.dstAdm.ListTransactions(e.ctx, nil, []string{"PrepareCommit", "PrepareAbort"})
-		return err == nil && len(ending) == 0, fmt.Sprintf("ending transactions %v, err %v", ending, err)
-	})
-	j, jid := leaderIndex(p.dst, e.dst, 1)
+	e.waitTxnsSettled(c, topic, 2)
+	j, jid := e.leaderIndex(p.dst, e.dst, topic, 1)
 	before, _ = c.Progress(topic, 1)
 	p.dst.KillBroker(t, j)
 	t.Logf("killed destination broker %d (leader of %s/1) at destination log end %d", jid, topic, before.DestinationLogEnd)
-	stopWriting = writeTxns("failover-app-2")
+	stopWriting = e.writeTxns(topic, 2, "failover-app-2")
 	e.produce(topic, 1, 500, 20, kgo.ZstdCompression(), "after-destination-kill")
 	_, hw = e.offsets(e.srcAdm, topic, 1)
 	polltest.Eventually(t, time.Minute, "copy of partition 1 goes on to the new destination leader", func() (bool, string) {
@@ -230,4 +178,74 @@ func TestRealTxnCoordinatorCrash(t *testing.T) {
 	}
 	now := e.dstAdm.FindTxnCoordinators(e.ctx, x.id)[x.id]
 	t.Logf("%s began and ended at coordinator %d after broker %d died", x.id, now.NodeID, found.NodeID)
+}
+
+// createReplicated creates a source topic of n partitions, replicated on 3
+// brokers with min.insync.replicas 2, and waits until each has a leader.
+func (e *env) createReplicated(topic string, n int32) {
+	e.t.Helper()
+	resp, err := e.srcAdm.CreateTopic(e.ctx, n, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := waitPartitionsLed(kadm.WithAuthorizedOps(e.ctx), e.srcAdm, topic, n); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// writeTxns keeps transactions arriving on the topic's first n partitions,
+// from producer id, until stop is called.
+func (e *env) writeTxns(topic string, n int32, id string) (stop func()) {
+	writeCtx, cancel := context.WithCancel(e.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tx := e.txnProducer(id)
+		for i := 0; writeCtx.Err() == nil; i++ {
+			if tx.BeginTransaction() != nil {
+				return
+			}
+			for part := int32(0); part < n; part++ {
+				_ = tx.ProduceSync(writeCtx, &kgo.Record{Topic: topic, Partition: part, Key: fmt.Appendf(nil, "tx-%d", i), Value: []byte("txn")})
+			}
+			commit := i%3 != 2 && writeCtx.Err() == nil
+			_ = tx.EndTransaction(e.ctx, kgo.TransactionEndTry(commit))
+		}
+	}()
+	return func() { cancel(); wg.Wait() }
+}
+
+// leaderIndex is the index in cl (and the node id) of the partition's leader.
+func (e *env) leaderIndex(cl *kafkatest.Cluster, kc *kgo.Client, topic string, part int32) (int, int32) {
+	e.t.Helper()
+	m, err := partitionMetadata(e.ctx, kc, topic, part)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i, id := range cl.NodeIDs() {
+		if id == m.leader {
+			return i, id
+		}
+	}
+	e.t.Fatalf("leader %d of %s/%d is not a broker of the cluster", m.leader, topic, part)
+	return -1, -1
+}
+
+// waitTxnsSettled waits until no destination transaction of the copy is
+// open on the first n partitions and none is ending on the destination.
+func (e *env) waitTxnsSettled(c *Copier, topic string, n int32) {
+	e.t.Helper()
+	polltest.Eventually(e.t, time.Minute, "the destination's transactions completed", func() (bool, string) {
+		for part := int32(0); part < n; part++ {
+			if pr, _ := c.Progress(topic, part); pr.OpenTransactions > 0 {
+				return false, fmt.Sprintf("%d destination transactions open on partition %d", pr.OpenTransactions, part)
+			}
+		}
+		ending, err := e.dstAdm.ListTransactions(e.ctx, nil, []string{"PrepareCommit", "PrepareAbort"})
+		return err == nil && len(ending) == 0, fmt.Sprintf("ending transactions %v, err %v", ending, err)
+	})
 }
