@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -23,27 +24,14 @@ func testDirectWrite(t *testing.T, e *env) {
 	e.createSource("direct", 1, nil)
 	e.produce("direct", 0, 50, 10, kgo.NoCompression(), "d1")
 	e.ensureDestination("direct")
-	c := e.newCopier(Config{})
-	defer c.Close()
-	var evs events
-	if err := c.Start(e.ctx, Task{Topic: "direct", Partition: 0, TransactionalID: "mirror-direct-0"}, evs.on); err != nil {
-		t.Fatal(err)
-	}
+	c, evs := e.startCopy("direct")
 	e.waitCopied(c, "direct", 0)
 	w := e.client(e.p.dst)
 	if err := w.ProduceSync(e.ctx, &kgo.Record{Topic: "direct", Value: []byte("intruder")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	e.produce("direct", 0, 10, 10, kgo.NoCompression(), "d2")
-	polltest.Eventually(t, 30*time.Second, "offset mismatch reported", func() (bool, string) {
-		_, ok := evs.permanentFailure()
-		return ok, ""
-	})
-	ev, _ := evs.permanentFailure()
-	if !isErr(ev.Err, ErrOffsetMismatch) {
-		t.Fatalf("event %v, want ErrOffsetMismatch", ev.Err)
-	}
-	t.Logf("reported: %v", ev.Err)
+	evs.waitRefused(t, "offset mismatch reported", ErrOffsetMismatch)
 	_, endAfter := e.offsets(e.dstAdm, "direct", 0)
 	e.produce("direct", 0, 10, 10, kgo.NoCompression(), "d3")
 	if _, err := c.Stop("direct", 0); !isErr(err, ErrOffsetMismatch) {
@@ -82,25 +70,12 @@ func testSourceTopicDeleted(t *testing.T, e *env) {
 	e.createSource("deleted", 1, nil)
 	e.produce("deleted", 0, 10, 10, kgo.NoCompression(), "x")
 	e.ensureDestination("deleted")
-	c := e.newCopier(Config{})
-	defer c.Close()
-	var evs events
-	if err := c.Start(e.ctx, Task{Topic: "deleted", Partition: 0, TransactionalID: "mirror-deleted-0"}, evs.on); err != nil {
-		t.Fatal(err)
-	}
+	c, evs := e.startCopy("deleted")
 	e.waitCopied(c, "deleted", 0)
 	if _, err := e.srcAdm.DeleteTopic(e.ctx, "deleted"); err != nil {
 		t.Fatal(err)
 	}
-	polltest.Eventually(t, 30*time.Second, "source topic deletion reported", func() (bool, string) {
-		_, ok := evs.permanentFailure()
-		return ok, ""
-	})
-	ev, _ := evs.permanentFailure()
-	if !isErr(ev.Err, ErrSourceTopicChanged) {
-		t.Fatalf("event %v, want ErrSourceTopicChanged", ev.Err)
-	}
-	t.Logf("reported: %v", ev.Err)
+	evs.waitRefused(t, "source topic deletion reported", ErrSourceTopicChanged)
 	if _, err := c.Stop("deleted", 0); !isErr(err, ErrSourceTopicChanged) {
 		t.Fatalf("Stop: %v", err)
 	}
@@ -154,21 +129,8 @@ func testBatchTooLarge(t *testing.T, e *env) {
 	if err := w.ProduceSync(e.ctx, &kgo.Record{Topic: "large", Value: big}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	c := e.newCopier(Config{})
-	defer c.Close()
-	var evs events
-	if err := c.Start(e.ctx, Task{Topic: "large", Partition: 0, TransactionalID: "mirror-large-0"}, evs.on); err != nil {
-		t.Fatal(err)
-	}
-	polltest.Eventually(t, 30*time.Second, "batch too large reported", func() (bool, string) {
-		_, ok := evs.permanentFailure()
-		return ok, ""
-	})
-	ev, _ := evs.permanentFailure()
-	if !isErr(ev.Err, ErrBatchTooLarge) {
-		t.Fatalf("event %v, want ErrBatchTooLarge", ev.Err)
-	}
-	t.Logf("reported: %v", ev.Err)
+	c, evs := e.startCopy("large")
+	evs.waitRefused(t, "batch too large reported", ErrBatchTooLarge)
 	pr, _ := c.Stop("large", 0)
 	if pr.DestinationLogEnd != 5 {
 		t.Fatalf("destination log end %d, want 5 (the batches before the large one)", pr.DestinationLogEnd)
@@ -207,22 +169,37 @@ func testLogAppendTime(t *testing.T, e *env) {
 
 	// So the copier refuses such batches, loudly.
 	e.ensureDestination("lat")
-	c := e.newCopier(Config{})
-	defer c.Close()
-	var evs events
-	if err := c.Start(e.ctx, Task{Topic: "lat", Partition: 0, TransactionalID: "mirror-lat-0"}, evs.on); err != nil {
-		t.Fatal(err)
-	}
-	polltest.Eventually(t, 30*time.Second, "LogAppendTime batch refused", func() (bool, string) {
-		_, ok := evs.permanentFailure()
-		return ok, ""
-	})
-	ev, _ := evs.permanentFailure()
-	if !isErr(ev.Err, ErrLogAppendTimeBatch) {
-		t.Fatalf("event %v, want ErrLogAppendTimeBatch", ev.Err)
-	}
-	t.Logf("reported: %v", ev.Err)
+	c, evs := e.startCopy("lat")
+	evs.waitRefused(t, "LogAppendTime batch refused", ErrLogAppendTimeBatch)
 	if _, err := c.Stop("lat", 0); !isErr(err, ErrLogAppendTimeBatch) {
 		t.Fatal(err)
 	}
+}
+
+// startCopy copies partition 0 of topic with a new copier (closed at the
+// end of the test) and collects its events.
+func (e *env) startCopy(topic string) (*Copier, *events) {
+	e.t.Helper()
+	c := e.newCopier(Config{})
+	e.t.Cleanup(c.Close)
+	evs := &events{}
+	if err := c.Start(e.ctx, Task{Topic: topic, Partition: 0, TransactionalID: "mirror-" + topic + "-0"}, evs.on); err != nil {
+		e.t.Fatal(err)
+	}
+	return c, evs
+}
+
+// waitRefused waits for a failure retrying cannot fix and checks it is want.
+func (ev *events) waitRefused(t *testing.T, what string, want error) datapath.Event {
+	t.Helper()
+	polltest.Eventually(t, 30*time.Second, what, func() (bool, string) {
+		_, ok := ev.permanentFailure()
+		return ok, fmt.Sprintf("events so far: %+v", ev.failures())
+	})
+	got, _ := ev.permanentFailure()
+	if !isErr(got.Err, want) {
+		t.Fatalf("event %v, want %v", got.Err, want)
+	}
+	t.Logf("reported: %v", got.Err)
+	return got
 }
