@@ -27,10 +27,10 @@ type pendingGap struct {
 // partition is one copied partition: where its source side stands, what is
 // queued for its destination and how it is stopping. Its field groups are
 // embedded (below) so that each group's invariants are written where its
-// fields are. Every field is read and written under Copier.mu, by the
-// source that leads it, the sink that leads it, its control goroutine, the
-// admin goroutine and the Copier's API; none of them does I/O under the
-// lock. Methods on partition only read and change the partition; what also
+// fields are. Every field that changes is read and written under Copier.mu,
+// by the source that leads it, the sink that leads it, its control
+// goroutine, the admin goroutine and the Copier's API; none of them does
+// I/O under the lock (an op in flight is its sender's until answered). Methods on partition only read and change the partition; what also
 // touches the Copier (the buffer budget, waking sources and sinks, events)
 // is a Copier method taking the partition.
 type partition struct {
@@ -44,8 +44,10 @@ type partition struct {
 	progress datapath.Progress
 }
 
-// partitionID is what a partition is and where it lives; it changes only
-// when the admin goroutine learns new leaders (then the leader's source or
+// partitionID is what a partition is and where it lives. tp, task,
+// onEvent, lane and the topic ids are fixed at Start and may be read without
+// the lock (requests are built outside it); the leaders change under the
+// lock when the admin goroutine learns new ones (then the leader's source or
 // sink is woken).
 type partitionID struct {
 	tp      topicPartition
