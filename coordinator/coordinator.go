@@ -21,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 )
 
@@ -346,7 +347,7 @@ func (c *Coordinator) stopWorkers(match func(statetopic.Key) bool) {
 }
 
 // Progress reports the copy progress of a partition this instance runs.
-func (c *Coordinator) Progress(ref PartitionRef) (Progress, bool) {
+func (c *Coordinator) Progress(ref PartitionRef) (datapath.Progress, bool) {
 	return c.cfg.DataPath.Progress(ref)
 }
 

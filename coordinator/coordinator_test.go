@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
@@ -38,7 +39,7 @@ func (f *fakeDataPath) Prepare(_ context.Context, p PartitionRef, _ *statetopic.
 	return Writer{ProducerID: 1000, Epoch: *f.epochs}, nil, nil
 }
 
-func (f *fakeDataPath) Start(_ context.Context, p PartitionRef, _ Writer, _ func(Event)) error {
+func (f *fakeDataPath) Start(_ context.Context, p PartitionRef, _ Writer, _ func(datapath.Event)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.running[p.Partition] = true
@@ -46,14 +47,16 @@ func (f *fakeDataPath) Start(_ context.Context, p PartitionRef, _ Writer, _ func
 	return nil
 }
 
-func (f *fakeDataPath) Stop(_ context.Context, p PartitionRef, _ StopHow) (int64, error) {
+func (f *fakeDataPath) Stop(_ context.Context, p PartitionRef, _ datapath.StopHow) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.running, p.Partition)
 	return 100 + int64(p.Partition), nil
 }
 
-func (f *fakeDataPath) Progress(PartitionRef) (Progress, bool) { return Progress{}, false }
+func (f *fakeDataPath) Progress(PartitionRef) (datapath.Progress, bool) {
+	return datapath.Progress{}, false
+}
 func (f *fakeDataPath) Forget(p PartitionRef) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -2,10 +2,9 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"strconv"
-	"time"
 
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 )
 
@@ -38,52 +37,28 @@ func (p PartitionRef) TransactionalID() string {
 type Writer struct {
 	ProducerID int64
 	Epoch      int16
-	Data       *statetopic.Producer
+	Data       *datapath.Producer
 }
 
-// StopHow says why a partition's copy stops.
-type StopHow int8
-
-const (
-	// StopHandover: another owner continues (or this one later); open
-	// destination transactions stay open for it.
-	StopHandover StopHow = iota
-	// StopPause: the partition rests; copy on to a point with no
-	// destination transaction open first (bounded), so none times out.
-	StopPause
-	// StopFailover: the topic becomes writable; open destination
-	// transactions are aborted.
-	StopFailover
-)
-
-// Progress is a partition's copy progress as the data path sees it.
-type Progress struct {
-	SourceLogStart      int64
-	SourceHighWatermark int64
-	DestinationLogEnd   int64
-	RecordsCopied       int64
-	BytesCopied         int64
-	LastCopiedTimestamp time.Time
-	UpdatedAt           time.Time
-}
-
-// DataPath is what the coordinator needs from the copy pipeline. Errors it
-// returns are retriable unless marked with Permanent.
+// DataPath is what the coordinator needs from the copy pipeline; the words
+// it speaks (stop modes, events, progress, writer identities, retriability)
+// are package datapath's, shared with the data path itself. Errors it
+// returns are retriable unless marked with datapath.Permanent.
 type DataPath interface {
 	// Prepare fences in this owner for the partition's state (bumping the
 	// epoch of any previous one), keeps the partition's data writer (data,
 	// or a new one when nil) and makes sure the destination topic exists.
 	// notes describe anything that changed what the destination holds.
-	Prepare(ctx context.Context, p PartitionRef, data *statetopic.Producer) (w Writer, notes []string, err error)
+	Prepare(ctx context.Context, p PartitionRef, data *datapath.Producer) (w Writer, notes []string, err error)
 	// Start copies from the destination log end on, with the writer from
 	// Prepare, until Stop; asynchronous outcomes arrive through events
-	// (EvCopyFailed, EvFenced, EvRetentionGap).
-	Start(ctx context.Context, p PartitionRef, w Writer, events func(Event)) error
+	// (datapath.EventFailed, EventFenced, EventGapFilled).
+	Start(ctx context.Context, p PartitionRef, w Writer, events func(datapath.Event)) error
 	// Stop stops copying (if it runs) and returns the last mirrored offset:
 	// the destination log end, before any marker a failover adds.
-	Stop(ctx context.Context, p PartitionRef, how StopHow) (end int64, err error)
+	Stop(ctx context.Context, p PartitionRef, how datapath.StopHow) (end int64, err error)
 	// Progress reports the running copy's progress, if this instance runs it.
-	Progress(p PartitionRef) (Progress, bool)
+	Progress(p PartitionRef) (datapath.Progress, bool)
 	// Forget drops anything held for a partition this instance no longer owns.
 	Forget(p PartitionRef)
 }
@@ -93,25 +68,4 @@ type DataPath interface {
 // coordinator calls it with every mirror's current config as it reconciles.
 type MirrorConfigurer interface {
 	ConfigureMirror(name string, cfg *statetopic.MirrorConfig)
-}
-
-// permanentError marks an error retrying cannot fix.
-type permanentError struct{ err error }
-
-func (e permanentError) Error() string { return e.err.Error() }
-func (e permanentError) Unwrap() error { return e.err }
-
-// Permanent marks err as not retriable: the partition goes to FAILED with
-// retry attempt -1 and waits for the operator.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return permanentError{err}
-}
-
-// IsPermanent reports whether err was marked with Permanent.
-func IsPermanent(err error) bool {
-	var p permanentError
-	return errors.As(err, &p)
 }

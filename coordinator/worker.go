@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
@@ -63,6 +64,19 @@ func (w *worker) post(ev Event) {
 	}
 }
 
+// postDataPath queues what the running copy reports as the state
+// machine's input: its failures with the retriability their errors carry.
+func (w *worker) postDataPath(ev datapath.Event) {
+	switch ev.Kind {
+	case datapath.EventFenced:
+		w.post(Event{Kind: EvFenced, Err: ev.Err})
+	case datapath.EventGapFilled:
+		w.post(Event{Kind: EvRetentionGap, Note: ev.Note()})
+	default:
+		w.post(Event{Kind: EvCopyFailed, Err: ev.Err, Retriable: datapath.Retriable(ev.Err)})
+	}
+}
+
 // tick asks the worker to look at the state again; ticks coalesce.
 func (w *worker) tick() {
 	w.mu.Lock()
@@ -91,7 +105,7 @@ func (w *worker) run(ctx context.Context) {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if w.local.Copying || w.local.Prepared {
-			if _, err := w.c.cfg.DataPath.Stop(sctx, ref, StopHandover); err != nil {
+			if _, err := w.c.cfg.DataPath.Stop(sctx, ref, datapath.StopHandover); err != nil {
 				w.c.log.Warn("stopping copy while handing over", "mirror", ref.Mirror, "topic", ref.Topic, "partition", ref.Partition, "err", err)
 			}
 		}
@@ -214,7 +228,7 @@ func (w *worker) act(ctx context.Context, ref PartitionRef, a Action, step Step,
 		go func() {
 			wr, notes, err := dp.Prepare(ctx, ref, data)
 			if err != nil {
-				w.post(Event{Kind: EvPrepareFailed, Err: err, Retriable: !IsPermanent(err)})
+				w.post(Event{Kind: EvPrepareFailed, Err: err, Retriable: datapath.Retriable(err)})
 				return
 			}
 			w.post(Event{Kind: EvWriter, Writer: wr})
@@ -224,19 +238,19 @@ func (w *worker) act(ctx context.Context, ref PartitionRef, a Action, step Step,
 			}
 		}()
 	case ActStartCopy:
-		if err := dp.Start(ctx, ref, w.writer, w.post); err != nil {
-			w.post(Event{Kind: EvCopyFailed, Err: err, Retriable: !IsPermanent(err)})
+		if err := dp.Start(ctx, ref, w.writer, w.postDataPath); err != nil {
+			w.post(Event{Kind: EvCopyFailed, Err: err, Retriable: datapath.Retriable(err)})
 			return
 		}
 		w.local.Copying = true
 	case ActStopCopy:
 		w.local.Busy = true
-		how := StopHandover
+		how := datapath.StopHandover
 		switch desired {
 		case statetopic.DesireStop:
-			how = StopFailover
+			how = datapath.StopFailover
 		case statetopic.DesirePause:
-			how = StopPause
+			how = datapath.StopPause
 		}
 		go func() {
 			end, err := dp.Stop(ctx, ref, how)
@@ -253,7 +267,7 @@ func (w *worker) act(ctx context.Context, ref PartitionRef, a Action, step Step,
 		w.after(ctx, time.Until(step.RetryAt), Event{Kind: EvTick})
 	case ActRelinquish:
 		if w.local.Copying || w.local.Prepared {
-			_, _ = dp.Stop(ctx, ref, StopHandover)
+			_, _ = dp.Stop(ctx, ref, datapath.StopHandover)
 		}
 		w.local = Local{}
 		w.writer = Writer{}

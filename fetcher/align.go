@@ -17,16 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-)
 
-// ProducerIdentity is the writer identity filler is appended with. Use the
-// partition's id/epoch (from InitProducerId on its transactional id) so a
-// fenced owner cannot fill; ID -1 appends without idempotence (not fenced).
-type ProducerIdentity struct {
-	ID           int64
-	Epoch        int16
-	NextSequence int32
-}
+	"github.com/kmirror/kmirror/coordinator/datapath"
+)
 
 // Alignment reports what Align found and did.
 type Alignment struct {
@@ -49,8 +42,11 @@ type Alignment struct {
 // Align compares the destination log end with the source log start and high
 // watermark of one partition, and fills the destination up to the source log
 // start (in zstd batches of up to 1,000,000 empty records within the
-// destination's max.message.bytes), then moves its log start there.
-func Align(ctx context.Context, src, dst *kgo.Client, topic string, partition int32, producer ProducerIdentity) (Alignment, error) {
+// destination's max.message.bytes), then moves its log start there. The
+// filler is appended with producer, from sequence 0: use the partition's
+// id/epoch (from InitProducerId on its transactional id) so a fenced owner
+// cannot fill; ID -1 appends without idempotence (not fenced).
+func Align(ctx context.Context, src, dst *kgo.Client, topic string, partition int32, producer datapath.Producer) (Alignment, error) {
 	dstAdm := kadm.NewClient(dst)
 	offs, err := listOffsets(ctx, src, dst, topic, partition)
 	if err != nil {
@@ -62,7 +58,6 @@ func Align(ctx context.Context, src, dst *kgo.Client, topic string, partition in
 		DestinationLogStart: offs.dstStart,
 		DestinationLogEnd:   offs.dstEnd,
 		FilledFrom:          offs.dstEnd,
-		NextSequence:        producer.NextSequence,
 	}
 	if offs.dstEnd > offs.srcHW {
 		return a, fmt.Errorf("%w: destination log of %s/%d has %d records more than the source (destination log end %d, source high watermark %d); it diverged",

@@ -23,10 +23,11 @@ package fetcher
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"time"
+
+	"github.com/kmirror/kmirror/coordinator/datapath"
 )
 
 const (
@@ -105,18 +106,18 @@ func (b *Batch) LogAppendTime() bool { return b.Attributes&attrTimestampType != 
 func (b *Batch) MaxTime() time.Time { return time.UnixMilli(b.MaxTimestamp) }
 
 // ErrCorruptBatch marks a record set that does not parse as v2 batches.
-var ErrCorruptBatch = errors.New("corrupt record batch")
+var ErrCorruptBatch = datapath.NewPermanent("corrupt record batch")
 
 // ErrUnsupportedBatch marks a source batch a stock broker would refuse or
 // renumber when it is produced as a client batch: control batches,
 // transactional batches and batches with offset holes (compaction). Copying
 // them needs the re-framing described in ARCHITECTURE.md, which is not built
 // yet; the partition must fail loudly rather than skip them.
-var ErrUnsupportedBatch = errors.New("transactional/compacted source batches are not supported yet")
+var ErrUnsupportedBatch = datapath.NewPermanent("transactional/compacted source batches are not supported yet")
 
 // ErrLogAppendTimeBatch marks a source batch stamped with LogAppendTime,
 // whose timestamps a stock destination cannot keep (see CheckCopyable).
-var ErrLogAppendTimeBatch = errors.New("LogAppendTime source batches are not supported: a stock destination would not keep their timestamps")
+var ErrLogAppendTimeBatch = datapath.NewPermanent("LogAppendTime source batches are not supported: a stock destination would not keep their timestamps")
 
 // BatchIterator walks the v2 batches of a fetched record set. A fetch
 // response may end with a partial batch (the broker cuts at the byte limit);

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kmirror/kmirror/coordinator/datapath"
 )
 
 // seqHint is what the destination partition knew of a producer at Start.
@@ -29,8 +31,7 @@ type seqHint struct {
 // kickControlLocked starts the control operation at the partition's head
 // once nothing before it is in flight.
 func (c *Copier) kickControlLocked(p *partition) {
-	if p.control || p.state != stateRunning || len(p.queue) == 0 || !p.queue[0].control() ||
-		p.inFlight > 0 || p.stale > 0 || time.Now().Before(p.retryAt) || c.heldLocked(p, p.queue[0]) {
+	if !p.controlDue(time.Now()) || c.cfg.hooks.opHeld(p.tp, p.queue[0].base) {
 		return
 	}
 	o := p.queue[0]
@@ -74,13 +75,13 @@ func (c *Copier) controlFailedLocked(p *partition, o *op, err error) {
 	err = fmt.Errorf("%s/%d: %s at offset %d: %w", p.tp.topic, p.tp.partition, o.kind, o.base, err)
 	switch {
 	case errors.Is(err, ErrOffsetMismatch), errors.Is(err, ErrDiverged):
-		c.failLocked(p, EventNonRetriable, err)
+		c.failLocked(p, datapath.Permanent, err)
 	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch),
 		errors.Is(err, kerr.InvalidProducerIDMapping), errors.Is(err, kerr.InvalidTxnState),
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
 		// The transaction is not where this owner believed: a restart reads
 		// the destination's transactions again.
-		c.failLocked(p, EventRetriable, err)
+		c.failLocked(p, datapath.Transient, err)
 	default:
 		c.retryLocked(p, err)
 	}
@@ -88,22 +89,6 @@ func (c *Copier) controlFailedLocked(p *partition, o *op, err error) {
 
 // identityLocked copies a transaction's identity for use outside the lock.
 func identityLocked(x *destTxn) destTxn { return *x }
-
-// knowLocked records an identity learnt outside the lock; a new epoch
-// restarts the transactional sequence (a transaction.version 2 coordinator
-// bumps the epoch at every EndTxn), and an epoch the partition already
-// knew continues after its last sequence.
-func (p *partition) knowLocked(x *destTxn, pid int64, epoch int16) {
-	x.known = true
-	if x.seqSet && x.pid == pid && x.seqEpoch == epoch {
-		return
-	}
-	x.pid, x.epoch = pid, epoch
-	x.seqEpoch, x.seqSet, x.nextSeq = epoch, true, 0
-	if h, ok := p.seqHints[pid]; ok && h.epoch == epoch && h.lastSeq >= 0 {
-		x.nextSeq = nextSequence(h.lastSeq, 0)
-	}
-}
 
 func (c *Copier) beginTxn(p *partition, x *destTxn) error {
 	c.mu.Lock()
@@ -115,7 +100,7 @@ func (c *Copier) beginTxn(p *partition, x *destTxn) error {
 			return err
 		}
 		c.mu.Lock()
-		p.knowLocked(x, id.pid, id.epoch)
+		p.know(x, id.pid, id.epoch)
 		x.open = open
 		c.mu.Unlock()
 		if open {
@@ -148,7 +133,7 @@ func (c *Copier) endTxn(p *partition, o *op) error {
 		c.mu.Lock()
 		o.filled = 1
 		x.open = false
-		p.knowLocked(x, pid, epoch)
+		p.know(x, pid, epoch)
 		c.mu.Unlock()
 	}
 	if err := c.waitLanded(p, o.base+1); err != nil {
@@ -293,7 +278,7 @@ func (c *Copier) abortOpen(p *partition) error {
 		}
 		c.mu.Lock()
 		x.open = false
-		p.knowLocked(x, pid, epoch)
+		p.know(x, pid, epoch)
 		p.progress.AbortedAtFailover++
 		c.mu.Unlock()
 	}

@@ -3,24 +3,26 @@ package fetcher
 // The Copier runs the data path of one mirror on one kmirror instance.
 //
 // Goroutines (all started by the Copier, all stopped by Close):
-//   - one source worker per source leader broker: READ_COMMITTED Fetch
-//     requests for every owned partition that broker leads and that has
-//     buffer room; the planner (plan.go) turns each fetched batch into the
-//     destination operations that put it at its source offsets;
-//   - one destination worker per destination leader broker: pipelined
+//   - one source per source leader broker (source.go): READ_COMMITTED
+//     Fetch requests for every owned partition that broker leads and that
+//     has buffer room; the planner (plan.go) turns each fetched batch into
+//     the destination operations that put it at its source offsets;
+//   - one sink per destination leader broker and lane (sink.go): pipelined
 //     acks=all Produce requests (up to maxRequestsInFlight), each with the
 //     next append of every partition that broker leads, written to the
-//     connection strictly in order (destination.go);
+//     connection strictly in order;
 //   - a control goroutine per partition while a transaction operation runs
 //     at the head of its queue (begin, end and wait for the marker, marker
 //     filler; control.go);
 //   - one admin goroutine: metadata refreshes after leader errors, source
 //     ListOffsets after OFFSET_OUT_OF_RANGE, DeleteRecords on the
 //     destination after a gap was filled (admin.go);
-//   - one event goroutine delivering Events in order, outside any lock.
+//   - one event goroutine delivering datapath.Events in order, outside any
+//     lock (lifecycle.go).
 //
-// One mutex (Copier.mu) guards every partition's state; no I/O happens under
-// it. A partition's queue is strictly ordered: appends at its head may be in
+// One mutex (Copier.mu) guards every partition's state (partition.go says
+// which fields move together); no I/O happens under it. docs/DESIGN.md
+// ("Data path") draws the objects and how a batch travels between them. A partition's queue is strictly ordered: appends at its head may be in
 // flight together (the broker's idempotence keeps them in order and
 // deduplicates resends), a control operation runs only when nothing before it
 // is in flight.
@@ -49,9 +51,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"golang.org/x/sync/errgroup"
+
+	"github.com/kmirror/kmirror/coordinator/datapath"
 )
 
 // Config configures a Copier.
@@ -83,6 +85,8 @@ type Config struct {
 	// error holds the write back (the caller may have lost the partition).
 	Lease  func() error
 	Logger *slog.Logger
+
+	hooks hooks // tests only (hooks.go); nil: noHooks
 }
 
 // Task names one mirror partition to copy.
@@ -99,189 +103,21 @@ type Task struct {
 	// Writer is the partition's idempotent writer (NewWriter), the same for
 	// every owner of the partition. Nil: Start takes a new one (tests).
 	// (Producer id 0 is a valid id: the first a cluster hands out.)
-	Writer *ProducerIdentity
+	Writer *datapath.Producer
 }
 
-// Progress is where a partition's copy stands.
-type Progress struct {
-	SourceTopicID       [16]byte
-	SourceLogStart      int64
-	SourceHighWatermark int64
-	// SourceLastStable is the source's last stable offset: the copy goes up
-	// to it (batches above it belong to transactions not yet decided).
-	SourceLastStable int64
-	// DestinationLogEnd is the next offset the destination will assign,
-	// which is also the next source offset to copy.
-	DestinationLogEnd int64
-	RecordsCopied     int64 // source records appended (filler not counted)
-	BytesCopied       int64 // source batch bytes appended
-	FillerRecords     int64 // filler offsets appended to close retention gaps
-	// FillerMarkers counts offsets filled with markers of empty aborted
-	// transactions (source offsets with no record, left by compaction).
-	FillerMarkers int64
-	// Transactions counts source transaction markers replayed.
-	Transactions int64
-	// OpenTransactions is how many destination transactions are open now.
-	OpenTransactions int
-	// AbortedAtFailover counts open destination transactions that Failover
-	// aborted (their markers follow DestinationLogEnd).
-	AbortedAtFailover int
-	// LastCopiedTimestamp is the max timestamp of the last copied batch.
-	LastCopiedTimestamp time.Time
-	UpdatedAt           time.Time
-	ProducerID          int64
-	ProducerEpoch       int16
-}
-
-// EventKind says what happened to a partition.
-type EventKind int8
-
-const (
-	// EventNonRetriable: the partition stopped and must go to FAILED without
-	// automatic retry (offset mismatch, divergence, unsupported batch,
-	// source topic deleted or re-created, batch too large).
-	EventNonRetriable EventKind = iota + 1
-	// EventRetriable: the partition stopped after an error that a later
-	// Start may get past (the coordinator retries with backoff).
-	EventRetriable
-	// EventFenced: another owner took over the partition; it stopped.
-	EventFenced
-	// EventGapFilled: destination offsets [From, To) were filled because
-	// the source no longer has them (retention or DeleteRecords on the
-	// source); the partition keeps running.
-	EventGapFilled
-)
-
-func (k EventKind) String() string {
-	switch k {
-	case EventNonRetriable:
-		return "non-retriable failure"
-	case EventRetriable:
-		return "retriable failure"
-	case EventFenced:
-		return "fenced"
-	case EventGapFilled:
-		return "retention gap filled"
-	}
-	return fmt.Sprintf("EventKind(%d)", int8(k))
-}
-
-// Event reports a change of a partition to the Start caller.
-type Event struct {
-	Kind      EventKind
-	Topic     string
-	Partition int32
-	Err       error // failures and fencing
-	From, To  int64 // EventGapFilled: filled destination offsets [From, To)
-	Progress  Progress
-}
-
-// Sentinel errors carried by Events (wrapped with context).
+// Sentinel errors carried by Events and returned by Start (wrapped with
+// context). Those retrying cannot fix are marked datapath.Permanent, so the
+// coordinator reads their retriability from the error itself.
 var (
-	ErrOffsetMismatch      = errors.New("destination assigned an offset other than the source offset")
-	ErrDiverged            = errors.New("destination log diverged from the source")
+	ErrOffsetMismatch      = datapath.NewPermanent("destination assigned an offset other than the source offset")
+	ErrDiverged            = datapath.NewPermanent("destination log diverged from the source")
 	ErrFenced              = errors.New("fenced by a newer owner of the partition")
-	ErrSourceTopicChanged  = errors.New("source topic was deleted or re-created")
-	ErrBatchTooLarge       = errors.New("source batch is larger than the destination accepts")
+	ErrSourceTopicChanged  = datapath.NewPermanent("source topic was deleted or re-created")
+	ErrBatchTooLarge       = datapath.NewPermanent("source batch is larger than the destination accepts")
 	ErrDestinationRejected = errors.New("destination rejected a batch")
 	ErrForeignTransaction  = errors.New("a producer outside the mirror has an open transaction on the destination partition")
 )
-
-type topicPartition struct {
-	topic     string
-	partition int32
-}
-
-type partitionState int8
-
-const (
-	stateRunning partitionState = iota
-	stateStopping
-	stateDone
-)
-
-type pendingGap struct {
-	from     int64 // destination log end when the gap was seen
-	logStart int64 // source log start
-}
-
-type partition struct {
-	lane    int // the destination lane its appends go over (Copier.lanes)
-	tp      topicPartition
-	task    Task
-	onEvent func(Event)
-
-	// The idempotent writer: its sequence advances as appends are sent.
-	writer  ProducerIdentity
-	nextSeq int32
-	// Destination transactional ids by source producer id, and the fillers.
-	txns    map[int64]*destTxn
-	fillers []*destTxn
-	// What the partition knew of producers at Start (their sequences).
-	seqHints map[int64]seqHint
-
-	srcTopicID, dstTopicID [16]byte
-	srcLeader              int32 // -1: refresh metadata
-	srcLeaderEpoch         int32
-	dstLeader              int32
-
-	// fetchOffset is the next source offset to fetch and plan: every offset
-	// below it is written or queued.
-	fetchOffset int64
-	// blocked: the source holds a batch the copier cannot copy at
-	// fetchOffset; the partition fails once everything before it is written.
-	blocked     error
-	gap         *pendingGap
-	needOffsets bool
-	trimTo      int64
-	fillerMax   int32
-	keyedFiller bool // the destination is compacted: filler records need a key
-	bigFirst    bool
-
-	queue    []*op
-	buffered int64
-	inFlight int  // ops at the queue head sent and not answered (this gen)
-	stale    int  // answers still due for sends of an older gen
-	gen      int  // bumped when in-flight sends are given up and resent
-	control  bool // a control operation at the queue head is running
-
-	state partitionState
-	// quiet: stop at the first point with no destination transaction open.
-	quiet    bool
-	quietBy  time.Time
-	failover bool // abort open destination transactions when stopping
-	err      error
-	done     chan struct{}
-	progress Progress
-
-	retryAt   time.Time
-	errStreak int
-	errSince  time.Time // first error of the streak
-}
-
-// openTxnsLocked counts destination transactions open on the partition.
-func (p *partition) openTxnsLocked() int {
-	n := 0
-	for _, x := range p.txns {
-		if x.open {
-			n++
-		}
-	}
-	return n
-}
-
-type worker struct {
-	id   int32
-	lane int // destination workers: the lane (Copier.lanes) it produces over
-	wake chan struct{}
-	// Produce requests written to this broker's connection (OnBrokerWrite),
-	// so the next request is enqueued only after the previous one is on the
-	// wire: kgo writes a broker's requests in the order they are issued.
-	writes    atomic.Int64
-	wrote     chan struct{}
-	inFlight  int           // requests in flight (under Copier.mu)
-	lastReply chan struct{} // closed once the last issued request is handled
-}
 
 // Copier copies batches of many partitions of one mirror.
 type Copier struct {
@@ -295,21 +131,17 @@ type Copier struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu         sync.Mutex
-	parts      map[topicPartition]*partition
-	srcWorkers map[int32]*worker
-	dstWorkers map[laneKey]*worker
+	mu      sync.Mutex
+	parts   map[topicPartition]*partition
+	sources map[int32]*source // by source broker
+	sinks   map[laneKey]*sink // by destination broker and lane
 	// lanes are the destination clients Produce goes over, each with its own
 	// connection to every broker; a partition always uses the same one
 	// (partition.lane), so its appends stay in order. lanes[0] is dst.
 	lanes    []*kgo.Client
 	reserved int64 // buffered + in-flight fetch reservations
-	// Test hooks: partitions whose fetching or producing is held, and
-	// offsets from which a partition's operations are held.
-	holdFetch, holdProduce map[topicPartition]bool
-	holdFrom               map[topicPartition]int64
-	events                 []func()
-	closed                 bool
+	events   []func()
+	closed   bool
 
 	fetchTurn int          // rotates the partition order of fetches (under mu)
 	rate      atomic.Int64 // bytes/s, 0 unlimited
@@ -322,7 +154,7 @@ type Copier struct {
 const (
 	// maxErrStreak and maxErrTime bound how many consecutive retriable
 	// errors, and for how long, a partition absorbs before it stops with
-	// EventRetriable: long enough to ride out a leader election or a
+	// a retriable EventFailed: long enough to ride out a leader election or a
 	// coordinator moving (seconds), short enough that a partition that
 	// cannot make progress shows as FAILED.
 	maxErrStreak = 20
@@ -367,21 +199,20 @@ func NewCopier(cfg Config) (*Copier, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.hooks == nil {
+		cfg.hooks = noHooks{}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Copier{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		ctx:        ctx,
-		cancel:     cancel,
-		parts:      make(map[topicPartition]*partition),
-		srcWorkers: make(map[int32]*worker),
-		dstWorkers: make(map[laneKey]*worker),
-		adminWake:  make(chan struct{}, 1),
-		eventWake:  make(chan struct{}, 1),
-
-		holdFetch:   make(map[topicPartition]bool),
-		holdProduce: make(map[topicPartition]bool),
-		holdFrom:    make(map[topicPartition]int64),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		ctx:       ctx,
+		cancel:    cancel,
+		parts:     make(map[topicPartition]*partition),
+		sources:   make(map[int32]*source),
+		sinks:     make(map[laneKey]*sink),
+		adminWake: make(chan struct{}, 1),
+		eventWake: make(chan struct{}, 1),
 	}
 	c.rate.Store(cfg.RateLimit)
 	for lane := range produceLanes {
@@ -410,7 +241,7 @@ type writeHook struct {
 	lane int
 }
 
-// laneKey names a destination worker: a broker and a lane.
+// laneKey names a sink: a destination broker and a lane.
 type laneKey struct {
 	id   int32
 	lane int
@@ -421,11 +252,11 @@ func (h writeHook) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _, _
 		return
 	}
 	h.c.mu.Lock()
-	w := h.c.dstWorkers[laneKey{meta.NodeID, h.lane}]
+	k := h.c.sinks[laneKey{meta.NodeID, h.lane}]
 	h.c.mu.Unlock()
-	if w != nil {
-		w.writes.Add(1)
-		signal(w.wrote)
+	if k != nil {
+		k.writes.Add(1)
+		signal(k.wrote)
 	}
 }
 
@@ -454,265 +285,14 @@ func (c *Copier) Close() {
 }
 
 // Progress returns a partition's progress, false if it is not started.
-func (c *Copier) Progress(topic string, partition int32) (Progress, bool) {
+func (c *Copier) Progress(topic string, partition int32) (datapath.Progress, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok := c.parts[topicPartition{topic, partition}]
 	if !ok {
-		return Progress{}, false
+		return datapath.Progress{}, false
 	}
-	pr := p.progress
-	pr.OpenTransactions = p.openTxnsLocked()
-	return pr, true
-}
-
-// StopMode says how Stop leaves a partition.
-type StopMode int8
-
-const (
-	// StopHandover stops at once; open destination transactions stay open
-	// for the next owner, which adopts them.
-	StopHandover StopMode = iota
-	// StopQuiet keeps copying until no destination transaction is open (or
-	// the timeout passes), so the partition can rest (pause) without a
-	// transaction that the destination would time out and abort.
-	StopQuiet
-	// StopFailover stops and aborts every open destination transaction (the
-	// partition becomes an ordinary topic); the markers land after
-	// DestinationLogEnd, which is the last mirrored offset.
-	StopFailover
-)
-
-// quietTimeout bounds StopQuiet.
-const quietTimeout = 30 * time.Second
-
-// Stop stops copying a partition, waits until none of its writes is in
-// flight and returns its final progress, with the error that stopped it
-// earlier, if any. After Stop the partition may be started again.
-func (c *Copier) Stop(topic string, partition int32) (Progress, error) {
-	return c.StopWith(topic, partition, StopHandover)
-}
-
-// StopWith is Stop with a StopMode.
-func (c *Copier) StopWith(topic string, partition int32, mode StopMode) (Progress, error) {
-	tp := topicPartition{topic, partition}
-	c.mu.Lock()
-	p, ok := c.parts[tp]
-	if !ok {
-		c.mu.Unlock()
-		return Progress{}, fmt.Errorf("fetcher: %s/%d is not started", topic, partition)
-	}
-	p.failover = p.failover || mode == StopFailover
-	if p.state == stateRunning {
-		if mode == StopQuiet && p.openTxnsLocked() > 0 {
-			p.quiet, p.quietBy = true, time.Now().Add(quietTimeout)
-			c.log.Info("pausing at the next point with no destination transaction open", "topic", topic, "partition", partition,
-				"open_transactions", p.openTxnsLocked())
-			c.wakeDstLocked(p)
-			c.wakeSrcLocked(p.srcLeader)
-		} else {
-			p.state = stateStopping
-		}
-		c.maybeDoneLocked(p)
-	}
-	c.mu.Unlock()
-	<-p.done
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.parts[tp] == p {
-		delete(c.parts, tp)
-	}
-	c.releaseLocked(p)
-	pr := p.progress
-	pr.OpenTransactions = p.openTxnsLocked()
-	return pr, p.err
-}
-
-// Start begins copying a partition: it settles the partition's destination
-// transactions left in flight by an earlier owner, reads the destination log
-// end (the next source offset to copy, by offset identity) with the writers'
-// sequences, checks it against the source, and starts the pipeline; a
-// destination behind the source log start is aligned first
-// (EventGapFilled). Errors found here are returned; later ones arrive as
-// Events on onEvent, which must not block for long.
-func (c *Copier) Start(ctx context.Context, task Task, onEvent func(Event)) error {
-	tp := topicPartition{task.Topic, task.Partition}
-	if onEvent == nil {
-		onEvent = func(Event) {}
-	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return errors.New("fetcher: copier is closed")
-	}
-	if old, ok := c.parts[tp]; ok && old.state != stateDone {
-		c.mu.Unlock()
-		return fmt.Errorf("fetcher: %s/%d is already being copied", task.Topic, task.Partition)
-	}
-	c.mu.Unlock()
-	if task.TransactionalID == "" {
-		return fmt.Errorf("fetcher: %s/%d: Task.TransactionalID is required (it names the partition's writers)", task.Topic, task.Partition)
-	}
-	if task.Writer == nil {
-		w, err := NewWriter(ctx, c.cfg.Destination)
-		if err != nil {
-			return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
-		}
-		task.Writer = &w
-	}
-	if err := c.awaitLease(ctx); err != nil {
-		return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
-	}
-
-	// The lookups that do not depend on each other go at once: a partition's
-	// start is a chain of round trips, and 64 partitions starting together
-	// meet brokers busy with the first ones' copies.
-	var src, dst partitionMeta
-	meta, mctx := errgroup.WithContext(ctx)
-	meta.Go(func() (err error) {
-		src, err = partitionMetadata(mctx, c.cfg.Source, task.Topic, task.Partition)
-		if err != nil {
-			if errors.Is(err, kerr.UnknownTopicOrPartition) && task.SourceTopicID != ([16]byte{}) {
-				return fmt.Errorf("%w: %s/%d is not on the source: %v", ErrSourceTopicChanged, task.Topic, task.Partition, err)
-			}
-			return fmt.Errorf("fetcher: source %s/%d: %w", task.Topic, task.Partition, err)
-		}
-		if task.SourceTopicID != ([16]byte{}) && src.topicID != task.SourceTopicID {
-			return fmt.Errorf("%w: %s has id %s on the source, the mirror recorded %s", ErrSourceTopicChanged,
-				task.Topic, kadm.TopicID(src.topicID), kadm.TopicID(task.SourceTopicID))
-		}
-		return nil
-	})
-	meta.Go(func() (err error) {
-		if dst, err = partitionMetadata(mctx, c.cfg.Destination, task.Topic, task.Partition); err != nil {
-			return fmt.Errorf("fetcher: destination %s/%d (prepare it with EnsureDestinationTopic): %w", task.Topic, task.Partition, err)
-		}
-		return nil
-	})
-	if err := meta.Wait(); err != nil {
-		return err
-	}
-	var (
-		rp   resumePoint
-		offs offsets
-		tc   topicLimits
-	)
-	look, lctx := errgroup.WithContext(ctx)
-	look.Go(func() (err error) {
-		if tc, err = destinationTopicLimits(lctx, c.dstAdm, task.Topic); err != nil {
-			return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
-		}
-		return nil
-	})
-	look.Go(func() (err error) {
-		if rp, err = c.resume(lctx, task); err != nil {
-			return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
-		}
-		// The source's offsets are read after the destination's log end: every
-		// record on the destination came from the source before, so a
-		// destination ahead of this high watermark truly diverged.
-		if offs, err = listOffsets(lctx, c.cfg.Source, nil, task.Topic, task.Partition); err != nil {
-			return fmt.Errorf("fetcher: %s/%d: %w", task.Topic, task.Partition, err)
-		}
-		return nil
-	})
-	if err := look.Wait(); err != nil {
-		return err
-	}
-	if rp.logEnd > offs.srcHW {
-		return fmt.Errorf("%w: destination log of %s/%d has %d records more than the source (destination log end %d, source high watermark %d); it diverged",
-			ErrDiverged, task.Topic, task.Partition, rp.logEnd-offs.srcHW, rp.logEnd, offs.srcHW)
-	}
-
-	p := &partition{
-		lane:           laneOf(tp, len(c.lanes)),
-		tp:             tp,
-		task:           task,
-		onEvent:        onEvent,
-		writer:         *task.Writer,
-		nextSeq:        rp.writerNextSeq,
-		txns:           rp.txns,
-		seqHints:       rp.seqHints,
-		srcTopicID:     src.topicID,
-		dstTopicID:     dst.topicID,
-		srcLeader:      src.leader,
-		srcLeaderEpoch: src.leaderEpoch,
-		dstLeader:      dst.leader,
-		fetchOffset:    rp.logEnd,
-		fillerMax:      fillerRecordsFor(tc.maxMessageBytes),
-		keyedFiller:    tc.compacted,
-		done:           make(chan struct{}),
-	}
-	for k := range c.cfg.FillerTransactions {
-		p.fillers = append(p.fillers, &destTxn{id: fillerIDFor(task.TransactionalID, k), sourcePID: -1})
-	}
-	p.progress = Progress{
-		SourceTopicID:       src.topicID,
-		SourceLogStart:      offs.srcStart,
-		SourceHighWatermark: offs.srcHW,
-		SourceLastStable:    offs.srcHW,
-		DestinationLogEnd:   rp.logEnd,
-		UpdatedAt:           time.Now(),
-		ProducerID:          task.Writer.ID,
-		ProducerEpoch:       task.Writer.Epoch,
-	}
-	if rp.logEnd < offs.srcStart {
-		if len(rp.txns) > 0 && p.openTxnsLocked() > 0 {
-			return fmt.Errorf("%w: %s/%d: the source log start %d passed the destination log end %d while a destination transaction is open",
-				ErrDiverged, task.Topic, task.Partition, offs.srcStart, rp.logEnd)
-		}
-		p.gap = &pendingGap{from: rp.logEnd, logStart: offs.srcStart}
-		p.fetchOffset = offs.srcStart
-	}
-	c.log.Info("copy starting", "topic", task.Topic, "partition", task.Partition, "producer_id", task.Writer.ID,
-		"producer_epoch", task.Writer.Epoch, "next_sequence", rp.writerNextSeq, "open_transactions", p.openTxnsLocked(),
-		"destination_log_end", rp.logEnd, "source_log_start", offs.srcStart, "source_high_watermark", offs.srcHW)
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return errors.New("fetcher: copier is closed")
-	}
-	if old, ok := c.parts[tp]; ok {
-		if old.state != stateDone {
-			return fmt.Errorf("fetcher: %s/%d is already being copied", task.Topic, task.Partition)
-		}
-		c.releaseLocked(old)
-	}
-	c.parts[tp] = p
-	c.wakeSrcLocked(p.srcLeader)
-	return nil
-}
-
-func (c *Copier) lease() error {
-	if c.cfg.Lease == nil {
-		return nil
-	}
-	if err := c.cfg.Lease(); err != nil {
-		return fmt.Errorf("not writing to the destination: %w", err)
-	}
-	return nil
-}
-
-// leaseWait is how long a start waits for the write lease. An instance
-// gets its partitions before its first heartbeat confirms the membership;
-// a start that failed there instead waited out the retry back-off (1–2 s,
-// a warning each time) on every fresh instance.
-const leaseWait = 2 * time.Second
-
-// awaitLease waits up to leaseWait for the lease; the error is the last
-// refusal.
-func (c *Copier) awaitLease(ctx context.Context) error {
-	deadline := time.Now().Add(leaseWait)
-	for {
-		err := c.lease()
-		if err == nil || !time.Now().Before(deadline) {
-			return err
-		}
-		if sleepCtx(ctx, 20*time.Millisecond) != nil {
-			return err
-		}
-	}
+	return p.snapshot(), true
 }
 
 // ---- lock-held helpers ----
@@ -721,14 +301,14 @@ func (c *Copier) wakeSrcLocked(id int32) {
 	if id < 0 {
 		return
 	}
-	w, ok := c.srcWorkers[id]
+	s, ok := c.sources[id]
 	if !ok {
-		w = &worker{id: id, wake: make(chan struct{}, 1)}
-		c.srcWorkers[id] = w
+		s = &source{c: c, id: id, wake: make(chan struct{}, 1)}
+		c.sources[id] = s
 		c.wg.Add(1)
-		go c.sourceLoop(w)
+		go s.run()
 	}
-	signal(w.wake)
+	signal(s.wake)
 }
 
 func (c *Copier) wakeDstLocked(p *partition) {
@@ -737,19 +317,19 @@ func (c *Copier) wakeDstLocked(p *partition) {
 		return
 	}
 	k := laneKey{id, p.lane}
-	w, ok := c.dstWorkers[k]
+	sk, ok := c.sinks[k]
 	if !ok {
-		w = &worker{id: id, lane: p.lane, wake: make(chan struct{}, 1), wrote: make(chan struct{}, 1)}
-		c.dstWorkers[k] = w
+		sk = &sink{c: c, id: id, lane: p.lane, wake: make(chan struct{}, 1), wrote: make(chan struct{}, 1)}
+		c.sinks[k] = sk
 		c.wg.Add(1)
-		go c.destinationLoop(w)
+		go sk.run()
 	}
-	signal(w.wake)
+	signal(sk.wake)
 }
 
 func (c *Copier) wakeAllSrcLocked() {
-	for _, w := range c.srcWorkers {
-		signal(w.wake)
+	for _, s := range c.sources {
+		signal(s.wake)
 	}
 }
 
@@ -757,116 +337,6 @@ func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
-	}
-}
-
-// releaseLocked returns a stopped partition's buffered bytes to the budget.
-func (c *Copier) releaseLocked(p *partition) {
-	c.reserved -= p.buffered
-	p.buffered = 0
-	p.queue = nil
-	c.wakeAllSrcLocked()
-}
-
-// busyLocked: something of the partition is in flight.
-func (p *partition) busyLocked() bool { return p.inFlight > 0 || p.stale > 0 || p.control }
-
-// maybeDoneLocked finishes a stopping partition once nothing of it is in
-// flight (and, for a failover, once its open transactions are aborted).
-func (c *Copier) maybeDoneLocked(p *partition) {
-	if p.state == stateRunning && p.quiet && (p.openTxnsLocked() == 0 || time.Now().After(p.quietBy)) {
-		if p.openTxnsLocked() > 0 {
-			c.log.Warn("pausing with destination transactions open: no point without one came in time; they stay open until the copy resumes",
-				"topic", p.tp.topic, "partition", p.tp.partition, "open_transactions", p.openTxnsLocked())
-		}
-		p.state = stateStopping
-	}
-	if p.state != stateStopping || p.busyLocked() {
-		return
-	}
-	if p.failover && p.openTxnsLocked() > 0 {
-		c.startAbortLocked(p)
-		return
-	}
-	p.state = stateDone
-	close(p.done)
-	c.releaseLocked(p)
-}
-
-// failLocked stops a partition with a terminal event.
-func (c *Copier) failLocked(p *partition, kind EventKind, err error) {
-	if p.state == stateDone || p.err != nil {
-		return
-	}
-	p.err = err
-	if p.state == stateRunning {
-		p.state = stateStopping
-	}
-	c.log.Warn("copy stopped", "topic", p.tp.topic, "partition", p.tp.partition, "event", kind.String(), "err", err)
-	c.emitLocked(p, Event{Kind: kind, Err: err})
-	c.maybeDoneLocked(p)
-}
-
-// blockLocked stops fetching at an uncopyable source batch; the partition
-// fails (non-retriable) once the batches before it are on the destination, so
-// the destination ends exactly at the batch the error names.
-func (c *Copier) blockLocked(p *partition, err error) {
-	p.blocked = err
-	c.maybeFailBlockedLocked(p)
-}
-
-func (c *Copier) maybeFailBlockedLocked(p *partition) {
-	if p.blocked != nil && len(p.queue) == 0 && !p.busyLocked() {
-		c.failLocked(p, EventNonRetriable, p.blocked)
-	}
-}
-
-func (c *Copier) emitLocked(p *partition, ev Event) {
-	ev.Topic, ev.Partition, ev.Progress = p.tp.topic, p.tp.partition, p.progress
-	on := p.onEvent
-	c.events = append(c.events, func() { on(ev) })
-	signal(c.eventWake)
-}
-
-// retryLocked counts a retriable error; after maxErrStreak in a row the
-// partition stops with EventRetriable.
-func (c *Copier) retryLocked(p *partition, err error) {
-	now := time.Now()
-	if p.errStreak == 0 {
-		p.errSince = now
-	}
-	p.errStreak++
-	backoff := min(time.Duration(p.errStreak)*100*time.Millisecond, 2*time.Second)
-	p.retryAt = now.Add(backoff)
-	c.log.Debug("retrying", "topic", p.tp.topic, "partition", p.tp.partition, "err", err, "attempt", p.errStreak)
-	if p.errStreak >= maxErrStreak && now.Sub(p.errSince) >= maxErrTime {
-		c.failLocked(p, EventRetriable, fmt.Errorf("%s/%d: giving up after %d attempts in %v: %w", p.tp.topic, p.tp.partition,
-			p.errStreak, now.Sub(p.errSince).Round(time.Second), err))
-	}
-}
-
-func (c *Copier) eventLoop() {
-	defer c.wg.Done()
-	for {
-		c.mu.Lock()
-		evs := c.events
-		c.events = nil
-		c.mu.Unlock()
-		for _, f := range evs {
-			f()
-		}
-		select {
-		case <-c.ctx.Done():
-			c.mu.Lock()
-			evs := c.events
-			c.events = nil
-			c.mu.Unlock()
-			for _, f := range evs {
-				f()
-			}
-			return
-		case <-c.eventWake:
-		}
 	}
 }
 
@@ -895,47 +365,6 @@ func sortedParts(ps []*partition) {
 		}
 		return ps[i].tp.partition < ps[j].tp.partition
 	})
-}
-
-// hold pauses (or resumes) fetching and producing of a partition: tests use it
-// to create the races they check.
-func (c *Copier) hold(topic string, partition int32, fetch, produce bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	tp := topicPartition{topic, partition}
-	c.holdFetch[tp], c.holdProduce[tp] = fetch, produce
-	c.wakeAllSrcLocked()
-	for _, w := range c.dstWorkers {
-		signal(w.wake)
-	}
-	if p := c.parts[tp]; p != nil && !produce {
-		c.kickLocked(p)
-	}
-}
-
-// heldLocked reports whether a test holds the partition's operation o.
-func (c *Copier) heldLocked(p *partition, o *op) bool {
-	if c.holdProduce[p.tp] {
-		return true
-	}
-	from, ok := c.holdFrom[p.tp]
-	return ok && o.base >= from
-}
-
-// holdOpsFrom holds a partition's operations at and after a destination
-// offset (from < 0 releases them): tests stop a copy at an exact point.
-func (c *Copier) holdOpsFrom(topic string, partition int32, from int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	tp := topicPartition{topic, partition}
-	if from < 0 {
-		delete(c.holdFrom, tp)
-	} else {
-		c.holdFrom[tp] = from
-	}
-	if p := c.parts[tp]; p != nil {
-		c.kickLocked(p)
-	}
 }
 
 // produceLanes is how many connections to each destination broker a copy's

@@ -27,14 +27,16 @@
 //     records.go (re-framing of compacted batches), control.go.
 //   - The Copier fetches raw batches from the source leaders and writes them
 //     to the destination leaders, several produces in flight per partition,
-//     in order — copier.go (goroutines and locking), source.go,
-//     destination.go, resume.go (taking over from an earlier owner), admin.go.
+//     in order — copier.go (goroutines and locking), partition.go,
+//     source.go, sink.go, start.go and resume.go (taking over from an
+//     earlier owner), lifecycle.go, admin.go.
 //
 // LogAppendTime source batches stop the partition with a non-retriable
 // ErrLogAppendTimeBatch naming the offset: nothing is skipped.
 //
 // The package persists nothing: the caller (the coordinator) owns partition
-// states and learns about failures, fencing and filled gaps through Events.
+// states and learns about failures, fencing and filled gaps through
+// datapath.Events (coordinator/datapath is the contract both sides speak).
 // The resume point needs no checkpoint: the destination log end is the next
 // source offset to copy.
 package fetcher

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 )
 
 // TestFakeRetriesAndLeaderMoves injects faults that real Kafka cannot be
@@ -31,65 +33,11 @@ func TestFakeRetriesAndLeaderMoves(t *testing.T) {
 	}
 	e.ensureDestination("faults")
 
-	var (
-		mu       sync.Mutex
-		requests int
-		failed   = map[[2]int32][]byte{} // (partition, base sequence) refused
-		// refused once: never refused again. A copy resends a partition's
-		// whole window after a refusal; with every 4th request refused and
-		// 4 batches queued, the head would be the 4th each time, forever.
-		refused = map[[2]int32]bool{}
-		resent  int
-		changed []string
-	)
 	fake := p.dst.Fake()
+	rp := &refusingProduce{failed: map[[2]int32][]byte{}, refused: map[[2]int32]bool{}}
 	fake.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		fake.KeepControl()
-		req := kr.(*kmsg.ProduceRequest)
-		mu.Lock()
-		defer mu.Unlock()
-		requests++
-		seqOf := func(rp kmsg.ProduceRequestTopicPartition) [2]int32 {
-			var b Batch
-			NewBatchIterator(rp.Records).Next(&b)
-			return [2]int32{rp.Partition, b.BaseSequence}
-		}
-		for _, rt := range req.Topics {
-			for _, rp := range rt.Partitions {
-				if prev, ok := failed[seqOf(rp)]; ok {
-					if !bytes.Equal(prev, rp.Records) {
-						changed = append(changed, fmt.Sprintf("partition %d sequence %d", rp.Partition, seqOf(rp)[1]))
-					}
-					resent++
-					delete(failed, seqOf(rp))
-				}
-			}
-		}
-		if requests%4 != 0 {
-			return nil, nil, false
-		}
-		for _, rt := range req.Topics {
-			for _, rp := range rt.Partitions {
-				if refused[seqOf(rp)] {
-					return nil, nil, false
-				}
-			}
-		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER
-				st.Partitions = append(st.Partitions, sp)
-				failed[seqOf(rp)] = append([]byte(nil), rp.Records...)
-				refused[seqOf(rp)] = true
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return rp.control(kr.(*kmsg.ProduceRequest))
 	})
 
 	c := e.newCopier(Config{FetchMaxBytes: 2 << 10, MaxBufferedBytes: 16 << 10})
@@ -101,9 +49,9 @@ func TestFakeRetriesAndLeaderMoves(t *testing.T) {
 		}
 	}
 	for i := 0; i < 3; i++ {
-		eventually(t, "some progress", 30*time.Second, func() bool {
+		polltest.Eventually(t, 30*time.Second, "some progress", func() (bool, string) {
 			pr, _ := c.Progress("faults", int32(i))
-			return pr.DestinationLogEnd > int64(100*(i+1))
+			return pr.DestinationLogEnd > int64(100*(i+1)), ""
 		})
 		p.src.Fake().ShufflePartitionLeaders()
 		fake.ShufflePartitionLeaders()
@@ -117,18 +65,81 @@ func TestFakeRetriesAndLeaderMoves(t *testing.T) {
 	if f := evs.failures(); len(f) > 0 {
 		t.Fatalf("events: %+v", f)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(changed) > 0 {
-		t.Fatalf("resends changed bytes: %v", changed)
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if len(rp.changed) > 0 {
+		t.Fatalf("resends changed bytes: %v", rp.changed)
 	}
-	if resent == 0 {
+	if rp.resent == 0 {
 		t.Fatal("no resend happened; the test did not test anything")
 	}
 	for part := int32(0); part < 4; part++ {
 		e.verifyPartition("faults", part)
 	}
-	t.Logf("%d produce requests, %d refused and resent byte-identical, leaders moved 3 times on both clusters", requests, resent)
+	t.Logf("%d produce requests, %d refused and resent byte-identical, leaders moved 3 times on both clusters", rp.requests, rp.resent)
+}
+
+// refusingProduce answers every fourth destination Produce with
+// NOT_LEADER_OR_FOLLOWER, without appending, and checks that what it refused
+// comes back byte for byte.
+type refusingProduce struct {
+	mu       sync.Mutex
+	requests int
+	failed   map[[2]int32][]byte // (partition, base sequence) refused
+	// refused once: never refused again. A copy resends a partition's
+	// whole window after a refusal; with every 4th request refused and
+	// 4 batches queued, the head would be the 4th each time, forever.
+	refused map[[2]int32]bool
+	resent  int
+	changed []string
+}
+
+func seqOf(rp kmsg.ProduceRequestTopicPartition) [2]int32 {
+	var b Batch
+	NewBatchIterator(rp.Records).Next(&b)
+	return [2]int32{rp.Partition, b.BaseSequence}
+}
+
+func (f *refusingProduce) control(req *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests++
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if prev, ok := f.failed[seqOf(rp)]; ok {
+				if !bytes.Equal(prev, rp.Records) {
+					f.changed = append(f.changed, fmt.Sprintf("partition %d sequence %d", rp.Partition, seqOf(rp)[1]))
+				}
+				f.resent++
+				delete(f.failed, seqOf(rp))
+			}
+		}
+	}
+	if f.requests%4 != 0 {
+		return nil, nil, false
+	}
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if f.refused[seqOf(rp)] {
+				return nil, nil, false
+			}
+		}
+	}
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER
+			st.Partitions = append(st.Partitions, sp)
+			f.failed[seqOf(rp)] = append([]byte(nil), rp.Records...)
+			f.refused[seqOf(rp)] = true
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil, true
 }
 
 // A fresh instance is given its partitions before its first heartbeat

@@ -12,9 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/coordinator/datapath"
+	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 )
 
 // pair is a source and a destination cluster shared by the real-Kafka tests
@@ -121,34 +124,21 @@ func (e *env) offsets(adm *kadm.Client, topic string, partition int32) (start, e
 	return start, end
 }
 
-// eventually polls cond with backoff until it holds or the deadline passes.
-func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	wait := 10 * time.Millisecond
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, 200*time.Millisecond)
-	}
-}
-
 // waitCopied waits until the copier has copied the partition up to the
 // source high watermark.
 func (e *env) waitCopied(c *Copier, topic string, partition int32) {
 	e.t.Helper()
 	_, hw := e.offsets(e.srcAdm, topic, partition)
-	eventually(e.t, fmt.Sprintf("%s/%d copied up to %d", topic, partition, hw), time.Minute, func() bool {
+	polltest.Eventually(e.t, time.Minute, fmt.Sprintf("%s/%d copied up to %d", topic, partition, hw), func() (bool, string) {
 		pr, ok := c.Progress(topic, partition)
-		return ok && pr.DestinationLogEnd >= hw
+		return ok && pr.DestinationLogEnd >= hw, ""
 	})
 }
 
 func (e *env) newCopier(cfg Config) *Copier {
 	e.t.Helper()
 	cfg.Source, cfg.Destination = e.src, e.dst
+	cfg.hooks = newHolds()
 	if os.Getenv("KMIRROR_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -162,16 +152,16 @@ func (e *env) newCopier(cfg Config) *Copier {
 // events collects a copier's events for a test.
 type events struct {
 	mu  sync.Mutex
-	evs []Event
+	evs []datapath.Event
 }
 
-func (ev *events) on(e Event) {
+func (ev *events) on(e datapath.Event) {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	ev.evs = append(ev.evs, e)
 }
 
-func (ev *events) find(kind EventKind) (Event, bool) {
+func (ev *events) find(kind datapath.EventKind) (datapath.Event, bool) {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	for _, e := range ev.evs {
@@ -179,15 +169,27 @@ func (ev *events) find(kind EventKind) (Event, bool) {
 			return e, true
 		}
 	}
-	return Event{}, false
+	return datapath.Event{}, false
 }
 
-func (ev *events) failures() []Event {
+// permanentFailure finds an EventFailed whose error retrying cannot fix.
+func (ev *events) permanentFailure() (datapath.Event, bool) {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	var out []Event
 	for _, e := range ev.evs {
-		if e.Kind != EventGapFilled {
+		if e.Kind == datapath.EventFailed && !datapath.Retriable(e.Err) {
+			return e, true
+		}
+	}
+	return datapath.Event{}, false
+}
+
+func (ev *events) failures() []datapath.Event {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var out []datapath.Event
+	for _, e := range ev.evs {
+		if e.Kind != datapath.EventGapFilled {
 			out = append(out, e)
 		}
 	}

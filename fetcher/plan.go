@@ -86,20 +86,9 @@ type op struct {
 // control reports whether the op runs on the control goroutine.
 func (o *op) control() bool { return o.kind == opBegin || o.kind == opEnd || o.kind == opMarkers }
 
-// txnForLocked returns the partition's destination transaction for a source
-// producer id, creating its (unknown) identity.
-func (p *partition) txnForLocked(sourcePID int64) *destTxn {
-	x := p.txns[sourcePID]
-	if x == nil {
-		x = &destTxn{id: txnIDFor(p.task.TransactionalID, sourcePID), sourcePID: sourcePID}
-		p.txns[sourcePID] = x
-	}
-	return x
-}
-
+// pushLocked queues o and charges it to the buffer budget.
 func (c *Copier) pushLocked(p *partition, o *op) {
-	p.queue = append(p.queue, o)
-	p.buffered += int64(o.bytes)
+	p.push(o)
 	c.reserved += int64(o.bytes)
 }
 
@@ -136,30 +125,11 @@ func (c *Copier) planBatchLocked(p *partition, b *Batch) (blocked, fatal error) 
 	}
 	next := b.NextOffset()
 	if b.IsControl() {
-		if b.NumRecords == 0 {
-			c.planMarkersLocked(p, from, next)
-			return nil, nil
-		}
-		typ, err := b.controlType()
-		if err != nil {
-			return nil, fmt.Errorf("%s/%d: %w", p.tp.topic, p.tp.partition, err)
-		}
-		if b.LastOffsetDelta != 0 {
-			return nil, fmt.Errorf("%w: %s/%d: control batch at offset %d spans %d offsets", ErrCorruptBatch, p.tp.topic, p.tp.partition, b.BaseOffset, b.LastOffsetDelta+1)
-		}
-		x := p.txnForLocked(b.ProducerID)
-		if !x.planOpen {
-			// No batch of this transaction on the destination: it began
-			// before the copy did, or compaction removed all of it.
-			c.pushLocked(p, &op{kind: opBegin, base: from, txn: x})
-		}
-		x.planOpen = false
-		c.pushLocked(p, &op{kind: opEnd, base: from, n: 1, txn: x, commit: typ == controlCommit})
-		return nil, nil
+		return nil, c.planControlLocked(p, b, from)
 	}
 	var x *destTxn
 	if b.IsTransactional() {
-		x = p.txnForLocked(b.ProducerID)
+		x = p.txnFor(b.ProducerID)
 	}
 	begin := func() {
 		if x != nil && !x.planOpen {
@@ -183,9 +153,43 @@ func (c *Copier) planBatchLocked(p *partition, b *Batch) (blocked, fatal error) 
 			records: b.NumRecords, bytes: len(b.Raw), maxTimestamp: b.MaxTimestamp})
 		return nil, nil
 	}
+	return nil, c.planRecordsLocked(p, b, from, begin, x)
+}
+
+// planControlLocked ends b's transaction (a COMMIT or ABORT marker at from).
+func (c *Copier) planControlLocked(p *partition, b *Batch, from int64) error {
+	if b.NumRecords == 0 {
+		c.planMarkersLocked(p, from, b.NextOffset())
+		return nil
+	}
+	typ, err := b.controlType()
+	if err != nil {
+		return fmt.Errorf("%s/%d: %w", p.tp.topic, p.tp.partition, err)
+	}
+	if b.LastOffsetDelta != 0 {
+		return fmt.Errorf("%w: %s/%d: control batch at offset %d spans %d offsets", ErrCorruptBatch, p.tp.topic, p.tp.partition, b.BaseOffset, b.LastOffsetDelta+1)
+	}
+	x := p.txnFor(b.ProducerID)
+	if !x.planOpen {
+		// No batch of this transaction on the destination: it began
+		// before the copy did, or compaction removed all of it.
+		c.pushLocked(p, &op{kind: opBegin, base: from, txn: x})
+	}
+	x.planOpen = false
+	c.pushLocked(p, &op{kind: opEnd, base: from, n: 1, txn: x, commit: typ == controlCommit})
+	return nil
+}
+
+// planRecordsLocked queues a batch that cannot go whole (holes, or records
+// below from): its records from from on, re-framed into dense runs (or the
+// batch cut short when only its tail is gone), and markers for the holes.
+// begin opens the batch's destination transaction (x) before its first
+// append.
+func (c *Copier) planRecordsLocked(p *partition, b *Batch, from int64, begin func(), x *destTxn) error {
+	next := b.NextOffset()
 	recs, err := b.records()
 	if err != nil {
-		return nil, fmt.Errorf("%s/%d: %w", p.tp.topic, p.tp.partition, err)
+		return fmt.Errorf("%s/%d: %w", p.tp.topic, p.tp.partition, err)
 	}
 	i := 0
 	for i < len(recs) && recs[i].offset < from {
@@ -199,7 +203,7 @@ func (c *Copier) planBatchLocked(p *partition, b *Batch) (blocked, fatal error) 
 		c.pushLocked(p, &op{kind: opAppend, base: from, n: int64(len(recs)), raw: raw, txn: x,
 			records: int32(len(recs)), bytes: len(raw), maxTimestamp: b.MaxTimestamp})
 		c.planMarkersLocked(p, from+int64(len(recs)), next)
-		return nil, nil
+		return nil
 	}
 	cursor := from
 	for len(recs) > 0 {
@@ -210,7 +214,7 @@ func (c *Copier) planBatchLocked(p *partition, b *Batch) (blocked, fatal error) 
 		c.planMarkersLocked(p, cursor, recs[0].offset)
 		raw, err := reframe(b, recs[:run])
 		if err != nil {
-			return nil, fmt.Errorf("%s/%d: batch at offset %d: %w", p.tp.topic, p.tp.partition, b.BaseOffset, err)
+			return fmt.Errorf("%s/%d: batch at offset %d: %w", p.tp.topic, p.tp.partition, b.BaseOffset, err)
 		}
 		begin()
 		c.pushLocked(p, &op{kind: opAppend, base: recs[0].offset, n: int64(run), raw: raw, txn: x,
@@ -219,5 +223,5 @@ func (c *Copier) planBatchLocked(p *partition, b *Batch) (blocked, fatal error) 
 		recs = recs[run:]
 	}
 	c.planMarkersLocked(p, cursor, next)
-	return nil, nil
+	return nil
 }

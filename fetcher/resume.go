@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/internal/flight"
 )
 
@@ -224,8 +225,8 @@ func unsupported(err error) bool {
 
 // NewWriter takes a producer id for a partition's idempotent writer. Keep it
 // with the partition's state and give it to every later owner.
-func NewWriter(ctx context.Context, dst *kgo.Client) (ProducerIdentity, error) {
-	var id ProducerIdentity
+func NewWriter(ctx context.Context, dst *kgo.Client) (datapath.Producer, error) {
+	var id datapath.Producer
 	err := retryTxn(ctx, "InitProducerId (idempotent writer)", func() error {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.ProducerID, req.ProducerEpoch = -1, -1
@@ -236,7 +237,7 @@ func NewWriter(ctx context.Context, dst *kgo.Client) (ProducerIdentity, error) {
 		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 			return err
 		}
-		id = ProducerIdentity{ID: resp.ProducerID, Epoch: resp.ProducerEpoch}
+		id = datapath.Producer{ID: resp.ProducerID, Epoch: resp.ProducerEpoch}
 		return nil
 	})
 	return id, err

@@ -1,6 +1,6 @@
 package fetcher
 
-// Source side: one worker per source leader sends sessionless
+// Source side: one source per source leader broker sends sessionless
 // READ_COMMITTED Fetch requests (up to the last stable offset) for all the
 // partitions it leads, and plans the raw batches it gets back (plan.go). Topic name
 // and topic id are both set: Fetch v13+ names topics by id, and an
@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/coordinator/datapath"
 )
 
 type fetchPart struct {
@@ -21,74 +23,89 @@ type fetchPart struct {
 	leaderEpoch int32 // read under the lock: the admin goroutine updates it
 }
 
-func (c *Copier) sourceLoop(w *worker) {
+// source is the fetch side of one source broker: a goroutine (run) that
+// fetches every running partition the broker leads, as buffer room and the
+// rate limit allow, and plans what it gets (plan.go). It owns no lock: the
+// partitions it fetches and the buffer budget are under Copier.mu, taken to
+// pick a fetch and to handle its answer, never across the request. It is
+// the place for per-broker fetch concerns (requests in flight, the broker's
+// throttle).
+type source struct {
+	c    *Copier
+	id   int32
+	wake chan struct{} // cap 1: a partition became fetchable
+}
+
+func (s *source) run() {
+	c := s.c
 	defer c.wg.Done()
 	for {
 		if wait := c.throttleWait(); wait > 0 {
-			if !c.sleep(w.wake, wait) {
+			if !c.sleep(s.wake, wait) {
 				return
 			}
 			continue
 		}
-		fetch, reservation, partMax := c.collectFetch(w.id)
+		fetch, reservation, partMax := s.collect()
 		if len(fetch) == 0 {
-			if !c.sleep(w.wake, 250*time.Millisecond) {
+			if !c.sleep(s.wake, 250*time.Millisecond) {
 				return
 			}
 			continue
 		}
-		req := kmsg.NewPtrFetchRequest()
-		req.MaxWaitMillis = int32(c.cfg.FetchMaxWait / time.Millisecond)
-		req.MinBytes = 1
-		req.MaxBytes = int32(reservation)
-		// READ_COMMITTED: up to the last stable offset, so every transaction
-		// whose batches are copied is already decided on the source and a
-		// destination transaction stays open only while the copy runs from
-		// its first batch to its marker. The broker still returns every
-		// stored batch below that offset: aborted data and markers too.
-		req.IsolationLevel = 1
-		req.SessionID = 0
-		req.SessionEpoch = -1 // no fetch session: every request is a full fetch
-		byTopic := map[string]int{}
-		for _, f := range fetch {
-			i, ok := byTopic[f.p.tp.topic]
-			if !ok {
-				t := kmsg.NewFetchRequestTopic()
-				t.Topic = f.p.tp.topic
-				t.TopicID = f.p.srcTopicID
-				req.Topics = append(req.Topics, t)
-				i = len(req.Topics) - 1
-				byTopic[f.p.tp.topic] = i
-			}
-			fp := kmsg.NewFetchRequestTopicPartition()
-			fp.Partition = f.p.tp.partition
-			fp.CurrentLeaderEpoch = f.leaderEpoch
-			fp.FetchOffset = f.offset
-			fp.PartitionMaxBytes = partMax
-			req.Topics[i].Partitions = append(req.Topics[i].Partitions, fp)
-		}
-		kresp, err := c.cfg.Source.Broker(int(w.id)).Request(c.ctx, req)
+		kresp, err := c.cfg.Source.Broker(int(s.id)).Request(c.ctx, s.request(fetch, reservation, partMax))
 		if c.ctx.Err() != nil {
 			return
 		}
 		c.mu.Lock()
 		c.reserved -= reservation
-		if err == nil {
-			c.throttleLocked(kresp.(*kmsg.FetchResponse))
-		}
 		if err != nil {
-			for _, f := range fetch {
-				if f.p.state == stateRunning && f.p.srcLeader == w.id {
-					f.p.srcLeader = -1
-					c.retryLocked(f.p, fmt.Errorf("fetch from source broker %d: %w", w.id, err))
-				}
-			}
-			signal(c.adminWake)
+			s.failedLocked(fetch, err)
 		} else {
-			c.handleFetchLocked(w.id, fetch, kresp.(*kmsg.FetchResponse))
+			c.throttleLocked(kresp.(*kmsg.FetchResponse))
+			s.handleLocked(fetch, kresp.(*kmsg.FetchResponse))
 		}
 		c.mu.Unlock()
 	}
+}
+
+// request is the Fetch of the partitions collect picked.
+func (s *source) request(fetch []fetchPart, reservation int64, partMax int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = int32(s.c.cfg.FetchMaxWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = int32(reservation)
+	// READ_COMMITTED: up to the last stable offset, so every transaction
+	// whose batches are copied is already decided on the source and a
+	// destination transaction stays open only while the copy runs from
+	// its first batch to its marker. The broker still returns every
+	// stored batch below that offset: aborted data and markers too.
+	req.IsolationLevel = 1
+	req.SessionID = 0
+	req.SessionEpoch = -1 // no fetch session: every request is a full fetch
+	req.Topics = groupByTopic(fetch, func(f fetchPart) string { return f.p.tp.topic }, func(f fetchPart) kmsg.FetchRequestTopic {
+		t := kmsg.NewFetchRequestTopic()
+		t.Topic, t.TopicID = f.p.tp.topic, f.p.srcTopicID
+		return t
+	}, func(t *kmsg.FetchRequestTopic, f fetchPart) {
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.CurrentLeaderEpoch = f.p.tp.partition, f.leaderEpoch
+		fp.FetchOffset, fp.PartitionMaxBytes = f.offset, partMax
+		t.Partitions = append(t.Partitions, fp)
+	})
+	return req
+}
+
+// failedLocked: the Fetch got no answer; the partitions it asked for look
+// their leader up again.
+func (s *source) failedLocked(fetch []fetchPart, err error) {
+	for _, f := range fetch {
+		if f.p.state == stateRunning && f.p.srcLeader == s.id {
+			f.p.srcLeader = -1
+			s.c.retryLocked(f.p, fmt.Errorf("fetch from source broker %d: %w", s.id, err))
+		}
+	}
+	signal(s.c.adminWake)
 }
 
 // PartitionFetchBytes is the fetch size of each of n partitions fetched from one leader,
@@ -115,16 +132,17 @@ func (c *Copier) partitionBufferLimit(fetchBytes int32) int64 {
 	return min(c.cfg.MaxBufferedBytes, 4*int64(fetchBytes))
 }
 
-// collectFetch picks the partitions this leader should fetch now and
-// reserves buffer budget for the response; it returns the per-partition
-// fetch size (smaller under a rate limit, so bursts stay short).
-func (c *Copier) collectFetch(leader int32) ([]fetchPart, int64, int32) {
+// collect picks the partitions this broker should fetch now and reserves
+// buffer budget for the response; it returns the per-partition fetch size
+// (smaller under a rate limit, so bursts stay short).
+func (s *source) collect() ([]fetchPart, int64, int32) {
+	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
 	var led []*partition
 	for _, p := range c.parts {
-		if p.state == stateRunning && p.srcLeader == leader && !p.needOffsets && p.blocked == nil && !now.Before(p.retryAt) && !c.holdFetch[p.tp] {
+		if p.fetchable(s.id, now) && !c.cfg.hooks.fetchHeld(p.tp) {
 			led = append(led, p)
 		}
 	}
@@ -192,36 +210,23 @@ func (c *Copier) throttleWait() time.Duration {
 	return time.Until(c.nextFetch)
 }
 
-func (c *Copier) handleFetchLocked(leader int32, fetch []fetchPart, resp *kmsg.FetchResponse) {
+// handleLocked hands each partition its part of the answer.
+func (s *source) handleLocked(fetch []fetchPart, resp *kmsg.FetchResponse) {
+	c := s.c
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		for _, f := range fetch {
 			f.p.srcLeader = -1
-			c.retryLocked(f.p, fmt.Errorf("fetch from source broker %d: %w", leader, err))
+			c.retryLocked(f.p, fmt.Errorf("fetch from source broker %d: %w", s.id, err))
 		}
 		signal(c.adminWake)
 		return
 	}
-	type key struct {
-		topic     string
-		id        [16]byte
-		partition int32
-	}
-	got := map[key]*kmsg.FetchResponseTopicPartition{}
-	for i := range resp.Topics {
-		t := &resp.Topics[i]
-		for j := range t.Partitions {
-			got[key{t.Topic, t.TopicID, t.Partitions[j].Partition}] = &t.Partitions[j]
-		}
-	}
+	got := indexAnswers(resp.Topics, func(t *kmsg.FetchResponseTopic) (string, [16]byte, []kmsg.FetchResponseTopicPartition) {
+		return t.Topic, t.TopicID, t.Partitions
+	}, func(p *kmsg.FetchResponseTopicPartition) int32 { return p.Partition })
 	for _, f := range fetch {
 		p := f.p
-		var k key
-		if resp.Version >= 13 {
-			k = key{"", p.srcTopicID, p.tp.partition}
-		} else {
-			k = key{p.tp.topic, [16]byte{}, p.tp.partition}
-		}
-		r, ok := got[k]
+		r, ok := got[answerKeyOf(resp.Version, p.tp, p.srcTopicID)]
 		if !ok || p.state != stateRunning || p.fetchOffset != f.offset || c.parts[p.tp] != p {
 			continue // not answered, or stale: the partition moved on
 		}
@@ -272,7 +277,7 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 		}
 		if p.gap != nil {
 			if b.BaseOffset < p.gap.from {
-				c.failLocked(p, EventNonRetriable, fmt.Errorf("%w: %s/%d: source batch %d..%d overlaps destination offsets already written up to %d",
+				c.failLocked(p, datapath.Permanent, fmt.Errorf("%w: %s/%d: source batch %d..%d overlaps destination offsets already written up to %d",
 					ErrDiverged, p.tp.topic, p.tp.partition, b.BaseOffset, b.LastOffset(), p.gap.from))
 				return
 			}
@@ -281,7 +286,7 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 		}
 		blocked, fatal := c.planBatchLocked(p, &b)
 		if fatal != nil {
-			c.failLocked(p, EventNonRetriable, fatal)
+			c.failLocked(p, datapath.Permanent, fatal)
 			return
 		}
 		if blocked != nil {
@@ -291,7 +296,7 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 		p.fetchOffset = b.NextOffset()
 	}
 	if err := it.Err(); err != nil && p.blocked == nil {
-		c.failLocked(p, EventNonRetriable, fmt.Errorf("%s/%d at offset %d: %w", p.tp.topic, p.tp.partition, p.fetchOffset, err))
+		c.failLocked(p, datapath.Permanent, fmt.Errorf("%s/%d at offset %d: %w", p.tp.topic, p.tp.partition, p.fetchOffset, err))
 		return
 	}
 	p.bigFirst = n == 0 && it.Remaining() > 0

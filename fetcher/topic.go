@@ -1,27 +1,21 @@
 package fetcher
 
-// Destination topic preparation. The destination topic must accept every
-// source batch as sent and keep it byte for byte:
-//   - compression.type=producer, else the broker recompresses into its codec
-//     (LogValidator: in-place assignment only when source codec == target);
-//   - message.timestamp.type=CreateTime, else LogAppendTime overwrites the
-//     batch max timestamp;
-//   - message.timestamp.before.max.ms / after.max.ms = Long.MAX, else Kafka
-//     4.x refuses source records older or newer than the skew limits (records
-//     days in the past are normal for a mirror that starts late).
-// These three are forced, whatever the source or the exclusion list says.
+// Destination topic preparation: the destination topic must accept every
+// source batch as sent and keep it byte for byte, so the configs of
+// mirrorconfig.ForcedTopicConfigs are set on it whatever the source or the
+// exclusion list says (mirrorconfig/topicconfigs.go says why each).
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 )
 
 // DestinationTopic is the mirror's destination topic after preparation.
@@ -30,48 +24,17 @@ type DestinationTopic struct {
 	Partitions int32
 }
 
-// ForcedTopicConfigs are set on every destination topic (see the file
-// comment for why).
-var ForcedTopicConfigs = map[string]string{
-	"compression.type":                "producer",
-	"message.timestamp.type":          "CreateTime",
-	"message.timestamp.before.max.ms": strconv.FormatInt(math.MaxInt64, 10),
-	"message.timestamp.after.max.ms":  strconv.FormatInt(math.MaxInt64, 10),
-}
-
-var defaultExcludedConfigs = map[string]bool{
-	// PROTOCOL.md topic.properties.exclude defaults.
-	"leader.replication.throttled.replicas":   true,
-	"follower.replication.throttled.replicas": true,
-	"message.timestamp.type":                  true,
-	"message.timestamp.before.max.ms":         true,
-	"message.timestamp.after.max.ms":          true,
-	"message.timestamp.difference.max.ms":     true,
-	"unclean.leader.election.enable":          true,
-	"min.insync.replicas":                     true,
-	// Forced (see ForcedTopicConfigs).
-	"compression.type": true,
-	// Removed in Kafka 4.0: a 4.x destination refuses them as unknown, and
-	// an older source may still carry them.
-	"message.format.version":        true,
-	"message.downconversion.enable": true,
-}
-
-// DefaultExcludedConfig reports whether a source topic config is not copied
-// by default.
-func DefaultExcludedConfig(name string) bool { return defaultExcludedConfigs[name] }
-
 // EnsureDestinationTopic makes the destination topic ready to receive the
 // source topic's batches at identical offsets. If it is absent it is created
 // with the source's partition count, the source's non-default configs minus
-// excluded ones (excludeConfigs nil means DefaultExcludedConfig) plus
-// ForcedTopicConfigs, and replication factor min(3, destination brokers). If
+// excluded ones (excludeConfigs nil means mirrorconfig.DefaultExcludedConfig)
+// plus mirrorconfig.ForcedTopicConfigs, and replication factor min(3, destination brokers). If
 // it exists, forced configs that differ are set, and it is grown to the
 // source's partition count; a destination with more partitions than the
 // source is an error (partitions cannot be removed).
 func EnsureDestinationTopic(ctx context.Context, src, dst *kadm.Client, topic string, excludeConfigs func(name string) bool) (DestinationTopic, error) {
 	if excludeConfigs == nil {
-		excludeConfigs = DefaultExcludedConfig
+		excludeConfigs = mirrorconfig.DefaultExcludedConfig
 	}
 	// kadm answers metadata from kgo's cache (up to 5 s old) unless asked for
 	// authorized operations: a topic created a moment ago would look absent.
@@ -220,7 +183,7 @@ func copiedConfigs(ctx context.Context, src *kadm.Client, topic string, exclude 
 		}
 		configs[c.Key] = c.Value
 	}
-	for k, v := range ForcedTopicConfigs {
+	for k, v := range mirrorconfig.ForcedTopicConfigs {
 		configs[k] = &v
 	}
 	return configs, nil
@@ -243,7 +206,7 @@ func prepareExisting(ctx context.Context, dst *kadm.Client, topic string, d kadm
 		return DestinationTopic{}, fmt.Errorf("describe destination topic %q configs: %w", topic, err)
 	}
 	var alter []kadm.AlterConfig
-	for k, v := range ForcedTopicConfigs {
+	for k, v := range mirrorconfig.ForcedTopicConfigs {
 		var cur string
 		for _, c := range rc.Configs {
 			if c.Key == k {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
@@ -99,7 +100,7 @@ func BenchmarkCompactedFiller(b *testing.B) {
 				if err := c.Start(ctx, fetcher.Task{Topic: topic, Partition: 0, TransactionalID: fmt.Sprintf("bench-%s-%d", topic, r.fillers)}, nil); err != nil {
 					b.Fatal(err)
 				}
-				var p fetcher.Progress
+				var p datapath.Progress
 				polltest.Eventually(b, 5*time.Minute, topic+" copied", func() (bool, string) {
 					p, _ = c.Progress(topic, 0)
 					return p.DestinationLogEnd >= end.Offset, fmt.Sprintf("%d of %d", p.DestinationLogEnd, end.Offset)

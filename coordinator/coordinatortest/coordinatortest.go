@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 )
 
@@ -33,7 +34,7 @@ func (d *DataPath) Prepare(context.Context, coordinator.PartitionRef, *statetopi
 	return coordinator.Writer{ProducerID: 1, Epoch: d.epoch}, nil, nil
 }
 
-func (d *DataPath) Start(_ context.Context, p coordinator.PartitionRef, _ coordinator.Writer, _ func(coordinator.Event)) error {
+func (d *DataPath) Start(_ context.Context, p coordinator.PartitionRef, _ coordinator.Writer, _ func(datapath.Event)) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.running == nil {
@@ -43,7 +44,7 @@ func (d *DataPath) Start(_ context.Context, p coordinator.PartitionRef, _ coordi
 	return nil
 }
 
-func (d *DataPath) Stop(_ context.Context, p coordinator.PartitionRef, _ coordinator.StopHow) (int64, error) {
+func (d *DataPath) Stop(_ context.Context, p coordinator.PartitionRef, _ datapath.StopHow) (int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.running, key(p))
@@ -53,8 +54,8 @@ func (d *DataPath) Stop(_ context.Context, p coordinator.PartitionRef, _ coordin
 	return 0, nil
 }
 
-func (d *DataPath) Progress(coordinator.PartitionRef) (coordinator.Progress, bool) {
-	return coordinator.Progress{}, false
+func (d *DataPath) Progress(coordinator.PartitionRef) (datapath.Progress, bool) {
+	return datapath.Progress{}, false
 }
 
 func (d *DataPath) Forget(p coordinator.PartitionRef) {

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 )
 
 // ExcludedConfig is the rule for topic configs the sync never sets nor
@@ -20,8 +20,8 @@ import (
 // reports mirror.name itself; the broker has no such config).
 func ExcludedConfig(mirrorExcluded map[string]bool) func(name string) bool {
 	return func(name string) bool {
-		_, forced := fetcher.ForcedTopicConfigs[name]
-		return forced || mirrorExcluded[name] || fetcher.DefaultExcludedConfig(name) || strings.HasPrefix(name, "mirror.")
+		_, forced := mirrorconfig.ForcedTopicConfigs[name]
+		return forced || mirrorExcluded[name] || mirrorconfig.DefaultExcludedConfig(name) || strings.HasPrefix(name, "mirror.")
 	}
 }
 

@@ -4,8 +4,8 @@
 //   - topic configs (configs.go): each mirror topic's dynamic configs on the
 //     destination are set to the source's and the ones the source no longer
 //     sets are deleted, except configs the mirror never copies (its
-//     topic.properties.exclude, the defaults of fetcher.DefaultExcludedConfig
-//     and the configs the mirror forces, fetcher.ForcedTopicConfigs);
+//     topic.properties.exclude, the defaults of mirrorconfig.DefaultExcludedConfig
+//     and the configs the mirror forces, mirrorconfig.ForcedTopicConfigs);
 //   - ACLs (acls.go): source ACLs that acls.include selects are created on the
 //     destination when missing. Destination ACLs are never deleted, so the
 //     destination's own grants survive; an ACL deleted on the source stays on

@@ -18,6 +18,7 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -211,11 +212,9 @@ type PartitionState struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Producer is a destination producer id and epoch.
-type Producer struct {
-	ID    int64 `json:"id"`
-	Epoch int16 `json:"epoch"`
-}
+// Producer is a destination producer id and epoch: the data path's writer
+// identity, stored as is.
+type Producer = datapath.Producer
 
 // EncodeValue encodes one of MirrorConfig, MirrorTopic or PartitionState.
 func EncodeValue(v any) ([]byte, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
@@ -68,17 +69,6 @@ func (d *DataPath) identityClient(key string) *kgo.Client {
 	return d.identities[h.Sum32()%uint32(len(d.identities))]
 }
 
-// permanent marks the fetcher errors that retrying cannot fix.
-func permanent(err error) error {
-	for _, p := range []error{fetcher.ErrDiverged, fetcher.ErrSourceTopicChanged, fetcher.ErrOffsetMismatch,
-		fetcher.ErrUnsupportedBatch, fetcher.ErrLogAppendTimeBatch, fetcher.ErrBatchTooLarge, fetcher.ErrCorruptBatch} {
-		if errors.Is(err, p) {
-			return coordinator.Permanent(err)
-		}
-	}
-	return err
-}
-
 // sourceClientError marks a source client that cannot be built as
 // permanent (the configs are wrong), except for a secret that does not
 // resolve on this instance: the partition is FAILED with that message and
@@ -89,7 +79,7 @@ func sourceClientError(err error) error {
 	if errors.As(err, &se) {
 		return err
 	}
-	return coordinator.Permanent(err)
+	return datapath.Permanent(err)
 }
 
 func key(p coordinator.PartitionRef) coordinator.PartitionRef {
@@ -106,7 +96,7 @@ func (d *DataPath) SetLease(lease func() error) { d.lease = lease }
 // writer of the partition's state and keeps (or, the first time, takes) the
 // partition's data writer. Alignment with the source log start happens in
 // Start.
-func (d *DataPath) Prepare(ctx context.Context, p coordinator.PartitionRef, data *statetopic.Producer) (coordinator.Writer, []string, error) {
+func (d *DataPath) Prepare(ctx context.Context, p coordinator.PartitionRef, data *datapath.Producer) (coordinator.Writer, []string, error) {
 	src, err := d.sources.Client(p.Mirror, p.Config.Configs)
 	if err != nil {
 		return coordinator.Writer{}, nil, sourceClientError(err)
@@ -119,7 +109,7 @@ func (d *DataPath) Prepare(ctx context.Context, p coordinator.PartitionRef, data
 			return coordinator.Writer{}, nil, fmt.Errorf("reaching the source cluster: %w", err)
 		}
 		if got != want {
-			return coordinator.Writer{}, nil, coordinator.Permanent(fmt.Errorf(
+			return coordinator.Writer{}, nil, datapath.Permanent(fmt.Errorf(
 				"the source at %s is cluster %s, but the mirror was created for cluster %s; fix bootstrap.servers (delete and re-create the mirror)",
 				p.Config.Configs["bootstrap.servers"], got, want))
 		}
@@ -129,10 +119,10 @@ func (d *DataPath) Prepare(ctx context.Context, p coordinator.PartitionRef, data
 	// destination topic for all that ask at the same moment.
 	if _, err := flight.Do(ctx, &d.flights, "topic/"+p.Mirror+"/"+p.Topic, 2*time.Minute, func(ctx context.Context) (fetcher.DestinationTopic, error) {
 		return fetcher.EnsureDestinationTopic(ctx, kadm.NewClient(src), d.dstAdm, p.Topic, func(name string) bool {
-			return excluded[name] || fetcher.DefaultExcludedConfig(name)
+			return excluded[name] || mirrorconfig.DefaultExcludedConfig(name)
 		})
 	}); err != nil {
-		return coordinator.Writer{}, nil, permanent(fmt.Errorf("preparing destination topic %s: %w", p.Topic, err))
+		return coordinator.Writer{}, nil, fmt.Errorf("preparing destination topic %s: %w", p.Topic, err)
 	}
 	if d.acls != nil {
 		// Before the partition is MIRRORING: from then on no client may write to it.
@@ -151,7 +141,7 @@ func (d *DataPath) Prepare(ctx context.Context, p coordinator.PartitionRef, data
 		if err != nil {
 			return coordinator.Writer{}, nil, fmt.Errorf("taking the partition's data writer: %w", err)
 		}
-		data = &statetopic.Producer{ID: w.ID, Epoch: w.Epoch}
+		data = &w
 	}
 	return coordinator.Writer{ProducerID: id.ID, Epoch: id.Epoch, Data: data}, nil, nil
 }
@@ -180,7 +170,7 @@ func (d *DataPath) copierFor(p coordinator.PartitionRef) (*mirrorCopier, error) 
 }
 
 // Start copies the partition with the writer Prepare fenced in.
-func (d *DataPath) Start(ctx context.Context, p coordinator.PartitionRef, w coordinator.Writer, events func(coordinator.Event)) error {
+func (d *DataPath) Start(ctx context.Context, p coordinator.PartitionRef, w coordinator.Writer, events func(datapath.Event)) error {
 	mc, err := d.copierFor(p)
 	if err != nil {
 		return err
@@ -189,29 +179,14 @@ func (d *DataPath) Start(ctx context.Context, p coordinator.PartitionRef, w coor
 		return errors.New("internal: starting a copy without the partition's data writer")
 	}
 	task := fetcher.Task{Topic: p.Topic, Partition: p.Partition, SourceTopicID: p.SourceTopicID, TransactionalID: p.TransactionalID(),
-		Writer: &fetcher.ProducerIdentity{ID: w.Data.ID, Epoch: w.Data.Epoch}}
-	if err := mc.copier.Start(ctx, task, func(ev fetcher.Event) { events(translate(ev)) }); err != nil {
-		return permanent(err)
+		Writer: w.Data}
+	if err := mc.copier.Start(ctx, task, events); err != nil {
+		return err
 	}
 	d.mu.Lock()
 	mc.parts[key(p)] = true
 	d.mu.Unlock()
 	return nil
-}
-
-func translate(ev fetcher.Event) coordinator.Event {
-	switch ev.Kind {
-	case fetcher.EventFenced:
-		return coordinator.Event{Kind: coordinator.EvFenced, Err: ev.Err}
-	case fetcher.EventGapFilled:
-		return coordinator.Event{Kind: coordinator.EvRetentionGap, Note: fmt.Sprintf(
-			"source offsets %d..%d were gone (source retention) before they were copied; the destination holds filler there, below its log start",
-			ev.From, ev.To-1)}
-	case fetcher.EventNonRetriable:
-		return coordinator.Event{Kind: coordinator.EvCopyFailed, Err: ev.Err}
-	default:
-		return coordinator.Event{Kind: coordinator.EvCopyFailed, Err: ev.Err, Retriable: true}
-	}
 }
 
 // Stop stops the partition's copy and returns the last mirrored offset: the
@@ -220,9 +195,9 @@ func translate(ev fetcher.Event) coordinator.Event {
 // open destination transactions aborted on failover. A failover then lifts
 // the brokers' DENY ACLs on the topic (brokeracls.go), before the
 // coordinator records the partition STOPPED.
-func (d *DataPath) Stop(ctx context.Context, p coordinator.PartitionRef, how coordinator.StopHow) (int64, error) {
+func (d *DataPath) Stop(ctx context.Context, p coordinator.PartitionRef, how datapath.StopHow) (int64, error) {
 	end, err := d.stop(ctx, p, how)
-	if err != nil || how != coordinator.StopFailover || d.acls == nil {
+	if err != nil || how != datapath.StopFailover || d.acls == nil {
 		return end, err
 	}
 	if _, err := flight.Do(ctx, &d.flights, "allow/"+p.Topic, time.Minute, func(ctx context.Context) (struct{}, error) {
@@ -233,22 +208,15 @@ func (d *DataPath) Stop(ctx context.Context, p coordinator.PartitionRef, how coo
 	return end, nil
 }
 
-func (d *DataPath) stop(ctx context.Context, p coordinator.PartitionRef, how coordinator.StopHow) (int64, error) {
-	mode := fetcher.StopHandover
-	switch how {
-	case coordinator.StopPause:
-		mode = fetcher.StopQuiet
-	case coordinator.StopFailover:
-		mode = fetcher.StopFailover
-	}
-	if pr, ran := d.stopCopy(p, mode); ran && (mode != fetcher.StopFailover || pr.OpenTransactions == 0) {
+func (d *DataPath) stop(ctx context.Context, p coordinator.PartitionRef, how datapath.StopHow) (int64, error) {
+	if pr, ran := d.stopCopy(p, how); ran && (how != datapath.StopFailover || pr.OpenTransactions == 0) {
 		if pr.AbortedAtFailover > 0 {
 			d.log.Info("failover aborted destination transactions whose source markers were not copied yet", "mirror", p.Mirror,
 				"topic", p.Topic, "partition", p.Partition, "aborted", pr.AbortedAtFailover, "last_mirrored_offset", pr.DestinationLogEnd)
 		}
 		return pr.DestinationLogEnd, nil
 	}
-	if mode == fetcher.StopFailover {
+	if how == datapath.StopFailover {
 		end, aborted, err := fetcher.Failover(ctx, d.dst, p.Topic, p.Partition, p.TransactionalID(), d.log.With("mirror", p.Mirror))
 		if err != nil {
 			return 0, fmt.Errorf("failing over %s/%d: %w", p.Topic, p.Partition, err)
@@ -274,7 +242,7 @@ func (d *DataPath) stop(ctx context.Context, p coordinator.PartitionRef, how coo
 
 // stopCopy stops the partition's copy if it runs here, and reports its final
 // progress.
-func (d *DataPath) stopCopy(p coordinator.PartitionRef, mode fetcher.StopMode) (fetcher.Progress, bool) {
+func (d *DataPath) stopCopy(p coordinator.PartitionRef, how datapath.StopHow) (datapath.Progress, bool) {
 	d.mu.Lock()
 	mc := d.copiers[p.Mirror]
 	running := mc != nil && mc.parts[key(p)]
@@ -283,9 +251,9 @@ func (d *DataPath) stopCopy(p coordinator.PartitionRef, mode fetcher.StopMode) (
 	}
 	d.mu.Unlock()
 	if !running {
-		return fetcher.Progress{}, false
+		return datapath.Progress{}, false
 	}
-	pr, err := mc.copier.StopWith(p.Topic, p.Partition, mode)
+	pr, err := mc.copier.StopWith(p.Topic, p.Partition, how)
 	if err != nil {
 		d.log.Debug("copy ended with an error", "mirror", p.Mirror, "topic", p.Topic, "partition", p.Partition, "err", err)
 	}
@@ -313,24 +281,18 @@ func (d *DataPath) ConfigureMirror(name string, cfg *statetopic.MirrorConfig) {
 }
 
 // Progress reports a partition this instance copies.
-func (d *DataPath) Progress(p coordinator.PartitionRef) (coordinator.Progress, bool) {
+func (d *DataPath) Progress(p coordinator.PartitionRef) (datapath.Progress, bool) {
 	d.mu.Lock()
 	mc := d.copiers[p.Mirror]
 	d.mu.Unlock()
 	if mc == nil {
-		return coordinator.Progress{}, false
+		return datapath.Progress{}, false
 	}
-	pr, ok := mc.copier.Progress(p.Topic, p.Partition)
-	if !ok {
-		return coordinator.Progress{}, false
-	}
-	return coordinator.Progress{SourceLogStart: pr.SourceLogStart, SourceHighWatermark: pr.SourceHighWatermark,
-		DestinationLogEnd: pr.DestinationLogEnd, RecordsCopied: pr.RecordsCopied, BytesCopied: pr.BytesCopied,
-		LastCopiedTimestamp: pr.LastCopiedTimestamp, UpdatedAt: pr.UpdatedAt}, true
+	return mc.copier.Progress(p.Topic, p.Partition)
 }
 
 // Forget stops a partition this instance no longer owns.
-func (d *DataPath) Forget(p coordinator.PartitionRef) { d.stopCopy(p, fetcher.StopHandover) }
+func (d *DataPath) Forget(p coordinator.PartitionRef) { d.stopCopy(p, datapath.StopHandover) }
 
 // Close stops every copy.
 func (d *DataPath) Close() {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/internal/kafkatest"
@@ -46,8 +47,8 @@ func TestPrepareRetriesUntilTheSecretResolves(t *testing.T) {
 
 	for range 2 {
 		_, _, err := d.Prepare(ctx, p, nil)
-		if err == nil || coordinator.IsPermanent(err) || !strings.Contains(err.Error(), ref) {
-			t.Fatalf("Prepare without the file: %v (permanent %v)", err, coordinator.IsPermanent(err))
+		if err == nil || !datapath.Retriable(err) || !strings.Contains(err.Error(), ref) {
+			t.Fatalf("Prepare without the file: %v (retriable %v)", err, datapath.Retriable(err))
 		}
 	}
 	if n := strings.Count(strings.Join(logs.lines, ""), "level=ERROR"); n != 1 || !strings.Contains(logs.lines[0], ref) || !strings.Contains(logs.lines[0], "mirror=m") {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kmirror/kmirror/apis"
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/internal/kafkatest"
@@ -67,7 +68,7 @@ type fakeDataPath struct {
 
 func (f *fakeDataPath) Prepare(_ context.Context, p coordinator.PartitionRef, _ *statetopic.Producer) (coordinator.Writer, []string, error) {
 	if strings.HasPrefix(p.Topic, "poison") {
-		return coordinator.Writer{}, nil, coordinator.Permanent(fmt.Errorf("source partition %s-%d is poisoned (test)", p.Topic, p.Partition))
+		return coordinator.Writer{}, nil, datapath.Permanent(fmt.Errorf("source partition %s-%d is poisoned (test)", p.Topic, p.Partition))
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -75,19 +76,19 @@ func (f *fakeDataPath) Prepare(_ context.Context, p coordinator.PartitionRef, _ 
 	return coordinator.Writer{ProducerID: 7, Epoch: f.epoch}, nil, nil
 }
 
-func (f *fakeDataPath) Start(context.Context, coordinator.PartitionRef, coordinator.Writer, func(coordinator.Event)) error {
+func (f *fakeDataPath) Start(context.Context, coordinator.PartitionRef, coordinator.Writer, func(datapath.Event)) error {
 	return nil
 }
 
-func (f *fakeDataPath) Stop(_ context.Context, p coordinator.PartitionRef, _ coordinator.StopHow) (int64, error) {
+func (f *fakeDataPath) Stop(_ context.Context, p coordinator.PartitionRef, _ datapath.StopHow) (int64, error) {
 	if strings.HasPrefix(p.Topic, "stuck") {
 		return 0, fmt.Errorf("destination unreachable (test)")
 	}
 	return 40 + int64(p.Partition), nil
 }
 
-func (f *fakeDataPath) Progress(coordinator.PartitionRef) (coordinator.Progress, bool) {
-	return coordinator.Progress{}, false
+func (f *fakeDataPath) Progress(coordinator.PartitionRef) (datapath.Progress, bool) {
+	return datapath.Progress{}, false
 }
 func (f *fakeDataPath) Forget(coordinator.PartitionRef) {}
 
