@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -206,7 +207,7 @@ func TestMirrorKeyCollision(t *testing.T) {
 	p := startProxyWith(t, []string{up.addr()}, []Option{WithLogger(logs.logger())})
 
 	// Start-up: the discovery connection's ApiVersions already showed the collision.
-	eventually(t, 10*time.Second, "the start-up check's ERROR", func() bool {
+	polltest.Until(t, 10*time.Second, "the start-up check's ERROR", func() bool {
 		return strings.Contains(logs.String(), "level=ERROR") && strings.Contains(logs.String(), "1000 (CreateMirror)")
 	})
 	if strings.Contains(logs.String(), "1001 (") {

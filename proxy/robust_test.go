@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -119,7 +120,7 @@ func TestHostileConnections(t *testing.T) {
 		_ = conn.Close()
 	}
 	metadataRoundTrip(t, healthy, next())
-	eventually(t, 10*time.Second, "hostile sessions to be cleaned up", func() bool { return countSessions(p) == 1 })
+	polltest.Until(t, 10*time.Second, "hostile sessions to be cleaned up", func() bool { return countSessions(p) == 1 })
 }
 
 func countSessions(p *Proxy) int {
@@ -436,7 +437,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 		defer cancel()
 		shut <- p.Shutdown(ctx)
 	}()
-	eventually(t, 5*time.Second, "drain to start", p.draining.Load)
+	polltest.Until(t, 5*time.Second, "drain to start", p.draining.Load)
 	select {
 	case err := <-shut:
 		t.Fatalf("shutdown returned (%v) while a request was in flight", err)
