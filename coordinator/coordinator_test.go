@@ -73,12 +73,6 @@ func (f *fakeDataPath) runningSet() map[int32]bool {
 	return out
 }
 
-// eventually is polltest.Eventually.
-func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	polltest.Eventually(t, d, what, cond)
-}
-
 type instance struct {
 	c      *Coordinator
 	dp     *fakeDataPath
@@ -155,7 +149,7 @@ func testSplitTakeOverFailOver(t *testing.T, cluster *kafkatest.Cluster) {
 		t.Fatal(err)
 	}
 
-	eventually(t, time.Minute, "every partition MIRRORING, split between both instances, none on both", func() (bool, string) {
+	polltest.Eventually(t, time.Minute, "every partition MIRRORING, split between both instances, none on both", func() (bool, string) {
 		states := partitionStates(b.c, "dr", "orders", parts)
 		ra, rb := a.dp.runningSet(), b.dp.runningSet()
 		for p := range ra {
@@ -174,7 +168,7 @@ func testSplitTakeOverFailOver(t *testing.T, cluster *kafkatest.Cluster) {
 	})
 
 	b.stop()
-	eventually(t, time.Minute, "the surviving instance runs every partition", func() (bool, string) {
+	polltest.Eventually(t, time.Minute, "the surviving instance runs every partition", func() (bool, string) {
 		ra := a.dp.runningSet()
 		return len(ra) == parts, fmt.Sprintf("a runs %v", ra)
 	})
@@ -189,7 +183,7 @@ func testSplitTakeOverFailOver(t *testing.T, cluster *kafkatest.Cluster) {
 		&statetopic.MirrorTopic{SourceTopicID: topicID, Desired: statetopic.DesireStop, Partitions: parts}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "every partition STOPPED with its last mirrored offset", func() (bool, string) {
+	polltest.Eventually(t, time.Minute, "every partition STOPPED with its last mirrored offset", func() (bool, string) {
 		states := partitionStates(a.c, "dr", "orders", parts)
 		for p := int32(0); p < parts; p++ {
 			s := states[p]

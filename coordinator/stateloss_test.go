@@ -11,6 +11,7 @@ import (
 
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 )
 
 // The state topic deleted, then re-created, behind the coordinators' back
@@ -36,7 +37,7 @@ func TestStateLossIsRememberedUntilRecovered(t *testing.T) {
 	if err := a.c.Write(ctx, recs...); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "every partition copied and the topic marked", func() (bool, string) {
+	polltest.Eventually(t, time.Minute, "every partition copied and the topic marked", func() (bool, string) {
 		id, _ := a.c.Store().ID()
 		a.c.loss.mu.Lock()
 		mk, ok := a.c.loss.loaded[MarkKey{"dr", "orders"}]
@@ -52,7 +53,7 @@ func TestStateLossIsRememberedUntilRecovered(t *testing.T) {
 	if _, err := adm.DeleteTopics(ctx, statetopic.TopicName); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the view frozen, the mirror lost, no copy running", func() (bool, string) {
+	polltest.Eventually(t, time.Minute, "the view frozen, the mirror lost, no copy running", func() (bool, string) {
 		l := a.c.Loss()
 		return l.Frozen && l.Mirrors["dr"]["orders"].SourceTopicID == topicID && len(a.dp.runningSet()) == 0,
 			fmt.Sprintf("loss %+v, running %v", l, a.dp.runningSet())
@@ -70,7 +71,7 @@ func TestStateLossIsRememberedUntilRecovered(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 10, 1, nil, statetopic.TopicName); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "reading the new state topic, the mirror still lost", func() (bool, string) {
+	polltest.Eventually(t, time.Minute, "reading the new state topic, the mirror still lost", func() (bool, string) {
 		l := a.c.Loss()
 		id, frozen := a.c.Store().ID()
 		return !frozen && !id.IsZero() && l.Mirrors["dr"] != nil && len(a.dp.runningSet()) == 0, fmt.Sprintf("loss %+v, frozen %v", l, frozen)
@@ -86,7 +87,7 @@ func TestStateLossIsRememberedUntilRecovered(t *testing.T) {
 	if err := b.c.Write(ctx, recs...); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "recovered on both, copied, re-marked", func() (bool, string) {
+	polltest.Eventually(t, time.Minute, "recovered on both, copied, re-marked", func() (bool, string) {
 		la, lb := a.c.Loss(), b.c.Loss()
 		id, _ := b.c.Store().ID()
 		b.c.loss.mu.Lock()

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,7 +26,6 @@ import (
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
-	"github.com/kmirror/kmirror/proxy"
 )
 
 // TestAuthzMatrixReal: every mirror RPC and both mirror-config requests, each sent through
@@ -182,31 +180,11 @@ func TestAuthzMatrixReal(t *testing.T) {
 
 const writeRefusal = "WriteMirrorState is never accepted from a client: kmirror instances write __mirror_state themselves, fenced by their writer epoch; use pause, resume or remove to change a mirror topic's state"
 
+// startSASLInstance runs kmirror in front of a SASL destination, writing its audit log to
+// auditPath.
 func startSASLInstance(t *testing.T, dst *kafkatest.Cluster, auditPath string) *instance.Instance {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	in, err := instance.New(context.Background(), instance.Config{
-		Proxy: proxy.Config{Upstream: dst.Bootstrap(), Listen: "127.0.0.1:0", AuditLog: auditPath, MetricsAddr: "127.0.0.1:0",
-			UpstreamSASL: proxy.UpstreamSASL{Mechanism: kafkatest.MechanismSCRAM, Username: kafkatest.KmirrorUser, Password: dst.Password(kafkatest.KmirrorUser)}},
-		Mirroring: true, StatePartitions: 10, SessionTimeout: 6 * time.Second, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := in.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- in.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Logf("kmirror stopped: %v", err)
-		}
-	})
-	return in
+	return instancetest.Start(t, dst, nil, func(cfg *instance.Config) { cfg.Proxy.AuditLog = auditPath })
 }
 
 func kgoRequest(t *testing.T, cl *kgo.Client) func(kmsg.Request) kmsg.Response {
@@ -380,17 +358,9 @@ func TestAuthzNoAuthorizerReal(t *testing.T) {
 // saslAuthenticates is how many SaslAuthenticate requests the proxy has relayed.
 func saslAuthenticates(t *testing.T, in *instance.Instance) int {
 	t.Helper()
-	resp, err := http.Get("http://" + in.Proxy.MetricsAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := scrape(t, in.Proxy.MetricsAddr())
 	n := 0
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(b, "\n") {
 		if strings.HasPrefix(line, "kmirror_proxy_requests_total{") && strings.Contains(line, `api_key="36"`) {
 			f := strings.Fields(line)
 			v, _ := strconv.ParseFloat(f[len(f)-1], 64)

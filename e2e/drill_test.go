@@ -254,25 +254,54 @@ func endsOf(t *testing.T, c *kafkatest.Cluster, topic string) map[int32]int64 {
 // incrementally. At the end every committed record is on the serving
 // cluster exactly once, at identical offsets on both clusters.
 func TestDisasterRecoveryDrill(t *testing.T) {
-	a := &drillSide{name: "A", cluster: kafkatest.Start(t)}
-	b := &drillSide{name: "B", cluster: kafkatest.Start(t)}
-	for _, s := range []*drillSide{a, b} {
+	d := startDrill(t)
+	d.groupRunsOnA()
+	d.disasterOnA()
+	d.failoverToB()
+	d.failbackToA()
+	d.promoteBackToA()
+}
+
+// drill is the DR drill's world and what one step leaves for the next.
+type drill struct {
+	t     *testing.T
+	ctx   context.Context
+	a, b  *drillSide
+	l     *ledger
+	onA   map[int32]int64            // the group's offsets committed on A
+	lost  map[string]bool            // orders committed on A that B never received
+	idsA  map[string]kadm.TopicID    // A's topic ids before the disaster
+	endsA map[string]map[int32]int64 // A's log ends before the disaster
+	lmoB  map[string]map[int32]int64 // B's last mirrored offsets at failover
+}
+
+// startDrill starts A and B with kmirror in front of each, writes orders
+// and events on A and mirrors them to B.
+func startDrill(t *testing.T) *drill {
+	d := &drill{t: t, l: &ledger{committed: map[string]map[string]bool{}},
+		a: &drillSide{name: "A", cluster: kafkatest.Start(t)}, b: &drillSide{name: "B", cluster: kafkatest.Start(t)}}
+	for _, s := range []*drillSide{d.a, d.b} {
 		s.addr = kmirror(t, s.cluster).Proxy.Addr()
 		s.admin = admin(t, s.addr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
-	defer cancel()
-	l := &ledger{committed: map[string]map[string]bool{}}
-	a.cluster.CreateKeptTopic(t, "orders", 2)
-	a.cluster.CreateKeptTopic(t, "events", 2)
-	writeOrders(t, ctx, []string{a.addr}, "shop", "a1", 30, l)
-	writeEvents(t, ctx, []string{a.addr}, "a1", 400, l)
+	t.Cleanup(cancel)
+	d.ctx = ctx
+	d.a.cluster.CreateKeptTopic(t, "orders", 2)
+	d.a.cluster.CreateKeptTopic(t, "events", 2)
+	writeOrders(t, ctx, []string{d.a.addr}, "shop", "a1", 30, d.l)
+	writeEvents(t, ctx, []string{d.a.addr}, "a1", 400, d.l)
 
-	b.mirror(t, "dr", a)
-	b.add(t, "dr", "orders", "events")
-	b.caughtUp(t, "dr")
+	d.b.mirror(t, "dr", d.a)
+	d.b.add(t, "dr", "orders", "events")
+	d.b.caughtUp(t, "dr")
+	return d
+}
 
-	// The application on A: a consumer group on events, committing as it goes.
+// groupRunsOnA runs the application on A: a consumer group on events,
+// committing as it goes, its offsets synced to B.
+func (d *drill) groupRunsOnA() {
+	t, ctx, a, b := d.t, d.ctx, d.a, d.b
 	group := kafkatest.NewClient(t, []string{a.addr}, kgo.ConsumerGroup("app"), kgo.ConsumeTopics("events"),
 		kgo.AutoCommitInterval(100*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	consumed := 0
@@ -285,7 +314,7 @@ func TestDisasterRecoveryDrill(t *testing.T) {
 		t.Fatal(err)
 	}
 	onA := committedOffsets(t, a.cluster, "app", "events")
-	writeEvents(t, ctx, []string{a.addr}, "a2", 100, l)
+	writeEvents(t, ctx, []string{a.addr}, "a2", 100, d.l)
 	b.caughtUp(t, "dr")
 	polltest.Eventually(t, time.Minute, "the group's offsets synced to B", func() (bool, string) {
 		onB := committedOffsets(t, b.cluster, "app", "events")
@@ -297,10 +326,14 @@ func TestDisasterRecoveryDrill(t *testing.T) {
 	if err := group.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatal(err)
 	}
-	onA = committedOffsets(t, a.cluster, "app", "events")
+	d.onA = committedOffsets(t, a.cluster, "app", "events")
 	group.Close()
+}
 
-	// Orders on A that never reach B: the mirror of orders is paused, then A dies.
+// disasterOnA commits orders on A that never reach B (the mirror of orders
+// is paused), then A dies.
+func (d *drill) disasterOnA() {
+	t, a, b := d.t, d.a, d.b
 	pause := protocol.NewPtrPauseMirrorTopicsRequest()
 	pause.MirrorName = "dr"
 	pause.Topics = []protocol.TopicName{{Name: "orders"}}
@@ -315,18 +348,23 @@ func TestDisasterRecoveryDrill(t *testing.T) {
 		}
 		return false, "orders not described"
 	})
-	lost := writeOrders(t, ctx, []string{a.addr}, "shop", "a-lost", 6, l)
-	idsA := topicIDs(t, a.cluster, "orders", "events")
-	endsA := map[string]map[int32]int64{"orders": endsOf(t, a.cluster, "orders"), "events": endsOf(t, a.cluster, "events")}
+	d.lost = writeOrders(t, d.ctx, []string{a.addr}, "shop", "a-lost", 6, d.l)
+	d.idsA = topicIDs(t, a.cluster, "orders", "events")
+	d.endsA = map[string]map[int32]int64{"orders": endsOf(t, a.cluster, "orders"), "events": endsOf(t, a.cluster, "events")}
 	a.cluster.KillBroker(t, 0)
-	t.Logf("disaster: A killed with %d committed orders B never received", len(lost))
+	t.Logf("disaster: A killed with %d committed orders B never received", len(d.lost))
+}
 
-	// Failover on B.
-	lmoB := b.failover(t, "dr", "orders", "events")
-	t.Logf("B failed over; last mirrored offsets %v", lmoB)
+// failoverToB fails B over; the group resumes on B from its synced offsets
+// (re-reading at most what it consumed since the last sync, skipping
+// nothing), and producers move to B.
+func (d *drill) failoverToB() {
+	t, ctx, b := d.t, d.ctx, d.b
+	d.lmoB = b.failover(t, "dr", "orders", "events")
+	t.Logf("B failed over; last mirrored offsets %v", d.lmoB)
 	syncedB := committedOffsets(t, b.cluster, "app", "events")
 	reread := 0
-	for p, at := range onA {
+	for p, at := range d.onA {
 		if syncedB[p] > at {
 			t.Fatalf("events/%d: the group's synced offset on B is %d, past the %d it committed on A: records would be skipped", p, syncedB[p], at)
 		}
@@ -338,7 +376,7 @@ func TestDisasterRecoveryDrill(t *testing.T) {
 	t.Logf("the group resumes on B from its synced offsets %v: %d records re-read, none skipped", syncedB, reread)
 
 	// The service runs on B: producers and the group moved there through B's kmirror.
-	group = kafkatest.NewClient(t, []string{b.addr}, kgo.ConsumerGroup("app"), kgo.ConsumeTopics("events"))
+	group := kafkatest.NewClient(t, []string{b.addr}, kgo.ConsumerGroup("app"), kgo.ConsumeTopics("events"))
 	first := map[int32]int64{}
 	polltest.Eventually(t, time.Minute, "the group resumes on B", func() (bool, string) {
 		group.PollRecords(ctx, 100).EachRecord(func(r *kgo.Record) {
@@ -354,10 +392,15 @@ func TestDisasterRecoveryDrill(t *testing.T) {
 		}
 	}
 	group.Close()
-	writeOrders(t, ctx, []string{b.addr}, "shop", "b1", 20, l)
-	writeEvents(t, ctx, []string{b.addr}, "b1", 300, l)
+	writeOrders(t, ctx, []string{b.addr}, "shop", "b1", 20, d.l)
+	writeEvents(t, ctx, []string{b.addr}, "b1", 300, d.l)
+}
 
-	// A comes back and fails back from B.
+// failbackToA brings A back and mirrors B to it: its diverged orders are
+// re-created (and the discarded records reported), events continue with no
+// re-copy.
+func (d *drill) failbackToA() {
+	t, a, b := d.t, d.a, d.b
 	a.cluster.StartBroker(t, 0)
 	// A's kmirror ran on while its broker was down; its admin RPCs answer a retriable error
 	// until it reads its state topic again (an operator retries them as well).
@@ -369,15 +412,15 @@ func TestDisasterRecoveryDrill(t *testing.T) {
 	a.add(t, "back", "orders", "events")
 	a.caughtUp(t, "back")
 	idsA2 := topicIDs(t, a.cluster, "orders", "events")
-	if idsA2["events"] != idsA["events"] {
+	if idsA2["events"] != d.idsA["events"] {
 		t.Fatal("events was re-created on A although its log was a prefix of B's")
 	}
-	if idsA2["orders"] == idsA["orders"] {
+	if idsA2["orders"] == d.idsA["orders"] {
 		t.Fatal("orders was not re-created on A although it held records B never had")
 	}
 	var discarded int64
-	for p, end := range endsA["orders"] {
-		discarded += end - lmoB["orders"][p]
+	for p, end := range d.endsA["orders"] {
+		discarded += end - d.lmoB["orders"][p]
 	}
 	notes := ""
 	for _, tp := range a.describe(t, "back").Topics {
@@ -389,11 +432,15 @@ func TestDisasterRecoveryDrill(t *testing.T) {
 		t.Fatalf("describe of orders on A says %q; want it to report the %d discarded records", notes, discarded)
 	}
 	t.Logf("failback: orders re-created on A (%q); events continued with no re-copy", notes)
-	l.drop("orders", lost)
+	d.l.drop("orders", d.lost)
 	mirrortest.VerifyLog(t, b.cluster.Client(t), a.cluster.Client(t), false, "orders", "events")
+}
 
-	// Graceful promote back to A: producers on B stop, the mirror catches up,
-	// then A fails over: nothing is lost, nothing diverges.
+// promoteBackToA is the graceful promote: producers on B stop, the mirror
+// catches up, then A fails over: nothing is lost, nothing diverges. B then
+// mirrors A again incrementally, and every committed record is on A once.
+func (d *drill) promoteBackToA() {
+	t, ctx, a, b := d.t, d.ctx, d.a, d.b
 	a.caughtUp(t, "back")
 	lmoA := a.failover(t, "back", "orders", "events")
 	for topic, parts := range lmoA {
@@ -404,8 +451,8 @@ func TestDisasterRecoveryDrill(t *testing.T) {
 			}
 		}
 	}
-	writeOrders(t, ctx, []string{a.addr}, "shop", "a3", 10, l)
-	writeEvents(t, ctx, []string{a.addr}, "a3", 200, l)
+	writeOrders(t, ctx, []string{a.addr}, "shop", "a3", 10, d.l)
+	writeEvents(t, ctx, []string{a.addr}, "a3", 200, d.l)
 
 	// B mirrors A again: its logs are a prefix of A's, so no re-copy.
 	idsB := topicIDs(t, b.cluster, "orders", "events")
@@ -420,28 +467,33 @@ func TestDisasterRecoveryDrill(t *testing.T) {
 	}
 	b.caughtUp(t, "dr")
 	n := mirrortest.VerifyLog(t, a.cluster.Client(t), b.cluster.Client(t), false, "orders", "events")
-
-	// Every committed record, wherever it was produced, is on the serving
-	// cluster (A) exactly once; the orders lost with A are the discarded ones.
 	for _, topic := range []string{"orders", "events"} {
-		got := idsOn(t, []string{a.addr}, topic, sentinel[topic])
-		var missing, twice []string
-		for id := range l.committed[topic] {
-			if got[id] == 0 {
-				missing = append(missing, id)
-			}
-		}
-		for id, c := range got {
-			if c > 1 {
-				twice = append(twice, id)
-			}
-		}
-		sort.Strings(missing)
-		sort.Strings(twice)
-		if len(missing) > 0 || len(twice) > 0 || len(got) != len(l.committed[topic]) {
-			t.Fatalf("%s on A: %d records, %d expected; missing %v, more than once %v", topic, len(got), len(l.committed[topic]), missing, twice)
-		}
-		t.Logf("%s: all %d committed records on A exactly once", topic, len(got))
+		d.onceOnA(topic, sentinel[topic])
 	}
 	t.Logf("drill done: %d records and markers at identical offsets on A and B", n)
+}
+
+// onceOnA checks that every committed record of topic, wherever it was
+// produced, is on the serving cluster (A) exactly once; the orders lost with
+// A are the discarded ones.
+func (d *drill) onceOnA(topic string, sentinel map[int32]int64) {
+	t := d.t
+	got := idsOn(t, []string{d.a.addr}, topic, sentinel)
+	var missing, twice []string
+	for id := range d.l.committed[topic] {
+		if got[id] == 0 {
+			missing = append(missing, id)
+		}
+	}
+	for id, c := range got {
+		if c > 1 {
+			twice = append(twice, id)
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(twice)
+	if len(missing) > 0 || len(twice) > 0 || len(got) != len(d.l.committed[topic]) {
+		t.Fatalf("%s on A: %d records, %d expected; missing %v, more than once %v", topic, len(got), len(d.l.committed[topic]), missing, twice)
+	}
+	t.Logf("%s: all %d committed records on A exactly once", topic, len(got))
 }

@@ -234,21 +234,45 @@ func TestMirrorEndToEnd(t *testing.T) {
 	dst := kafkatest.Start(t)
 	km := kmirror(t, dst)
 	cl := admin(t, km.Proxy.Addr())
+	want := fillEndToEndSource(t, src)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	mirrorEndToEndTopics(t, cl, src)
+	began := time.Now()
+	waitMirrored(t, cl, "dr", want)
+	t.Logf("mirrored %d records of 4 topics in %s", 200_000+2000, time.Since(began).Round(100*time.Millisecond))
 
-	// 3 topics × 8 partitions, 200k records in all, three codecs.
-	const parts = 8
-	const perPartition = 200_000 / 3 / parts
+	srcCl, dstCl := src.Client(t), dst.Client(t)
+	got := mirrortest.VerifyIdentical(t, srcCl, dstCl, "orders", "payments", "clicks-eu", "trimmed")
+	if p := got["trimmed"][0]; p.LogStart != 437 {
+		t.Fatalf("trimmed/0 log start %d on both clusters, want 437", p.LogStart)
+	}
+	viaProxy := mirrorTopicIsReadOnly(t, ctx, km)
+	mirrortest.VerifyIdentical(t, srcCl, dstCl, "orders")
+	failOverOrders(t, ctx, cl, srcCl, viaProxy)
+}
+
+// End-to-end sizes: 3 topics × 8 partitions, 200k records in all.
+const (
+	e2eParts        = 8
+	e2ePerPartition = 200_000 / 3 / e2eParts
+)
+
+// fillEndToEndSource writes the source of TestMirrorEndToEnd: 3 topics in
+// three codecs, and a topic whose log start is above 0 before it is
+// mirrored. It returns the records each topic's mirror must hold.
+func fillEndToEndSource(t *testing.T, src *kafkatest.Cluster) map[string]int64 {
+	t.Helper()
 	codecs := map[string]kgo.CompressionCodec{"orders": kgo.NoCompression(), "payments": kgo.Lz4Compression(), "clicks-eu": kgo.ZstdCompression()}
 	want := map[string]int64{}
 	for topic, codec := range codecs {
-		src.CreateKeptTopic(t, topic, parts)
-		produce(t, src, topic, parts, perPartition, codec)
-		want[topic] = perPartition * parts
+		src.CreateKeptTopic(t, topic, e2eParts)
+		produce(t, src, topic, e2eParts, e2ePerPartition, codec)
+		want[topic] = e2ePerPartition * e2eParts
 	}
-	// A topic whose log start is above 0 before it is mirrored.
 	src.CreateKeptTopic(t, "trimmed", 2)
 	produce(t, src, "trimmed", 2, 1000, kgo.ZstdCompression())
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	trim := kadm.Offsets{}
 	trim.Add(kadm.Offset{Topic: "trimmed", Partition: 0, At: 437})
@@ -257,7 +281,13 @@ func TestMirrorEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	want["trimmed"] = 2000
+	return want
+}
 
+// mirrorEndToEndTopics creates the mirror dr of src and adds its topics, by
+// name and by pattern, with the mirror RPCs themselves.
+func mirrorEndToEndTopics(t *testing.T, cl *kgo.Client, src *kafkatest.Cluster) {
+	t.Helper()
 	create := protocol.NewPtrCreateMirrorRequest()
 	create.MirrorName = "dr"
 	create.Configs = []protocol.CreateMirrorRequestConfig{{Name: "bootstrap.servers", Value: kmsg.StringPtr(src.BootstrapString())}}
@@ -279,18 +309,13 @@ func TestMirrorEndToEnd(t *testing.T) {
 			t.Fatalf("add %s: %s", tr.Name, deref(tr.ErrorMessage))
 		}
 	}
-	began := time.Now()
-	waitMirrored(t, cl, "dr", want)
-	t.Logf("mirrored %d records of 4 topics in %s", 200_000+2000, time.Since(began).Round(100*time.Millisecond))
+}
 
-	srcCl, dstCl := src.Client(t), dst.Client(t)
-	got := mirrortest.VerifyIdentical(t, srcCl, dstCl, "orders", "payments", "clicks-eu", "trimmed")
-	if p := got["trimmed"][0]; p.LogStart != 437 {
-		t.Fatalf("trimmed/0 log start %d on both clusters, want 437", p.LogStart)
-	}
-
-	// Read-only: franz-go through kmirror fails fast (it reports the code, not
-	// the broker's message); nothing is written.
+// mirrorTopicIsReadOnly: franz-go through kmirror fails fast (it reports
+// the code, not the broker's message) and the Java producer shows the
+// message verbatim; nothing is written. It returns the franz-go client.
+func mirrorTopicIsReadOnly(t *testing.T, ctx context.Context, km *instance.Instance) *kgo.Client {
+	t.Helper()
 	var produces produceCounter
 	viaProxy := kafkatest.NewClient(t, []string{km.Proxy.Addr()}, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.WithHooks(&produces))
 	err := viaProxy.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: 0, Value: []byte("must not land")}).FirstErr()
@@ -300,15 +325,18 @@ func TestMirrorEndToEnd(t *testing.T) {
 	if n := produces.n.Load(); n != 1 {
 		t.Fatalf("franz-go sent %d Produce requests for one record: the refusal must not be retried", n)
 	}
-	// The Java producer shows the message verbatim.
 	out, jerr := kafkatest.RunToolInput(t, ctx, "hello\n", "org.apache.kafka.tools.ConsoleProducer",
 		"--bootstrap-server", km.Proxy.Addr(), "--topic", "orders", "--producer-property", "retries=0")
 	if !strings.Contains(out, `read-only mirror topic of mirror "dr"`) || !strings.Contains(out, "kmirror mirrors --remove --mirror dr --topics orders") {
 		t.Fatalf("Java console producer to a mirror topic: err %v, output:\n%s", jerr, out)
 	}
-	mirrortest.VerifyIdentical(t, srcCl, dstCl, "orders")
+	return viaProxy
+}
 
-	// Failover of orders: STOPPED, LMO = destination end, writable, same next record.
+// failOverOrders fails orders over: STOPPED, LMO = destination end,
+// writable, and a consumer goes on with the same next record.
+func failOverOrders(t *testing.T, ctx context.Context, cl, srcCl, viaProxy *kgo.Client) {
+	t.Helper()
 	remove := protocol.NewPtrRemoveTopicsFromMirrorRequest()
 	remove.MirrorName = "dr"
 	remove.Topics = []protocol.TopicName{{Name: "orders"}}
@@ -316,7 +344,7 @@ func TestMirrorEndToEnd(t *testing.T) {
 		t.Fatalf("remove: %+v", rr)
 	}
 	stoppedAt := time.Now()
-	polltest.Eventually(t, time.Minute, fmt.Sprintf("orders STOPPED with LMO %d", perPartition), func() (bool, string) {
+	polltest.Eventually(t, time.Minute, fmt.Sprintf("orders STOPPED with LMO %d", e2ePerPartition), func() (bool, string) {
 		lmo := protocol.NewPtrLastMirroredOffsetsRequest()
 		lmo.MirrorName = "dr"
 		lmo.Topics = []protocol.TopicPartitions{{Name: "orders"}}
@@ -324,38 +352,42 @@ func TestMirrorEndToEnd(t *testing.T) {
 		if len(lr.Topics) != 1 {
 			return false, fmt.Sprintf("%+v", lr.Topics)
 		}
-		done := len(lr.Topics[0].Partitions) == parts
+		done := len(lr.Topics[0].Partitions) == e2eParts
 		for _, p := range lr.Topics[0].Partitions {
-			done = done && p.LastMirroredOffset == perPartition
+			done = done && p.LastMirroredOffset == e2ePerPartition
 		}
 		return done, fmt.Sprintf("%+v", lr.Topics)
 	})
 	t.Logf("failover of orders took %s", time.Since(stoppedAt).Round(10*time.Millisecond))
 	produceWhenWritable(t, ctx, viaProxy, &kgo.Record{Topic: "orders", Partition: 3, Value: []byte("after failover")})
 	// A consumer that had read orders/3 up to offset 100 on the source goes on at 101 on the destination.
-	next := func(c *kgo.Client, off int64) *kgo.Record {
-		rc := kafkatest.NewClient(t, c.OptValue(kgo.SeedBrokers).([]string),
-			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"orders": {3: kgo.NewOffset().At(off)}}))
-		for {
-			fs := rc.PollFetches(ctx)
-			if ctx.Err() != nil {
-				t.Fatal("timeout reading orders/3")
-			}
-			var first *kgo.Record
-			fs.EachRecord(func(r *kgo.Record) {
-				if first == nil {
-					first = r
-				}
-			})
-			if first != nil {
-				return first
-			}
-		}
-	}
-	if a, b := next(srcCl, 101), next(viaProxy, 101); a.Offset != b.Offset || string(a.Value) != string(b.Value) || string(a.Key) != string(b.Key) {
+	if a, b := firstOrder3(t, ctx, srcCl, 101), firstOrder3(t, ctx, viaProxy, 101); a.Offset != b.Offset || string(a.Value) != string(b.Value) || string(a.Key) != string(b.Key) {
 		t.Fatalf("next record after offset 100: source %d %q, destination %d %q", a.Offset, a.Key, b.Offset, b.Key)
 	}
-	if last := next(viaProxy, perPartition); string(last.Value) != "after failover" || last.Offset != perPartition {
+	if last := firstOrder3(t, ctx, viaProxy, e2ePerPartition); string(last.Value) != "after failover" || last.Offset != e2ePerPartition {
 		t.Fatalf("record after failover at offset %d: %q", last.Offset, last.Value)
+	}
+}
+
+// firstOrder3 reads the first record of orders/3 at or after off, through
+// c's seed brokers.
+func firstOrder3(t *testing.T, ctx context.Context, c *kgo.Client, off int64) *kgo.Record {
+	t.Helper()
+	rc := kafkatest.NewClient(t, c.OptValue(kgo.SeedBrokers).([]string),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"orders": {3: kgo.NewOffset().At(off)}}))
+	for {
+		fs := rc.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("timeout reading orders/3")
+		}
+		var first *kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			if first == nil {
+				first = r
+			}
+		})
+		if first != nil {
+			return first
+		}
 	}
 }

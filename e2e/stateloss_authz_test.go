@@ -40,14 +40,7 @@ func TestStateLossRecoveryNeedsAlterOnCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	directAdm := kadm.NewClient(dst.Client(t)) // admin, straight at the broker
-	polltest.Eventually(t, time.Minute, "the mirror topic marked", func() (bool, string) {
-		ends, err := directAdm.ListEndOffsets(ctx, statetopic.MarksTopicName)
-		if err != nil {
-			return false, err.Error()
-		}
-		e, _ := ends.Lookup(statetopic.MarksTopicName, 0)
-		return e.Err == nil && e.Offset > 0, fmt.Sprintf("end %d err %v", e.Offset, e.Err)
-	})
+	waitMarked(t, ctx, directAdm)
 	if resps, err := directAdm.DeleteTopics(ctx, statetopic.TopicName); err != nil || resps.Error() != nil {
 		t.Fatalf("deleting %s at the broker: %v %v", statetopic.TopicName, err, resps.Error())
 	}

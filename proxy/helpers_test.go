@@ -18,6 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
+
+	"github.com/kmirror/kmirror/internal/leaktest"
 )
 
 func TestMain(m *testing.M) {
@@ -33,15 +35,9 @@ func TestMain(m *testing.M) {
 }
 
 // leakOptions ignores goroutines that belong to libraries' process-wide pools, not to any
-// one proxy: gnet's worker pool (ants) keeps a purge goroutine and a clock for the process.
+// one proxy: gnet's worker pool, and go-metrics' ticker that sarama (a test client) starts.
 func leakOptions() []goleak.Option {
-	return []goleak.Option{
-		goleak.IgnoreAnyFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
-		goleak.IgnoreAnyFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
-		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*goWorker).run.func1"),
-		// sarama (a test client) starts go-metrics' process-wide meter ticker.
-		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
-	}
+	return leaktest.Join(leaktest.GnetPool(), leaktest.GoMetrics())
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -137,20 +133,6 @@ func assertOnlyProxyDialed(t testing.TB, p *Proxy, d *dialRecorder) {
 		if !allowed[a] {
 			t.Errorf("client dialed %s, which is not a proxy address (proxy: %v)", a, allowed)
 		}
-	}
-}
-
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	wait := time.Millisecond
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, 100*time.Millisecond)
 	}
 }
 

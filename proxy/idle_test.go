@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -66,7 +67,7 @@ func TestIdleReaderWait(t *testing.T) {
 	metadataRoundTrip(t, conn, 1) // upstream dialled, the reader idle in its read
 
 	var s *session
-	eventually(t, 5*time.Second, "the reader waits in the upstream socket", func() bool {
+	polltest.Until(t, 5*time.Second, "the reader waits in the upstream socket", func() bool {
 		p.sessions.Range(func(k, _ any) bool { s = k.(*session); return false })
 		if s == nil {
 			return false

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/polltest"
 )
 
 func startKfake(t testing.TB, brokers int) *kfake.Cluster {
@@ -148,7 +150,7 @@ func checkAddressRewrites(t *testing.T, p *Proxy, realAddrs []string) {
 		req.CoordinatorKey = "g1"
 		var resp *kmsg.FindCoordinatorResponse
 		// A fresh cluster answers COORDINATOR_NOT_AVAILABLE until __consumer_offsets exists.
-		eventually(t, 60*time.Second, "group coordinator", func() bool {
+		polltest.Until(t, 60*time.Second, "group coordinator", func() bool {
 			resp = rawConn(t, addr, req).(*kmsg.FindCoordinatorResponse)
 			return resp.ErrorCode == 0
 		})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -29,7 +30,7 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Logf("metrics:\n%s", body)
 		}
 	}()
-	eventually(t, 10*time.Second, "metrics to include the connection errors", func() bool {
+	polltest.Until(t, 10*time.Second, "metrics to include the connection errors", func() bool {
 		resp, err := http.Get("http://" + p.MetricsAddr() + "/metrics")
 		if err != nil {
 			t.Fatalf("scrape: %v", err)

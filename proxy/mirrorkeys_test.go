@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/polltest"
+	"github.com/kmirror/kmirror/internal/syncbuf"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -140,26 +141,6 @@ func (f *fakeUpstream) serve(conn net.Conn) {
 	}
 }
 
-// logBuffer collects a proxy's log lines for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
-
 // advertisedKeys asks the proxy for ApiVersions on a fresh connection.
 func advertisedKeys(t *testing.T, p *Proxy) map[int16]kmsg.ApiVersionsResponseApiKey {
 	t.Helper()
@@ -202,11 +183,11 @@ func expectNoAnswer(t *testing.T, addr string, req kmsg.Request) {
 func TestMirrorKeyCollision(t *testing.T) {
 	up := startFakeUpstream(t,
 		kmsg.ApiVersionsResponseApiKey{ApiKey: protocol.KeyCreateMirror, MaxVersion: 2})
-	var logs logBuffer
-	p := startProxyWith(t, []string{up.addr()}, []Option{WithLogger(logs.logger())})
+	var logs syncbuf.Buffer
+	p := startProxyWith(t, []string{up.addr()}, []Option{WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))})
 
 	// Start-up: the discovery connection's ApiVersions already showed the collision.
-	eventually(t, 10*time.Second, "the start-up check's ERROR", func() bool {
+	polltest.Until(t, 10*time.Second, "the start-up check's ERROR", func() bool {
 		return strings.Contains(logs.String(), "level=ERROR") && strings.Contains(logs.String(), "1000 (CreateMirror)")
 	})
 	if strings.Contains(logs.String(), "1001 (") {
@@ -255,9 +236,9 @@ func TestMirrorKeyCollision(t *testing.T) {
 // range (a broker upgraded in place) takes it from the answer that first shows it.
 func TestMirrorKeyCollisionOnClientApiVersions(t *testing.T) {
 	up := startFakeUpstream(t)
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	// No discovery round in between: the client's answer must be the one that shows it.
-	p := startProxyWith(t, []string{up.addr()}, []Option{WithLogger(logs.logger())},
+	p := startProxyWith(t, []string{up.addr()}, []Option{WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))},
 		func(c *Config) { c.MetadataRefresh = time.Hour })
 
 	keys := advertisedKeys(t, p)

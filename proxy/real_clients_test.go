@@ -170,7 +170,7 @@ func TestRealFranzGoAdmin(t *testing.T) {
 	if _, err := adm.DeleteTopic(ctx, topic); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	eventually(t, 30*time.Second, "deleted topic to disappear", func() bool {
+	polltest.Until(t, 30*time.Second, "deleted topic to disappear", func() bool {
 		td, err := adm.ListTopics(ctx, topic)
 		return err == nil && !td.Has(topic)
 	})

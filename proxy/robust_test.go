@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -51,11 +52,7 @@ func metadataRoundTrip(t *testing.T, c net.Conn, corrID int32) {
 func TestHostileConnections(t *testing.T) {
 	c := startKfake(t, 1)
 	p := startProxy(t, c.ListenAddrs(), func(cfg *Config) { cfg.MaxFrameBytes = 1 << 20 })
-	healthy, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer healthy.Close()
+	healthy := rawDial(t, p.Addr())
 	corr := int32(0)
 	next := func() int32 { corr++; return corr }
 	metadataRoundTrip(t, healthy, next())
@@ -85,11 +82,7 @@ func TestHostileConnections(t *testing.T) {
 	}
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", p.Addr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			conn := rawDial(t, p.Addr())
 			if _, err := conn.Write(b); err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +112,7 @@ func TestHostileConnections(t *testing.T) {
 		_ = conn.Close()
 	}
 	metadataRoundTrip(t, healthy, next())
-	eventually(t, 10*time.Second, "hostile sessions to be cleaned up", func() bool { return countSessions(p) == 1 })
+	polltest.Until(t, 10*time.Second, "hostile sessions to be cleaned up", func() bool { return countSessions(p) == 1 })
 }
 
 func countSessions(p *Proxy) int {
@@ -133,11 +126,7 @@ func countSessions(p *Proxy) int {
 func TestAcksZeroProduceDoesNotStall(t *testing.T) {
 	c := startKfake(t, 1)
 	p := startProxy(t, c.ListenAddrs())
-	conn, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawDial(t, p.Addr())
 	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("t"))
 	md := kmsg.NewPtrMetadataRequest()
 	md.Version = 9
@@ -209,11 +198,7 @@ func TestApiVersions(t *testing.T) {
 	}
 
 	// A version newer than the proxy knows: UNSUPPORTED_VERSION with a v0 body (KIP-511).
-	conn, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawDial(t, p.Addr())
 	hdr := binary.BigEndian.AppendUint16(nil, 18)
 	hdr = binary.BigEndian.AppendUint16(hdr, 99)
 	hdr = binary.BigEndian.AppendUint32(hdr, 42)
@@ -247,11 +232,7 @@ func TestApiVersions(t *testing.T) {
 func TestMirrorKeysAnsweredLocally(t *testing.T) {
 	c := startKfake(t, 1)
 	p := startProxy(t, c.ListenAddrs())
-	conn, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawDial(t, p.Addr())
 	for i, api := range protocol.MirrorAPIs() {
 		req := protocol.RequestForKey(api.Key)
 		resp := roundTrip(t, conn, req, int32(i+1))
@@ -339,11 +320,7 @@ func TestInFlightLimitKeepsOrder(t *testing.T) {
 	c := startKfake(t, 1)
 	p := startProxy(t, c.ListenAddrs(), func(cfg *Config) { cfg.MaxInFlight = 2 })
 	var maxSeen atomic.Int64
-	conn, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawDial(t, p.Addr())
 	f := kmsg.NewRequestFormatter()
 	const n = 300
 	var out []byte
@@ -387,11 +364,7 @@ func TestInFlightLimitKeepsOrder(t *testing.T) {
 func TestIdleTimeoutClosesConnection(t *testing.T) {
 	c := startKfake(t, 1)
 	p := startProxy(t, c.ListenAddrs(), func(cfg *Config) { cfg.IdleTimeout = 200 * time.Millisecond })
-	conn, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawDial(t, p.Addr())
 	// The idle clock restarts on the request and on its response. Taken before the request
 	// is sent, start is never later than the last activity however slow the round trip, so
 	// a close sooner than the bound after start can only be a close before the timeout.
@@ -421,11 +394,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 		<-release
 		return protocol.NewPtrListMirrorsResponse(), nil
 	})
-	conn, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawDial(t, p.Addr())
 	if _, err := conn.Write(kmsg.NewRequestFormatter().AppendRequest(nil, protocol.NewPtrListMirrorsRequest(), 5)); err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +405,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 		defer cancel()
 		shut <- p.Shutdown(ctx)
 	}()
-	eventually(t, 5*time.Second, "drain to start", p.draining.Load)
+	polltest.Until(t, 5*time.Second, "drain to start", p.draining.Load)
 	select {
 	case err := <-shut:
 		t.Fatalf("shutdown returned (%v) while a request was in flight", err)

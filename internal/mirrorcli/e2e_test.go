@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/proxy"
 )
 
@@ -54,7 +55,7 @@ func describeStates(t *testing.T, s *server, mirror string) (map[string]map[int3
 // wanted state.
 func waitStates(t *testing.T, s *server, mirror string, want map[string]string) {
 	t.Helper()
-	eventually(t, 30*time.Second, "partitions reach their states", func() (bool, string) {
+	polltest.Eventually(t, 30*time.Second, "partitions reach their states", func() (bool, string) {
 		got, r := describeStates(t, s, mirror)
 		if got == nil {
 			return false, r.String()

@@ -23,20 +23,15 @@ import (
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/internal/kafkatest"
-	"github.com/kmirror/kmirror/internal/polltest"
+	"github.com/kmirror/kmirror/internal/leaktest"
 	"github.com/kmirror/kmirror/proxy"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
-		if err := goleak.Find(
-			// gnet's process-wide worker pool (ants) and kgo's shared zstd decoders.
-			goleak.IgnoreAnyFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
-			goleak.IgnoreAnyFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
-			goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*goWorker).run.func1"),
-			goleak.IgnoreAnyFunction("github.com/klauspost/compress/zstd.(*blockDec).startDecoder"),
-		); err != nil {
+		// gnet's process-wide worker pool and kgo's shared zstd decoders.
+		if err := goleak.Find(leaktest.Join(leaktest.GnetPool(), leaktest.ZstdDecoders())...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}
@@ -49,12 +44,6 @@ func quietLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// eventually is polltest.Eventually.
-func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	polltest.Eventually(t, d, what, cond)
 }
 
 // fakeDataPath stands in for the copy pipeline: preparing a topic whose name

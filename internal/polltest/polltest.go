@@ -25,3 +25,9 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() (bool, s
 		wait = min(wait*2, 500*time.Millisecond)
 	}
 }
+
+// Until is Eventually for a condition that has nothing to say about what it saw.
+func Until(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	Eventually(t, d, what, func() (bool, string) { return cond(), "still not so" })
+}

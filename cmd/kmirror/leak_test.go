@@ -1,0 +1,15 @@
+package main
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/kmirror/kmirror/internal/leaktest"
+)
+
+// TestMain fails the package's tests if any of them leaves a goroutine
+// running. The proxy's gnet pool starts when the binary does (leaktest.GnetPool).
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, leaktest.GnetPool()...)
+}
