@@ -1,4 +1,4 @@
-package addtopics
+package apis
 
 import (
 	"testing"
