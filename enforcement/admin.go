@@ -227,43 +227,59 @@ func syncedKeyRefusal(set *ReadOnlySet, resourceType int8, topic string, keys []
 }
 
 func (a *adminCheck) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
-	names := namesOf(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) string { return res.ResourceName })
-	reasons := a.collect(names, func(i int, n string) string {
-		keys := make([]string, 0, len(r.Resources[i].Configs))
-		for _, c := range r.Resources[i].Configs {
-			keys = append(keys, c.Name)
-		}
-		return a.configWhy(int8(r.Resources[i].ResourceType), n, keys)
+	refused := a.refusedResources(len(r.Resources), func(i int) (kmsg.ConfigResourceType, string) {
+		return r.Resources[i].ResourceType, r.Resources[i].ResourceName
+	}, func(i int) []string {
+		return namesOf(r.Resources[i].Configs, func(c kmsg.IncrementalAlterConfigsRequestResourceConfig) string { return c.Name })
 	})
-	if reasons == nil {
+	if refused == nil {
 		return nil
 	}
 	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
-	for i, res := range r.Resources {
-		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, a.code, kmsg.StringPtr(reasons[i])
-		resp.Resources = append(resp.Resources, rr)
+	for _, rr := range refused {
+		resp.Resources = append(resp.Resources, kmsg.IncrementalAlterConfigsResponseResource(rr))
 	}
 	return resp
 }
 
 func (a *adminCheck) alterConfigs(r *kmsg.AlterConfigsRequest) kmsg.Response {
-	names := namesOf(r.Resources, func(res kmsg.AlterConfigsRequestResource) string { return res.ResourceName })
-	reasons := a.collect(names, func(i int, n string) string {
-		// AlterConfigs replaces every config of the resource: any synced key
-		// it omits would be reset, so it is refused outright on mirror topics.
-		return a.configWhy(int8(r.Resources[i].ResourceType), n, []string{"(all configs: AlterConfigs replaces the whole set)"})
+	// AlterConfigs replaces every config of the resource: any synced key it omits would be
+	// reset, so it is refused outright on mirror topics.
+	all := []string{"(all configs: AlterConfigs replaces the whole set)"}
+	refused := a.refusedResources(len(r.Resources), func(i int) (kmsg.ConfigResourceType, string) {
+		return r.Resources[i].ResourceType, r.Resources[i].ResourceName
+	}, func(int) []string { return all })
+	if refused == nil {
+		return nil
+	}
+	resp := kmsg.NewPtrAlterConfigsResponse()
+	resp.Resources = refused
+	return resp
+}
+
+// refusedResources answers every resource of a config request with its refusal once one is
+// refused, else returns nil. resource gives resource i's type and name, keys the configs it
+// changes. Both config APIs' response resources have the same fields, so AlterConfigs' type
+// serves IncrementalAlterConfigs too.
+func (a *adminCheck) refusedResources(n int, resource func(i int) (kmsg.ConfigResourceType, string), keys func(i int) []string) []kmsg.AlterConfigsResponseResource {
+	names := make([]string, n)
+	for i := range n {
+		_, names[i] = resource(i)
+	}
+	reasons := a.collect(names, func(i int, name string) string {
+		typ, _ := resource(i)
+		return a.configWhy(int8(typ), name, keys(i))
 	})
 	if reasons == nil {
 		return nil
 	}
-	resp := kmsg.NewPtrAlterConfigsResponse()
-	for i, res := range r.Resources {
-		rr := kmsg.NewAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, a.code, kmsg.StringPtr(reasons[i])
-		resp.Resources = append(resp.Resources, rr)
+	out := make([]kmsg.AlterConfigsResponseResource, n)
+	for i := range out {
+		out[i] = kmsg.NewAlterConfigsResponseResource()
+		out[i].ResourceType, out[i].ResourceName = resource(i)
+		out[i].ErrorCode, out[i].ErrorMessage = a.code, kmsg.StringPtr(reasons[i])
 	}
-	return resp
+	return out
 }
 
 // MirrorNameConfig is the read-only entry DescribeConfigs shows on mirror
