@@ -341,95 +341,104 @@ func mirrorSubject(key, version int16, body []byte) subject {
 	if req.ReadFrom(body) != nil {
 		return subject{}
 	}
-	var s subject
-	names := func(n int, name func(int) string) {
-		for i := range n {
-			s.topics = append(s.topics, name(i))
-		}
-	}
 	switch r := req.(type) {
 	case *protocol.CreateMirrorRequest:
-		s.mirror = r.MirrorName
-	case *protocol.AddTopicsToMirrorRequest:
-		s.mirror = r.MirrorName
-		names(len(r.Topics), func(i int) string { return r.Topics[i].Name })
-	case *protocol.RemoveTopicsFromMirrorRequest:
-		s.mirror = r.MirrorName
-		names(len(r.Topics), func(i int) string { return r.Topics[i].Name })
-	case *protocol.LastMirroredOffsetsRequest:
-		s.mirror = r.MirrorName
-		names(len(r.Topics), func(i int) string { return r.Topics[i].Name })
-	case *protocol.DescribeMirrorsRequest:
-		s.mirror = strings.Join(r.MirrorNames, ",")
-	case *protocol.ReadMirrorStateRequest:
-		s.mirror = r.MirrorName
-		names(len(r.Topics), func(i int) string { return r.Topics[i].Name })
-	case *protocol.WriteMirrorStateRequest:
-		s.mirror = r.MirrorName
-		names(len(r.Topics), func(i int) string { return r.Topics[i].Name })
-	case *protocol.PauseMirrorTopicsRequest:
-		s.mirror = r.MirrorName
-		names(len(r.Topics), func(i int) string { return r.Topics[i].Name })
-	case *protocol.ResumeMirrorTopicsRequest:
-		s.mirror = r.MirrorName
-		names(len(r.Topics), func(i int) string { return r.Topics[i].Name })
+		return subject{mirror: r.MirrorName}
 	case *protocol.DeleteMirrorRequest:
-		s.mirror = r.MirrorName
+		return subject{mirror: r.MirrorName}
+	case *protocol.DescribeMirrorsRequest:
+		return subject{mirror: strings.Join(r.MirrorNames, ",")}
+	case *protocol.AddTopicsToMirrorRequest:
+		return namedTopics(r.MirrorName, r.Topics, func(t protocol.AddTopicsToMirrorRequestTopic) string { return t.Name })
+	case *protocol.WriteMirrorStateRequest:
+		return namedTopics(r.MirrorName, r.Topics, func(t protocol.WriteMirrorStateRequestTopic) string { return t.Name })
+	case *protocol.RemoveTopicsFromMirrorRequest:
+		return namedTopics(r.MirrorName, r.Topics, topicName)
+	case *protocol.PauseMirrorTopicsRequest:
+		return namedTopics(r.MirrorName, r.Topics, topicName)
+	case *protocol.ResumeMirrorTopicsRequest:
+		return namedTopics(r.MirrorName, r.Topics, topicName)
+	case *protocol.LastMirroredOffsetsRequest:
+		return namedTopics(r.MirrorName, r.Topics, partitionsTopic)
+	case *protocol.ReadMirrorStateRequest:
+		return namedTopics(r.MirrorName, r.Topics, partitionsTopic)
+	}
+	return subject{}
+}
+
+// namedTopics is the subject of a request that names a mirror and topics.
+func namedTopics[T any](mirror string, topics []T, name func(T) string) subject {
+	s := subject{mirror: mirror}
+	for _, t := range topics {
+		s.topics = append(s.topics, name(t))
 	}
 	return s
 }
+
+func topicName(t protocol.TopicName) string             { return t.Name }
+func partitionsTopic(t protocol.TopicPartitions) string { return t.Name }
 
 // configSubject reads the mirror resources a DescribeConfigs or IncrementalAlterConfigs
 // request names.
 func configSubject(key, version int16, body []byte) subject {
 	var names []string
-	switch key {
-	case 32:
-		req := kmsg.NewPtrDescribeConfigsRequest()
-		req.SetVersion(version)
-		if req.ReadFrom(body) == nil {
-			for _, r := range req.Resources {
-				names = append(names, r.ResourceName)
-			}
-		}
-	case 44:
-		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-		req.SetVersion(version)
-		if req.ReadFrom(body) == nil {
-			for _, r := range req.Resources {
-				names = append(names, r.ResourceName)
-			}
-		}
+	for _, r := range configResources(key, version, body) {
+		names = append(names, r.name)
 	}
 	return subject{mirror: strings.Join(names, ",")}
 }
 
-// configRefusal answers a mirror-config request with the refusal on every resource.
-func configRefusal(key, version int16, body []byte, code int16, msg string) kmsg.Response {
-	switch key {
-	case 44:
-		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-		req.SetVersion(version)
-		_ = req.ReadFrom(body) // decoded before, by the config handler
-		resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
-		for _, r := range req.Resources {
-			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			rr.ErrorCode, rr.ErrorMessage, rr.ResourceType, rr.ResourceName = code, kmsg.StringPtr(msg), r.ResourceType, r.ResourceName
-			resp.Resources = append(resp.Resources, rr)
+// configResource is one resource a DescribeConfigs or IncrementalAlterConfigs request names.
+type configResource struct {
+	typ  kmsg.ConfigResourceType
+	name string
+}
+
+// configResources decodes the resources of a DescribeConfigs (32) or IncrementalAlterConfigs
+// (44) request: none when it does not decode.
+func configResources(key, version int16, body []byte) []configResource {
+	req := kmsg.RequestForKey(key)
+	if req == nil {
+		return nil
+	}
+	req.SetVersion(version)
+	if req.ReadFrom(body) != nil {
+		return nil
+	}
+	var out []configResource
+	switch r := req.(type) {
+	case *kmsg.DescribeConfigsRequest:
+		for _, res := range r.Resources {
+			out = append(out, configResource{res.ResourceType, res.ResourceName})
 		}
-		return resp
-	default:
-		req := kmsg.NewPtrDescribeConfigsRequest()
-		req.SetVersion(version)
-		_ = req.ReadFrom(body)
-		resp := kmsg.NewPtrDescribeConfigsResponse()
-		for _, r := range req.Resources {
-			rr := kmsg.NewDescribeConfigsResponseResource()
-			rr.ErrorCode, rr.ErrorMessage, rr.ResourceType, rr.ResourceName = code, kmsg.StringPtr(msg), r.ResourceType, r.ResourceName
+	case *kmsg.IncrementalAlterConfigsRequest:
+		for _, res := range r.Resources {
+			out = append(out, configResource{res.ResourceType, res.ResourceName})
+		}
+	}
+	return out
+}
+
+// configRefusal answers a mirror-config request with the refusal on every resource (the
+// request was decoded before, by the config handler).
+func configRefusal(key, version int16, body []byte, code int16, msg string) kmsg.Response {
+	resources := configResources(key, version, body)
+	if key == 44 {
+		resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
+		for _, r := range resources {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ErrorCode, rr.ErrorMessage, rr.ResourceType, rr.ResourceName = code, kmsg.StringPtr(msg), r.typ, r.name
 			resp.Resources = append(resp.Resources, rr)
 		}
 		return resp
 	}
+	resp := kmsg.NewPtrDescribeConfigsResponse()
+	for _, r := range resources {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ErrorCode, rr.ErrorMessage, rr.ResourceType, rr.ResourceName = code, kmsg.StringPtr(msg), r.typ, r.name
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp
 }
 
 // configRefusalCode: Kafka's admin clients know CLUSTER_AUTHORIZATION_FAILED on a config
