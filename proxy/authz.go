@@ -405,16 +405,23 @@ func configResources(key, version int16, body []byte) []configResource {
 	if req.ReadFrom(body) != nil {
 		return nil
 	}
-	var out []configResource
 	switch r := req.(type) {
 	case *kmsg.DescribeConfigsRequest:
-		for _, res := range r.Resources {
-			out = append(out, configResource{res.ResourceType, res.ResourceName})
-		}
+		return resourcesOf(r.Resources, func(res kmsg.DescribeConfigsRequestResource) configResource {
+			return configResource{res.ResourceType, res.ResourceName}
+		})
 	case *kmsg.IncrementalAlterConfigsRequest:
-		for _, res := range r.Resources {
-			out = append(out, configResource{res.ResourceType, res.ResourceName})
-		}
+		return resourcesOf(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) configResource {
+			return configResource{res.ResourceType, res.ResourceName}
+		})
+	}
+	return nil
+}
+
+func resourcesOf[T any](resources []T, of func(T) configResource) []configResource {
+	out := make([]configResource, 0, len(resources))
+	for _, r := range resources {
+		out = append(out, of(r))
 	}
 	return out
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 )
 
 // Config is the proxy configuration. Zero values mean "use the default" (see Defaults);
@@ -305,7 +307,7 @@ func ParseArgsWith(name string, args []string, extra func(fs *flag.FlagSet)) (Co
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "upstream":
-			cfg.Upstream = splitList(*upstream)
+			cfg.Upstream = mirrorconfig.List(*upstream)
 		case "listen":
 			cfg.Listen = *listen
 		case "advertised-host":
@@ -344,14 +346,4 @@ func ParseArgsWith(name string, args []string, extra func(fs *flag.FlagSet)) (Co
 	}
 	cfg = cfg.withDefaults()
 	return cfg, cfg.Validate()
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
