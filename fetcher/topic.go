@@ -40,7 +40,7 @@ var ForcedTopicConfigs = map[string]string{
 }
 
 var defaultExcludedConfigs = map[string]bool{
-	// docs/PROTOCOL.md topic.properties.exclude defaults.
+	// PROTOCOL.md topic.properties.exclude defaults.
 	"leader.replication.throttled.replicas":   true,
 	"follower.replication.throttled.replicas": true,
 	"message.timestamp.type":                  true,
