@@ -77,19 +77,20 @@ type adminCheck struct {
 	blocker   string                                                      // first refused topic, named in the others' messages
 }
 
-// collect returns the refusal per topic (by index) or nil when none applies.
-// namesOf lists the names of a request's topics or resources.
-func namesOf[T any](ts []T, name func(T) string) []string {
-	names := make([]string, len(ts))
+// mapSlice is f of every element of ts, in order: the names of a request's topics or
+// resources, the answers to its partitions.
+func mapSlice[T, U any](ts []T, f func(T) U) []U {
+	out := make([]U, len(ts))
 	for i, t := range ts {
-		names[i] = name(t)
+		out[i] = f(t)
 	}
-	return names
+	return out
 }
 
 // topicWhy is why the named topic may not be changed ("" if it may), as collect wants it.
 func (a *adminCheck) topicWhy(_ int, name string) string { return a.why(name) }
 
+// collect returns the refusal per topic (by index) or nil when none applies.
 func (a *adminCheck) collect(names []string, why func(i int, name string) string) []string {
 	reasons := make([]string, len(names))
 	any := false
@@ -149,7 +150,7 @@ func (a *adminCheck) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsReque
 // refuses topics that may not exist yet: kmirror creates its state topic
 // itself, with compaction).
 func (a *adminCheck) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
-	names := namesOf(r.Topics, func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic })
+	names := mapSlice(r.Topics, func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic })
 	reasons := a.collect(names, a.topicWhy)
 	if reasons == nil {
 		return nil
@@ -165,7 +166,7 @@ func (a *adminCheck) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 }
 
 func (a *adminCheck) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
-	names := namesOf(r.Topics, func(t kmsg.DeleteRecordsRequestTopic) string { return t.Topic })
+	names := mapSlice(r.Topics, func(t kmsg.DeleteRecordsRequestTopic) string { return t.Topic })
 	reasons := a.collect(names, a.topicWhy)
 	if reasons == nil {
 		return nil
@@ -185,7 +186,7 @@ func (a *adminCheck) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
 }
 
 func (a *adminCheck) createPartitions(r *kmsg.CreatePartitionsRequest) kmsg.Response {
-	names := namesOf(r.Topics, func(t kmsg.CreatePartitionsRequestTopic) string { return t.Topic })
+	names := mapSlice(r.Topics, func(t kmsg.CreatePartitionsRequestTopic) string { return t.Topic })
 	reasons := a.collect(names, func(_ int, n string) string {
 		if why := a.why(n); why != "" {
 			return why + a.growNote
@@ -230,7 +231,7 @@ func (a *adminCheck) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequ
 	refused := a.refusedResources(len(r.Resources), func(i int) (kmsg.ConfigResourceType, string) {
 		return r.Resources[i].ResourceType, r.Resources[i].ResourceName
 	}, func(i int) []string {
-		return namesOf(r.Resources[i].Configs, func(c kmsg.IncrementalAlterConfigsRequestResourceConfig) string { return c.Name })
+		return mapSlice(r.Resources[i].Configs, func(c kmsg.IncrementalAlterConfigsRequestResourceConfig) string { return c.Name })
 	})
 	if refused == nil {
 		return nil

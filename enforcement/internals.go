@@ -391,16 +391,12 @@ func (in *Internals) groupAnswer(req kmsg.Request) (kmsg.Response, *Refusal) {
 		})
 	case *kmsg.OffsetCommitRequest:
 		return refuse(r, in.groupRefusal(r.Group), func(resp *kmsg.OffsetCommitResponse, ref *Refusal) {
-			for _, t := range r.Topics {
-				rt := kmsg.NewOffsetCommitResponseTopic()
-				rt.Topic, rt.TopicID = t.Topic, t.TopicID
-				for _, p := range t.Partitions {
-					rp := kmsg.NewOffsetCommitResponseTopicPartition()
-					rp.Partition, rp.ErrorCode = p.Partition, ref.Code
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-				resp.Topics = append(resp.Topics, rt)
-			}
+			resp.Topics = mapSlice(r.Topics, func(t kmsg.OffsetCommitRequestTopic) kmsg.OffsetCommitResponseTopic {
+				return kmsg.OffsetCommitResponseTopic{Topic: t.Topic, TopicID: t.TopicID,
+					Partitions: mapSlice(t.Partitions, func(p kmsg.OffsetCommitRequestTopicPartition) kmsg.OffsetCommitResponseTopicPartition {
+						return kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: ref.Code}
+					})}
+			})
 		})
 	case *kmsg.DeleteGroupsRequest:
 		return in.deleteGroups(r)
@@ -449,16 +445,12 @@ func (in *Internals) txnAnswer(req kmsg.Request) (kmsg.Response, *Refusal) {
 			func(resp *kmsg.AddOffsetsToTxnResponse, ref *Refusal) { resp.ErrorCode = ref.Code })
 	case *kmsg.TxnOffsetCommitRequest:
 		return refuse(r, in.txnOrGroupRefusal(r.TransactionalID, r.Group), func(resp *kmsg.TxnOffsetCommitResponse, ref *Refusal) {
-			for _, t := range r.Topics {
-				rt := kmsg.NewTxnOffsetCommitResponseTopic()
-				rt.Topic = t.Topic
-				for _, p := range t.Partitions {
-					rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-					rp.Partition, rp.ErrorCode = p.Partition, ref.Code
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-				resp.Topics = append(resp.Topics, rt)
-			}
+			resp.Topics = mapSlice(r.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) kmsg.TxnOffsetCommitResponseTopic {
+				return kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic,
+					Partitions: mapSlice(t.Partitions, func(p kmsg.TxnOffsetCommitRequestTopicPartition) kmsg.TxnOffsetCommitResponseTopicPartition {
+						return kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: ref.Code}
+					})}
+			})
 		})
 	}
 	return nil, nil
@@ -500,16 +492,12 @@ func addPartitionsToTxn(r *kmsg.AddPartitionsToTxnRequest, txn func(string) *Ref
 	if ref == nil {
 		return nil, nil
 	}
-	for _, t := range r.Topics {
-		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p, ref.Code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
+	resp.Topics = mapSlice(r.Topics, func(t kmsg.AddPartitionsToTxnRequestTopic) kmsg.AddPartitionsToTxnResponseTopic {
+		return kmsg.AddPartitionsToTxnResponseTopic{Topic: t.Topic,
+			Partitions: mapSlice(t.Partitions, func(p int32) kmsg.AddPartitionsToTxnResponseTopicPartition {
+				return kmsg.AddPartitionsToTxnResponseTopicPartition{Partition: p, ErrorCode: ref.Code}
+			})}
+	})
 	return resp, ref
 }
 
@@ -520,21 +508,15 @@ func writeTxnMarkers(r *kmsg.WriteTxnMarkersRequest) (kmsg.Response, *Refusal) {
 	ref := &Refusal{Kind: RefusedTxnMarkers, Code: kerr.ClusterAuthorizationFailed.Code,
 		Reason: "WriteTxnMarkers is sent by brokers only; kmirror does not forward it from clients"}
 	resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
-	for _, m := range r.Markers {
-		rm := kmsg.NewWriteTxnMarkersResponseMarker()
-		rm.ProducerID = m.ProducerID
-		for _, t := range m.Topics {
-			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
-				rp.Partition, rp.ErrorCode = p, ref.Code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			rm.Topics = append(rm.Topics, rt)
-		}
-		resp.Markers = append(resp.Markers, rm)
-	}
+	resp.Markers = mapSlice(r.Markers, func(m kmsg.WriteTxnMarkersRequestMarker) kmsg.WriteTxnMarkersResponseMarker {
+		return kmsg.WriteTxnMarkersResponseMarker{ProducerID: m.ProducerID,
+			Topics: mapSlice(m.Topics, func(t kmsg.WriteTxnMarkersRequestMarkerTopic) kmsg.WriteTxnMarkersResponseMarkerTopic {
+				return kmsg.WriteTxnMarkersResponseMarkerTopic{Topic: t.Topic,
+					Partitions: mapSlice(t.Partitions, func(p int32) kmsg.WriteTxnMarkersResponseMarkerTopicPartition {
+						return kmsg.WriteTxnMarkersResponseMarkerTopicPartition{Partition: p, ErrorCode: ref.Code}
+					})}
+			})}
+	})
 	return resp, ref
 }
 

@@ -368,11 +368,7 @@ func mirrorSubject(key, version int16, body []byte) subject {
 
 // namedTopics is the subject of a request that names a mirror and topics.
 func namedTopics[T any](mirror string, topics []T, name func(T) string) subject {
-	s := subject{mirror: mirror}
-	for _, t := range topics {
-		s.topics = append(s.topics, name(t))
-	}
-	return s
+	return subject{mirror: mirror, topics: mapSlice(topics, name)}
 }
 
 func topicName(t protocol.TopicName) string             { return t.Name }
@@ -407,21 +403,22 @@ func configResources(key, version int16, body []byte) []configResource {
 	}
 	switch r := req.(type) {
 	case *kmsg.DescribeConfigsRequest:
-		return resourcesOf(r.Resources, func(res kmsg.DescribeConfigsRequestResource) configResource {
+		return mapSlice(r.Resources, func(res kmsg.DescribeConfigsRequestResource) configResource {
 			return configResource{res.ResourceType, res.ResourceName}
 		})
 	case *kmsg.IncrementalAlterConfigsRequest:
-		return resourcesOf(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) configResource {
+		return mapSlice(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) configResource {
 			return configResource{res.ResourceType, res.ResourceName}
 		})
 	}
 	return nil
 }
 
-func resourcesOf[T any](resources []T, of func(T) configResource) []configResource {
-	out := make([]configResource, 0, len(resources))
-	for _, r := range resources {
-		out = append(out, of(r))
+// mapSlice is f of every element of ts, in order.
+func mapSlice[T, U any](ts []T, f func(T) U) []U {
+	out := make([]U, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, f(t))
 	}
 	return out
 }
@@ -429,22 +426,18 @@ func resourcesOf[T any](resources []T, of func(T) configResource) []configResour
 // configRefusal answers a mirror-config request with the refusal on every resource (the
 // request was decoded before, by the config handler).
 func configRefusal(key, version int16, body []byte, code int16, msg string) kmsg.Response {
-	resources := configResources(key, version, body)
+	resources, message := configResources(key, version, body), kmsg.StringPtr(msg)
 	if key == 44 {
 		resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
-		for _, r := range resources {
-			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			rr.ErrorCode, rr.ErrorMessage, rr.ResourceType, rr.ResourceName = code, kmsg.StringPtr(msg), r.typ, r.name
-			resp.Resources = append(resp.Resources, rr)
-		}
+		resp.Resources = mapSlice(resources, func(r configResource) kmsg.IncrementalAlterConfigsResponseResource {
+			return kmsg.IncrementalAlterConfigsResponseResource{ErrorCode: code, ErrorMessage: message, ResourceType: r.typ, ResourceName: r.name}
+		})
 		return resp
 	}
 	resp := kmsg.NewPtrDescribeConfigsResponse()
-	for _, r := range resources {
-		rr := kmsg.NewDescribeConfigsResponseResource()
-		rr.ErrorCode, rr.ErrorMessage, rr.ResourceType, rr.ResourceName = code, kmsg.StringPtr(msg), r.typ, r.name
-		resp.Resources = append(resp.Resources, rr)
-	}
+	resp.Resources = mapSlice(resources, func(r configResource) kmsg.DescribeConfigsResponseResource {
+		return kmsg.DescribeConfigsResponseResource{ErrorCode: code, ErrorMessage: message, ResourceType: r.typ, ResourceName: r.name}
+	})
 	return resp
 }
 
