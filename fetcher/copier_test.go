@@ -432,7 +432,7 @@ func testDiverged(t *testing.T, e *env) {
 }
 
 // testKafkaFacts checks on the real broker the behaviours the copier relies
-// on (docs/KAFKA-FACTS.md), and logs what it sees.
+// on (KAFKA-FACTS.md), and logs what it sees.
 func testKafkaFacts(t *testing.T, e *env) {
 	e.createSource("facts", 1, nil)
 	e.ensureDestination("facts")

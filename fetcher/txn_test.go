@@ -540,7 +540,7 @@ func testZombie(t *testing.T, e *env) {
 }
 
 // The broker behaviour the transaction replay rests on, checked on the
-// real broker (docs/KAFKA-FACTS.md): an empty transaction's marker takes exactly
+// real broker (KAFKA-FACTS.md): an empty transaction's marker takes exactly
 // one offset and no consumer sees it; on a transaction.version 2 destination
 // EndTxn bumps the epoch, a repeated EndTxn of the old epoch writes nothing,
 // and the old epoch can no longer begin a transaction; re-initialising an id
