@@ -3,7 +3,7 @@
 // the mirror partitions through a Kafka consumer group on that topic (the
 // instance assigned state partition p coordinates every mirror partition whose
 // key hashes to p), and drives each owned partition through the state machine
-// of PROTOCOL.md (Next), persisting every state before acting on it.
+// of docs/PROTOCOL.md (Next), persisting every state before acting on it.
 //
 // Goroutines: Run owns the reconcile loop; the group client calls back on
 // (re)assignment; each owned partition has a worker goroutine that alone

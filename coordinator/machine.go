@@ -7,7 +7,7 @@ import (
 	"github.com/kmirror/kmirror/protocol"
 )
 
-// This file is the mirror partition state machine of PROTOCOL.md as a pure
+// This file is the mirror partition state machine of docs/PROTOCOL.md as a pure
 // function: it takes what is recorded, what the operator wants, what this
 // instance is doing for the partition and what just happened, and returns the
 // state to persist and the actions to run. All I/O is the worker's (worker.go),

@@ -77,19 +77,20 @@ type adminCheck struct {
 	blocker   string                                                      // first refused topic, named in the others' messages
 }
 
-// collect returns the refusal per topic (by index) or nil when none applies.
-// namesOf lists the names of a request's topics or resources.
-func namesOf[T any](ts []T, name func(T) string) []string {
-	names := make([]string, len(ts))
+// mapSlice is f of every element of ts, in order: the names of a request's topics or
+// resources, the answers to its partitions.
+func mapSlice[T, U any](ts []T, f func(T) U) []U {
+	out := make([]U, len(ts))
 	for i, t := range ts {
-		names[i] = name(t)
+		out[i] = f(t)
 	}
-	return names
+	return out
 }
 
 // topicWhy is why the named topic may not be changed ("" if it may), as collect wants it.
 func (a *adminCheck) topicWhy(_ int, name string) string { return a.why(name) }
 
+// collect returns the refusal per topic (by index) or nil when none applies.
 func (a *adminCheck) collect(names []string, why func(i int, name string) string) []string {
 	reasons := make([]string, len(names))
 	any := false
@@ -149,7 +150,7 @@ func (a *adminCheck) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsReque
 // refuses topics that may not exist yet: kmirror creates its state topic
 // itself, with compaction).
 func (a *adminCheck) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
-	names := namesOf(r.Topics, func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic })
+	names := mapSlice(r.Topics, func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic })
 	reasons := a.collect(names, a.topicWhy)
 	if reasons == nil {
 		return nil
@@ -165,7 +166,7 @@ func (a *adminCheck) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 }
 
 func (a *adminCheck) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
-	names := namesOf(r.Topics, func(t kmsg.DeleteRecordsRequestTopic) string { return t.Topic })
+	names := mapSlice(r.Topics, func(t kmsg.DeleteRecordsRequestTopic) string { return t.Topic })
 	reasons := a.collect(names, a.topicWhy)
 	if reasons == nil {
 		return nil
@@ -185,7 +186,7 @@ func (a *adminCheck) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
 }
 
 func (a *adminCheck) createPartitions(r *kmsg.CreatePartitionsRequest) kmsg.Response {
-	names := namesOf(r.Topics, func(t kmsg.CreatePartitionsRequestTopic) string { return t.Topic })
+	names := mapSlice(r.Topics, func(t kmsg.CreatePartitionsRequestTopic) string { return t.Topic })
 	reasons := a.collect(names, func(_ int, n string) string {
 		if why := a.why(n); why != "" {
 			return why + a.growNote
@@ -227,43 +228,59 @@ func syncedKeyRefusal(set *ReadOnlySet, resourceType int8, topic string, keys []
 }
 
 func (a *adminCheck) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
-	names := namesOf(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) string { return res.ResourceName })
-	reasons := a.collect(names, func(i int, n string) string {
-		keys := make([]string, 0, len(r.Resources[i].Configs))
-		for _, c := range r.Resources[i].Configs {
-			keys = append(keys, c.Name)
-		}
-		return a.configWhy(int8(r.Resources[i].ResourceType), n, keys)
+	refused := a.refusedResources(len(r.Resources), func(i int) (kmsg.ConfigResourceType, string) {
+		return r.Resources[i].ResourceType, r.Resources[i].ResourceName
+	}, func(i int) []string {
+		return mapSlice(r.Resources[i].Configs, func(c kmsg.IncrementalAlterConfigsRequestResourceConfig) string { return c.Name })
 	})
-	if reasons == nil {
+	if refused == nil {
 		return nil
 	}
 	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
-	for i, res := range r.Resources {
-		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, a.code, kmsg.StringPtr(reasons[i])
-		resp.Resources = append(resp.Resources, rr)
+	for _, rr := range refused {
+		resp.Resources = append(resp.Resources, kmsg.IncrementalAlterConfigsResponseResource(rr))
 	}
 	return resp
 }
 
 func (a *adminCheck) alterConfigs(r *kmsg.AlterConfigsRequest) kmsg.Response {
-	names := namesOf(r.Resources, func(res kmsg.AlterConfigsRequestResource) string { return res.ResourceName })
-	reasons := a.collect(names, func(i int, n string) string {
-		// AlterConfigs replaces every config of the resource: any synced key
-		// it omits would be reset, so it is refused outright on mirror topics.
-		return a.configWhy(int8(r.Resources[i].ResourceType), n, []string{"(all configs: AlterConfigs replaces the whole set)"})
+	// AlterConfigs replaces every config of the resource: any synced key it omits would be
+	// reset, so it is refused outright on mirror topics.
+	all := []string{"(all configs: AlterConfigs replaces the whole set)"}
+	refused := a.refusedResources(len(r.Resources), func(i int) (kmsg.ConfigResourceType, string) {
+		return r.Resources[i].ResourceType, r.Resources[i].ResourceName
+	}, func(int) []string { return all })
+	if refused == nil {
+		return nil
+	}
+	resp := kmsg.NewPtrAlterConfigsResponse()
+	resp.Resources = refused
+	return resp
+}
+
+// refusedResources answers every resource of a config request with its refusal once one is
+// refused, else returns nil. resource gives resource i's type and name, keys the configs it
+// changes. Both config APIs' response resources have the same fields, so AlterConfigs' type
+// serves IncrementalAlterConfigs too.
+func (a *adminCheck) refusedResources(n int, resource func(i int) (kmsg.ConfigResourceType, string), keys func(i int) []string) []kmsg.AlterConfigsResponseResource {
+	names := make([]string, n)
+	for i := range n {
+		_, names[i] = resource(i)
+	}
+	reasons := a.collect(names, func(i int, name string) string {
+		typ, _ := resource(i)
+		return a.configWhy(int8(typ), name, keys(i))
 	})
 	if reasons == nil {
 		return nil
 	}
-	resp := kmsg.NewPtrAlterConfigsResponse()
-	for i, res := range r.Resources {
-		rr := kmsg.NewAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, a.code, kmsg.StringPtr(reasons[i])
-		resp.Resources = append(resp.Resources, rr)
+	out := make([]kmsg.AlterConfigsResponseResource, n)
+	for i := range out {
+		out[i] = kmsg.NewAlterConfigsResponseResource()
+		out[i].ResourceType, out[i].ResourceName = resource(i)
+		out[i].ErrorCode, out[i].ErrorMessage = a.code, kmsg.StringPtr(reasons[i])
 	}
-	return resp
+	return out
 }
 
 // MirrorNameConfig is the read-only entry DescribeConfigs shows on mirror

@@ -1,4 +1,4 @@
-// Package enforcement keeps mirror topics read-only (ARCHITECTURE.md
+// Package enforcement keeps mirror topics read-only (docs/ARCHITECTURE.md
 // invariant 3): until a mirror partition reaches STOPPED, client writes to it
 // through the proxy are refused with POLICY_VIOLATION (or, by option, the
 // proposal's READ_ONLY_TOPIC) and a message naming the topic, the mirror and

@@ -255,7 +255,7 @@ func (g *Guard) ProduceInternals(ctx context.Context, version int16, flexible bo
 	var ref *Refusal
 	if version >= 3 {
 		if txn, _ := firstString(body, flexible); in.txnWhy(string(txn)) != "" {
-			ref = &Refusal{Kind: RefusedTransactionalID, Code: kerr.TransactionalIDAuthorizationFailed.Code, Resource: string(txn), Reason: in.txnWhy(string(txn))}
+			ref = in.txnRefusal(string(txn))
 			d, err := g.filterProduce(ctx, version, body, func(string, int32) (int16, string) { return ref.Code, ref.Reason })
 			return d, ref, err
 		}
@@ -263,7 +263,7 @@ func (g *Guard) ProduceInternals(ctx context.Context, version int16, flexible bo
 	d, err := g.filterProduce(ctx, version, body, func(topic string, p int32) (int16, string) {
 		if why := in.stateTopicWhy(topic); why != "" {
 			if ref == nil {
-				ref = &Refusal{Kind: RefusedStateTopic, Code: kerr.TopicAuthorizationFailed.Code, Resource: topic, Reason: why}
+				ref = in.stateTopicRefusal(topic)
 			}
 			return ref.Code, why
 		}
@@ -309,85 +309,111 @@ func (g *Guard) CheckInternals(ctx context.Context, key, version int16, flexible
 	return resp, ref, nil
 }
 
+// internalsAnswer answers a decoded request that touches kmirror's internals with its own
+// response type, or returns nil to let it go on.
 func (g *Guard) internalsAnswer(ctx context.Context, in *Internals, req kmsg.Request) (kmsg.Response, *Refusal) {
-	group := func(id string) *Refusal {
-		if why := in.groupWhy(id); why != "" {
-			return &Refusal{Kind: RefusedGroup, Code: kerr.GroupAuthorizationFailed.Code, Resource: id, Reason: why}
-		}
-		return nil
+	switch r := req.(type) {
+	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.DeleteRecordsRequest, *kmsg.CreatePartitionsRequest,
+		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest:
+		return g.stateTopicAdmin(ctx, in, req)
+	case *kmsg.WriteTxnMarkersRequest:
+		return writeTxnMarkers(r)
+	case *kmsg.ElectLeadersRequest:
+		return g.electLeaders(r)
+	case *kmsg.AddPartitionsToTxnRequest:
+		return addPartitionsToTxn(r, in.txnRefusal)
 	}
-	txn := func(id string) *Refusal {
-		if why := in.txnWhy(id); why != "" {
-			return &Refusal{Kind: RefusedTransactionalID, Code: kerr.TransactionalIDAuthorizationFailed.Code, Resource: id, Reason: why}
-		}
-		return nil
+	if resp, ref := in.groupAnswer(req); resp != nil {
+		return resp, ref
 	}
+	return in.txnAnswer(req)
+}
+
+// refuse answers req with its own response type, filled in by fill, when ref is set; a nil
+// ref lets the request go on.
+func refuse[R kmsg.Response](req kmsg.Request, ref *Refusal, fill func(R, *Refusal)) (kmsg.Response, *Refusal) {
+	if ref == nil {
+		return nil, nil
+	}
+	resp := req.ResponseKind().(R)
+	fill(resp, ref)
+	return resp, ref
+}
+
+func (in *Internals) groupRefusal(id string) *Refusal {
+	if why := in.groupWhy(id); why != "" {
+		return &Refusal{Kind: RefusedGroup, Code: kerr.GroupAuthorizationFailed.Code, Resource: id, Reason: why}
+	}
+	return nil
+}
+
+func (in *Internals) txnRefusal(id string) *Refusal {
+	if why := in.txnWhy(id); why != "" {
+		return &Refusal{Kind: RefusedTransactionalID, Code: kerr.TransactionalIDAuthorizationFailed.Code, Resource: id, Reason: why}
+	}
+	return nil
+}
+
+func (in *Internals) stateTopicRefusal(topic string) *Refusal {
+	if why := in.stateTopicWhy(topic); why != "" {
+		return &Refusal{Kind: RefusedStateTopic, Code: kerr.TopicAuthorizationFailed.Code, Resource: topic, Reason: why}
+	}
+	return nil
+}
+
+// txnOrGroupRefusal refuses a request that names a transactional id and a group (the
+// offsets of a transaction) for either.
+func (in *Internals) txnOrGroupRefusal(txn, group string) *Refusal {
+	if ref := in.txnRefusal(txn); ref != nil {
+		return ref
+	}
+	return in.groupRefusal(group)
+}
+
+// groupAnswer refuses membership of, commits to and deletion of kmirror's group.
+func (in *Internals) groupAnswer(req kmsg.Request) (kmsg.Response, *Refusal) {
 	switch r := req.(type) {
 	case *kmsg.JoinGroupRequest:
-		if ref := group(r.Group); ref != nil {
-			resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
+		return refuse(r, in.groupRefusal(r.Group), func(resp *kmsg.JoinGroupResponse, ref *Refusal) {
 			resp.ErrorCode, resp.Generation = ref.Code, -1
-			return resp, ref
-		}
+		})
 	case *kmsg.SyncGroupRequest:
-		if ref := group(r.Group); ref != nil {
-			resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
-			resp.ErrorCode = ref.Code
-			return resp, ref
-		}
+		return refuse(r, in.groupRefusal(r.Group), func(resp *kmsg.SyncGroupResponse, ref *Refusal) { resp.ErrorCode = ref.Code })
 	case *kmsg.HeartbeatRequest:
-		if ref := group(r.Group); ref != nil {
-			resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
-			resp.ErrorCode = ref.Code
-			return resp, ref
-		}
-	case *kmsg.LeaveGroupRequest:
-		// LeaveGroup v3+ names members: a client could remove kmirror's.
-		if ref := group(r.Group); ref != nil {
-			resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
-			resp.ErrorCode = ref.Code
-			return resp, ref
-		}
-	case *kmsg.OffsetCommitRequest:
-		if ref := group(r.Group); ref != nil {
-			resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-			for _, t := range r.Topics {
-				rt := kmsg.NewOffsetCommitResponseTopic()
-				rt.Topic, rt.TopicID = t.Topic, t.TopicID
-				for _, p := range t.Partitions {
-					rp := kmsg.NewOffsetCommitResponseTopicPartition()
-					rp.Partition, rp.ErrorCode = p.Partition, ref.Code
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-				resp.Topics = append(resp.Topics, rt)
-			}
-			return resp, ref
-		}
+		return refuse(r, in.groupRefusal(r.Group), func(resp *kmsg.HeartbeatResponse, ref *Refusal) { resp.ErrorCode = ref.Code })
+	case *kmsg.LeaveGroupRequest: // v3+ names members: a client could remove kmirror's
+		return refuse(r, in.groupRefusal(r.Group), func(resp *kmsg.LeaveGroupResponse, ref *Refusal) { resp.ErrorCode = ref.Code })
 	case *kmsg.OffsetDeleteRequest:
-		if ref := group(r.Group); ref != nil {
-			resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
-			resp.ErrorCode = ref.Code
-			return resp, ref
-		}
+		return refuse(r, in.groupRefusal(r.Group), func(resp *kmsg.OffsetDeleteResponse, ref *Refusal) { resp.ErrorCode = ref.Code })
 	case *kmsg.ConsumerGroupHeartbeatRequest:
-		if ref := group(r.Group); ref != nil {
-			resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		return refuse(r, in.groupRefusal(r.Group), func(resp *kmsg.ConsumerGroupHeartbeatResponse, ref *Refusal) {
 			resp.ErrorCode, resp.ErrorMessage = ref.Code, kmsg.StringPtr(ref.Reason)
-			return resp, ref
-		}
+		})
+	case *kmsg.OffsetCommitRequest:
+		return refuse(r, in.groupRefusal(r.Group), func(resp *kmsg.OffsetCommitResponse, ref *Refusal) {
+			resp.Topics = mapSlice(r.Topics, func(t kmsg.OffsetCommitRequestTopic) kmsg.OffsetCommitResponseTopic {
+				return kmsg.OffsetCommitResponseTopic{Topic: t.Topic, TopicID: t.TopicID,
+					Partitions: mapSlice(t.Partitions, func(p kmsg.OffsetCommitRequestTopicPartition) kmsg.OffsetCommitResponseTopicPartition {
+						return kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: ref.Code}
+					})}
+			})
+		})
 	case *kmsg.DeleteGroupsRequest:
-		var ref *Refusal
-		for _, gr := range r.Groups {
-			if ref = group(gr); ref != nil {
-				break
-			}
+		return in.deleteGroups(r)
+	}
+	return nil, nil
+}
+
+// deleteGroups refuses a DeleteGroups naming kmirror's group whole, like the admin requests
+// (admin.go): nothing of a refused request is applied.
+func (in *Internals) deleteGroups(r *kmsg.DeleteGroupsRequest) (kmsg.Response, *Refusal) {
+	var ref *Refusal
+	for _, gr := range r.Groups {
+		if ref = in.groupRefusal(gr); ref != nil {
+			break
 		}
-		if ref == nil {
-			return nil, nil
-		}
-		// Refused whole, like the admin requests (admin.go): nothing of a
-		// refused request is applied.
-		resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	}
+	return refuse(r, ref, func(resp *kmsg.DeleteGroupsResponse, ref *Refusal) {
 		for _, gr := range r.Groups {
 			res := kmsg.NewDeleteGroupsResponseGroup()
 			res.Group, res.ErrorCode = gr, ref.Code
@@ -396,78 +422,57 @@ func (g *Guard) internalsAnswer(ctx context.Context, in *Internals, req kmsg.Req
 			}
 			resp.Groups = append(resp.Groups, res)
 		}
-		return resp, ref
+	})
+}
+
+// txnAnswer refuses transactions under kmirror's transactional ids (AddPartitionsToTxn:
+// addPartitionsToTxn).
+func (in *Internals) txnAnswer(req kmsg.Request) (kmsg.Response, *Refusal) {
+	switch r := req.(type) {
 	case *kmsg.InitProducerIDRequest:
-		if r.TransactionalID != nil {
-			if ref := txn(*r.TransactionalID); ref != nil {
-				resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
-				resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = ref.Code, -1, -1
-				return resp, ref
-			}
+		if r.TransactionalID == nil {
+			return nil, nil
 		}
-	case *kmsg.EndTxnRequest:
-		if ref := txn(r.TransactionalID); ref != nil {
-			resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		return refuse(r, in.txnRefusal(*r.TransactionalID), func(resp *kmsg.InitProducerIDResponse, ref *Refusal) {
 			resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = ref.Code, -1, -1
-			return resp, ref
-		}
+		})
+	case *kmsg.EndTxnRequest:
+		return refuse(r, in.txnRefusal(r.TransactionalID), func(resp *kmsg.EndTxnResponse, ref *Refusal) {
+			resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = ref.Code, -1, -1
+		})
 	case *kmsg.AddOffsetsToTxnRequest:
-		ref := txn(r.TransactionalID)
-		if ref == nil {
-			ref = group(r.Group)
-		}
-		if ref != nil {
-			resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-			resp.ErrorCode = ref.Code
-			return resp, ref
-		}
+		return refuse(r, in.txnOrGroupRefusal(r.TransactionalID, r.Group),
+			func(resp *kmsg.AddOffsetsToTxnResponse, ref *Refusal) { resp.ErrorCode = ref.Code })
 	case *kmsg.TxnOffsetCommitRequest:
-		ref := txn(r.TransactionalID)
-		if ref == nil {
-			ref = group(r.Group)
-		}
-		if ref != nil {
-			resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-			for _, t := range r.Topics {
-				rt := kmsg.NewTxnOffsetCommitResponseTopic()
-				rt.Topic = t.Topic
-				for _, p := range t.Partitions {
-					rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-					rp.Partition, rp.ErrorCode = p.Partition, ref.Code
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-				resp.Topics = append(resp.Topics, rt)
-			}
-			return resp, ref
-		}
-	case *kmsg.AddPartitionsToTxnRequest:
-		return addPartitionsToTxn(r, txn)
-	case *kmsg.WriteTxnMarkersRequest:
-		return writeTxnMarkers(r)
-	case *kmsg.ElectLeadersRequest:
-		return g.electLeaders(r)
-	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.DeleteRecordsRequest, *kmsg.CreatePartitionsRequest,
-		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest:
-		a := adminCheck{g: g, code: kerr.TopicAuthorizationFailed.Code, kind: "kmirror's state topic", why: in.stateTopicWhy,
-			configWhy: func(resourceType int8, topic string, _ []string) string {
-				if resourceType != topicResource {
-					return ""
-				}
-				return in.stateTopicWhy(topic)
-			}}
-		resp, err := a.check(ctx, req, req.GetVersion())
-		if err != nil {
-			// Only DeleteTopics by id resolves names; an id that cannot be
-			// named is not the state topic's as far as the guard can tell,
-			// and the broker answers it.
-			return nil, nil
-		}
-		if resp == nil {
-			return nil, nil
-		}
-		return resp, &Refusal{Kind: RefusedStateTopic, Code: a.code, Resource: a.blocker, Reason: in.stateTopicWhy(a.blocker)}
+		return refuse(r, in.txnOrGroupRefusal(r.TransactionalID, r.Group), func(resp *kmsg.TxnOffsetCommitResponse, ref *Refusal) {
+			resp.Topics = mapSlice(r.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) kmsg.TxnOffsetCommitResponseTopic {
+				return kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic,
+					Partitions: mapSlice(t.Partitions, func(p kmsg.TxnOffsetCommitRequestTopicPartition) kmsg.TxnOffsetCommitResponseTopicPartition {
+						return kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: ref.Code}
+					})}
+			})
+		})
 	}
 	return nil, nil
+}
+
+// stateTopicAdmin refuses creating, deleting, trimming, growing and reconfiguring kmirror's
+// state topics.
+func (g *Guard) stateTopicAdmin(ctx context.Context, in *Internals, req kmsg.Request) (kmsg.Response, *Refusal) {
+	a := adminCheck{g: g, code: kerr.TopicAuthorizationFailed.Code, kind: "kmirror's state topic", why: in.stateTopicWhy,
+		configWhy: func(resourceType int8, topic string, _ []string) string {
+			if resourceType != topicResource {
+				return ""
+			}
+			return in.stateTopicWhy(topic)
+		}}
+	resp, err := a.check(ctx, req, req.GetVersion())
+	if err != nil || resp == nil {
+		// Only DeleteTopics by id resolves names (err); an id that cannot be named is not
+		// the state topic's as far as the guard can tell, and the broker answers it.
+		return nil, nil
+	}
+	return resp, in.stateTopicRefusal(a.blocker)
 }
 
 // addPartitionsToTxn refuses v0-3 (a client's) for kmirror's transactional
@@ -487,16 +492,12 @@ func addPartitionsToTxn(r *kmsg.AddPartitionsToTxnRequest, txn func(string) *Ref
 	if ref == nil {
 		return nil, nil
 	}
-	for _, t := range r.Topics {
-		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p, ref.Code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
+	resp.Topics = mapSlice(r.Topics, func(t kmsg.AddPartitionsToTxnRequestTopic) kmsg.AddPartitionsToTxnResponseTopic {
+		return kmsg.AddPartitionsToTxnResponseTopic{Topic: t.Topic,
+			Partitions: mapSlice(t.Partitions, func(p int32) kmsg.AddPartitionsToTxnResponseTopicPartition {
+				return kmsg.AddPartitionsToTxnResponseTopicPartition{Partition: p, ErrorCode: ref.Code}
+			})}
+	})
 	return resp, ref
 }
 
@@ -507,21 +508,15 @@ func writeTxnMarkers(r *kmsg.WriteTxnMarkersRequest) (kmsg.Response, *Refusal) {
 	ref := &Refusal{Kind: RefusedTxnMarkers, Code: kerr.ClusterAuthorizationFailed.Code,
 		Reason: "WriteTxnMarkers is sent by brokers only; kmirror does not forward it from clients"}
 	resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
-	for _, m := range r.Markers {
-		rm := kmsg.NewWriteTxnMarkersResponseMarker()
-		rm.ProducerID = m.ProducerID
-		for _, t := range m.Topics {
-			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
-				rp.Partition, rp.ErrorCode = p, ref.Code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			rm.Topics = append(rm.Topics, rt)
-		}
-		resp.Markers = append(resp.Markers, rm)
-	}
+	resp.Markers = mapSlice(r.Markers, func(m kmsg.WriteTxnMarkersRequestMarker) kmsg.WriteTxnMarkersResponseMarker {
+		return kmsg.WriteTxnMarkersResponseMarker{ProducerID: m.ProducerID,
+			Topics: mapSlice(m.Topics, func(t kmsg.WriteTxnMarkersRequestMarkerTopic) kmsg.WriteTxnMarkersResponseMarkerTopic {
+				return kmsg.WriteTxnMarkersResponseMarkerTopic{Topic: t.Topic,
+					Partitions: mapSlice(t.Partitions, func(p int32) kmsg.WriteTxnMarkersResponseMarkerTopicPartition {
+						return kmsg.WriteTxnMarkersResponseMarkerTopicPartition{Partition: p, ErrorCode: ref.Code}
+					})}
+			})}
+	})
 	return resp, ref
 }
 

@@ -1,7 +1,7 @@
 package fetcher
 
 // Alignment makes the destination log start where the source log starts
-// (ARCHITECTURE.md, "Writing exact offsets into a stock broker"): a stock
+// (docs/ARCHITECTURE.md, "Writing exact offsets into a stock broker"): a stock
 // broker only reaches offset X by appending X offsets, so the destination
 // gets filler offsets up to the source log start, then DeleteRecords to it.
 // A destination ahead of the source high watermark has diverged and is never

@@ -111,7 +111,7 @@ var ErrCorruptBatch = datapath.NewPermanent("corrupt record batch")
 // ErrUnsupportedBatch marks a source batch a stock broker would refuse or
 // renumber when it is produced as a client batch: control batches,
 // transactional batches and batches with offset holes (compaction). Copying
-// them needs the re-framing described in ARCHITECTURE.md, which is not built
+// them needs the re-framing described in docs/ARCHITECTURE.md, which is not built
 // yet; the partition must fail loudly rather than skip them.
 var ErrUnsupportedBatch = datapath.NewPermanent("transactional/compacted source batches are not supported yet")
 

@@ -53,17 +53,9 @@ func produceAcks(body []byte, version int16, flexible bool) (int16, error) {
 
 func (p *Proxy) rewriteProduce(r kmsg.Response) bool {
 	resp := r.(*kmsg.ProduceResponse)
-	if len(resp.Brokers) == 0 {
-		return false
-	}
-	kept := resp.Brokers[:0]
-	for _, b := range resp.Brokers {
-		if p.endpoint(b.NodeID, &b.Host, &b.Port) {
-			kept = append(kept, b)
-		}
-	}
-	resp.Brokers = kept
-	return true
+	return rewriteNodesIfAny(p, &resp.Brokers, func(b *kmsg.ProduceResponseBroker) (int32, *string, *int32) {
+		return b.NodeID, &b.Host, &b.Port
+	})
 }
 
 // produceNodeEndpoints reports whether the body of a Produce v10+ response may carry node

@@ -7,12 +7,8 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // from the list (its partitions then look leaderless and clients retry) rather than leaked.
 func (p *Proxy) rewriteMetadata(r kmsg.Response) bool {
 	resp := r.(*kmsg.MetadataResponse)
-	kept := resp.Brokers[:0]
-	for _, b := range resp.Brokers {
-		if p.endpoint(b.NodeID, &b.Host, &b.Port) {
-			kept = append(kept, b)
-		}
-	}
-	resp.Brokers = kept
+	resp.Brokers = rewriteNodes(p, resp.Brokers, func(b *kmsg.MetadataResponseBroker) (int32, *string, *int32) {
+		return b.NodeID, &b.Host, &b.Port
+	})
 	return true
 }

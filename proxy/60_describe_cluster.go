@@ -6,12 +6,8 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // KIP-919) a broker answers MISMATCHED_ENDPOINT_TYPE with no nodes, so only brokers are seen.
 func (p *Proxy) rewriteDescribeCluster(r kmsg.Response) bool {
 	resp := r.(*kmsg.DescribeClusterResponse)
-	kept := resp.Brokers[:0]
-	for _, b := range resp.Brokers {
-		if p.endpoint(b.NodeID, &b.Host, &b.Port) {
-			kept = append(kept, b)
-		}
-	}
-	resp.Brokers = kept
+	resp.Brokers = rewriteNodes(p, resp.Brokers, func(b *kmsg.DescribeClusterResponseBroker) (int32, *string, *int32) {
+		return b.NodeID, &b.Host, &b.Port
+	})
 	return true
 }

@@ -7,30 +7,14 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 
 func (p *Proxy) rewriteShareFetch(r kmsg.Response) bool {
 	resp := r.(*kmsg.ShareFetchResponse)
-	if len(resp.NodeEndpoints) == 0 {
-		return false
-	}
-	kept := resp.NodeEndpoints[:0]
-	for _, b := range resp.NodeEndpoints {
-		if p.endpoint(b.NodeID, &b.Host, &b.Port) {
-			kept = append(kept, b)
-		}
-	}
-	resp.NodeEndpoints = kept
-	return true
+	return rewriteNodesIfAny(p, &resp.NodeEndpoints, func(b *kmsg.ShareFetchResponseNodeEndpoint) (int32, *string, *int32) {
+		return b.NodeID, &b.Host, &b.Port
+	})
 }
 
 func (p *Proxy) rewriteShareAcknowledge(r kmsg.Response) bool {
 	resp := r.(*kmsg.ShareAcknowledgeResponse)
-	if len(resp.NodeEndpoints) == 0 {
-		return false
-	}
-	kept := resp.NodeEndpoints[:0]
-	for _, b := range resp.NodeEndpoints {
-		if p.endpoint(b.NodeID, &b.Host, &b.Port) {
-			kept = append(kept, b)
-		}
-	}
-	resp.NodeEndpoints = kept
-	return true
+	return rewriteNodesIfAny(p, &resp.NodeEndpoints, func(b *kmsg.ShareAcknowledgeResponseNodeEndpoint) (int32, *string, *int32) {
+		return b.NodeID, &b.Host, &b.Port
+	})
 }

@@ -25,14 +25,11 @@ const (
 	opDescribe aclOp = 8
 )
 
+var aclOpNames = map[aclOp]string{opCreate: "CREATE", opAlter: "ALTER", opDescribe: "DESCRIBE"}
+
 func (o aclOp) String() string {
-	switch o {
-	case opCreate:
-		return "CREATE"
-	case opAlter:
-		return "ALTER"
-	case opDescribe:
-		return "DESCRIBE"
+	if name, ok := aclOpNames[o]; ok {
+		return name
 	}
 	return fmt.Sprintf("OPERATION_%d", int8(o))
 }

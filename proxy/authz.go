@@ -341,95 +341,104 @@ func mirrorSubject(key, version int16, body []byte) subject {
 	if req.ReadFrom(body) != nil {
 		return subject{}
 	}
-	var s subject
-	names := func(n int, name func(int) string) {
-		for i := range n {
-			s.topics = append(s.topics, name(i))
-		}
-	}
 	switch r := req.(type) {
 	case *protocol.CreateMirrorRequest:
-		s.mirror = r.MirrorName
-	case *protocol.AddTopicsToMirrorRequest:
-		s.mirror = r.MirrorName
-		names(len(r.Topics), func(i int) string { return r.Topics[i].Name })
-	case *protocol.RemoveTopicsFromMirrorRequest:
-		s.mirror = r.MirrorName
-		names(len(r.Topics), func(i int) string { return r.Topics[i].Name })
-	case *protocol.LastMirroredOffsetsRequest:
-		s.mirror = r.MirrorName
-		names(len(r.Topics), func(i int) string { return r.Topics[i].Name })
-	case *protocol.DescribeMirrorsRequest:
-		s.mirror = strings.Join(r.MirrorNames, ",")
-	case *protocol.ReadMirrorStateRequest:
-		s.mirror = r.MirrorName
-		names(len(r.Topics), func(i int) string { return r.Topics[i].Name })
-	case *protocol.WriteMirrorStateRequest:
-		s.mirror = r.MirrorName
-		names(len(r.Topics), func(i int) string { return r.Topics[i].Name })
-	case *protocol.PauseMirrorTopicsRequest:
-		s.mirror = r.MirrorName
-		names(len(r.Topics), func(i int) string { return r.Topics[i].Name })
-	case *protocol.ResumeMirrorTopicsRequest:
-		s.mirror = r.MirrorName
-		names(len(r.Topics), func(i int) string { return r.Topics[i].Name })
+		return subject{mirror: r.MirrorName}
 	case *protocol.DeleteMirrorRequest:
-		s.mirror = r.MirrorName
+		return subject{mirror: r.MirrorName}
+	case *protocol.DescribeMirrorsRequest:
+		return subject{mirror: strings.Join(r.MirrorNames, ",")}
+	case *protocol.AddTopicsToMirrorRequest:
+		return namedTopics(r.MirrorName, r.Topics, func(t protocol.AddTopicsToMirrorRequestTopic) string { return t.Name })
+	case *protocol.WriteMirrorStateRequest:
+		return namedTopics(r.MirrorName, r.Topics, func(t protocol.WriteMirrorStateRequestTopic) string { return t.Name })
+	case *protocol.RemoveTopicsFromMirrorRequest:
+		return namedTopics(r.MirrorName, r.Topics, topicName)
+	case *protocol.PauseMirrorTopicsRequest:
+		return namedTopics(r.MirrorName, r.Topics, topicName)
+	case *protocol.ResumeMirrorTopicsRequest:
+		return namedTopics(r.MirrorName, r.Topics, topicName)
+	case *protocol.LastMirroredOffsetsRequest:
+		return namedTopics(r.MirrorName, r.Topics, partitionsTopic)
+	case *protocol.ReadMirrorStateRequest:
+		return namedTopics(r.MirrorName, r.Topics, partitionsTopic)
 	}
-	return s
+	return subject{}
 }
+
+// namedTopics is the subject of a request that names a mirror and topics.
+func namedTopics[T any](mirror string, topics []T, name func(T) string) subject {
+	return subject{mirror: mirror, topics: mapSlice(topics, name)}
+}
+
+func topicName(t protocol.TopicName) string             { return t.Name }
+func partitionsTopic(t protocol.TopicPartitions) string { return t.Name }
 
 // configSubject reads the mirror resources a DescribeConfigs or IncrementalAlterConfigs
 // request names.
 func configSubject(key, version int16, body []byte) subject {
 	var names []string
-	switch key {
-	case 32:
-		req := kmsg.NewPtrDescribeConfigsRequest()
-		req.SetVersion(version)
-		if req.ReadFrom(body) == nil {
-			for _, r := range req.Resources {
-				names = append(names, r.ResourceName)
-			}
-		}
-	case 44:
-		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-		req.SetVersion(version)
-		if req.ReadFrom(body) == nil {
-			for _, r := range req.Resources {
-				names = append(names, r.ResourceName)
-			}
-		}
+	for _, r := range configResources(key, version, body) {
+		names = append(names, r.name)
 	}
 	return subject{mirror: strings.Join(names, ",")}
 }
 
-// configRefusal answers a mirror-config request with the refusal on every resource.
+// configResource is one resource a DescribeConfigs or IncrementalAlterConfigs request names.
+type configResource struct {
+	typ  kmsg.ConfigResourceType
+	name string
+}
+
+// configResources decodes the resources of a DescribeConfigs (32) or IncrementalAlterConfigs
+// (44) request: none when it does not decode.
+func configResources(key, version int16, body []byte) []configResource {
+	req := kmsg.RequestForKey(key)
+	if req == nil {
+		return nil
+	}
+	req.SetVersion(version)
+	if req.ReadFrom(body) != nil {
+		return nil
+	}
+	switch r := req.(type) {
+	case *kmsg.DescribeConfigsRequest:
+		return mapSlice(r.Resources, func(res kmsg.DescribeConfigsRequestResource) configResource {
+			return configResource{res.ResourceType, res.ResourceName}
+		})
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return mapSlice(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) configResource {
+			return configResource{res.ResourceType, res.ResourceName}
+		})
+	}
+	return nil
+}
+
+// mapSlice is f of every element of ts, in order.
+func mapSlice[T, U any](ts []T, f func(T) U) []U {
+	out := make([]U, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, f(t))
+	}
+	return out
+}
+
+// configRefusal answers a mirror-config request with the refusal on every resource (the
+// request was decoded before, by the config handler).
 func configRefusal(key, version int16, body []byte, code int16, msg string) kmsg.Response {
-	switch key {
-	case 44:
-		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-		req.SetVersion(version)
-		_ = req.ReadFrom(body) // decoded before, by the config handler
+	resources, message := configResources(key, version, body), kmsg.StringPtr(msg)
+	if key == 44 {
 		resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
-		for _, r := range req.Resources {
-			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			rr.ErrorCode, rr.ErrorMessage, rr.ResourceType, rr.ResourceName = code, kmsg.StringPtr(msg), r.ResourceType, r.ResourceName
-			resp.Resources = append(resp.Resources, rr)
-		}
-		return resp
-	default:
-		req := kmsg.NewPtrDescribeConfigsRequest()
-		req.SetVersion(version)
-		_ = req.ReadFrom(body)
-		resp := kmsg.NewPtrDescribeConfigsResponse()
-		for _, r := range req.Resources {
-			rr := kmsg.NewDescribeConfigsResponseResource()
-			rr.ErrorCode, rr.ErrorMessage, rr.ResourceType, rr.ResourceName = code, kmsg.StringPtr(msg), r.ResourceType, r.ResourceName
-			resp.Resources = append(resp.Resources, rr)
-		}
+		resp.Resources = mapSlice(resources, func(r configResource) kmsg.IncrementalAlterConfigsResponseResource {
+			return kmsg.IncrementalAlterConfigsResponseResource{ErrorCode: code, ErrorMessage: message, ResourceType: r.typ, ResourceName: r.name}
+		})
 		return resp
 	}
+	resp := kmsg.NewPtrDescribeConfigsResponse()
+	resp.Resources = mapSlice(resources, func(r configResource) kmsg.DescribeConfigsResponseResource {
+		return kmsg.DescribeConfigsResponseResource{ErrorCode: code, ErrorMessage: message, ResourceType: r.typ, ResourceName: r.name}
+	})
+	return resp
 }
 
 // configRefusalCode: Kafka's admin clients know CLUSTER_AUTHORIZATION_FAILED on a config

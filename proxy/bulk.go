@@ -34,26 +34,27 @@ import (
 // of the next in one read; a large request's body is spliced past it.
 const bulkReadBytes = 64 << 10
 
-// handOff moves the connection to serveBulk if it can be; the caller returns the action.
-func (h *gnetHandler) handOff(c gnet.Conn, s *session) (gnet.Action, bool) {
+// handOff moves the connection to serveBulk if it can be, and reports whether it did: gnet
+// must then close its side (gnet.Close), the session lives on.
+func (h *gnetHandler) handOff(c gnet.Conn, s *session) bool {
 	g, ok := s.client.(*gnetClient)
 	if !ok || s.upRaw.Load() == nil {
-		return gnet.None, false
+		return false
 	}
 	tc, ok := g.out.(*net.TCPConn)
 	if !ok {
-		return gnet.None, false
+		return false
 	}
 	prefix := make([]byte, c.InboundBuffered())
 	if _, err := c.Read(prefix); err != nil {
-		return gnet.None, false
+		return false
 	}
 	g.handedOff.Store(true)
 	c.SetContext(nil) // OnClose: the session lives on
 	s.p.handedOff.Add(1)
 	s.p.wg.Add(1)
 	go s.serveBulk(tc, prefix)
-	return gnet.Close, true
+	return true
 }
 
 // bulkSource reads what gnet had buffered, then the socket.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 )
 
 // Config is the proxy configuration. Zero values mean "use the default" (see Defaults);
@@ -139,33 +142,15 @@ func Defaults() Config {
 // withDefaults fills unset fields.
 func (c Config) withDefaults() Config {
 	d := Defaults()
-	if c.Listen == "" {
-		c.Listen = d.Listen
-	}
-	if c.BrokerPortCount == 0 {
-		c.BrokerPortCount = d.BrokerPortCount
-	}
-	if c.MaxFrameBytes == 0 {
-		c.MaxFrameBytes = d.MaxFrameBytes
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = d.MaxInFlight
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = d.IdleTimeout
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = d.DialTimeout
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = d.ShutdownTimeout
-	}
-	if c.MetadataRefresh == 0 {
-		c.MetadataRefresh = d.MetadataRefresh
-	}
-	if c.EventLoops == 0 {
-		c.EventLoops = d.EventLoops
-	}
+	c.Listen = cmp.Or(c.Listen, d.Listen)
+	c.BrokerPortCount = cmp.Or(c.BrokerPortCount, d.BrokerPortCount)
+	c.MaxFrameBytes = cmp.Or(c.MaxFrameBytes, d.MaxFrameBytes)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, d.MaxInFlight)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, d.IdleTimeout)
+	c.DialTimeout = cmp.Or(c.DialTimeout, d.DialTimeout)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, d.ShutdownTimeout)
+	c.MetadataRefresh = cmp.Or(c.MetadataRefresh, d.MetadataRefresh)
+	c.EventLoops = cmp.Or(c.EventLoops, d.EventLoops)
 	if c.ClientAuth == "" {
 		switch {
 		case c.UpstreamSASL.Mechanism != "":
@@ -177,13 +162,9 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	c.ClientAuth = strings.ToLower(c.ClientAuth)
-	if c.AuditLog == "" {
-		c.AuditLog = "stderr"
-	}
+	c.AuditLog = cmp.Or(c.AuditLog, "stderr")
 	host, _, _ := net.SplitHostPort(c.Listen)
-	if c.BrokerListenHost == "" {
-		c.BrokerListenHost = host
-	}
+	c.BrokerListenHost = cmp.Or(c.BrokerListenHost, host)
 	if c.AdvertisedHost == "" {
 		c.AdvertisedHost = host
 		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
@@ -326,7 +307,7 @@ func ParseArgsWith(name string, args []string, extra func(fs *flag.FlagSet)) (Co
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "upstream":
-			cfg.Upstream = splitList(*upstream)
+			cfg.Upstream = mirrorconfig.List(*upstream)
 		case "listen":
 			cfg.Listen = *listen
 		case "advertised-host":
@@ -365,14 +346,4 @@ func ParseArgsWith(name string, args []string, extra func(fs *flag.FlagSet)) (Co
 	}
 	cfg = cfg.withDefaults()
 	return cfg, cfg.Validate()
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

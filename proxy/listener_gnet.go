@@ -164,100 +164,140 @@ func (h *gnetHandler) OnClose(c gnet.Conn, err error) gnet.Action {
 
 var errClientClosed = net.ErrClosed
 
+// OnTraffic takes every request the client's bytes complete, on the connection's event
+// loop. It is the proxy's hot path: the helpers below take no lock, copy nothing and hand
+// nothing to another goroutine beyond what a request needs.
 func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 	s, ok := c.Context().(*session)
 	if !ok {
 		return gnet.Close
 	}
-	maxFrame := int(h.p.cfg.MaxFrameBytes)
 	for {
 		if h.p.draining.Load() && s.streamLeft == 0 {
 			return gnet.None // draining: finish a request being streamed, take no new one
 		}
-		n := c.InboundBuffered()
 		if s.streamLeft > 0 {
-			// The rest of a Produce request whose head already went upstream.
-			n = min(n, s.streamLeft)
-			if n == 0 || !s.upstreamRoom() {
+			if !h.streamRest(c, s) {
 				return gnet.None
 			}
-			chunk := getFrame(n)
-			if _, err := c.Read(chunk); err != nil {
-				putFrame(chunk)
-				return gnet.None
-			}
-			s.continueStream(chunk)
 			continue
 		}
-		if n < 4 {
-			return gnet.None
-		}
-		hdr, err := c.Peek(4)
-		if err != nil {
-			return gnet.None
-		}
-		size := int(int32(binary.BigEndian.Uint32(hdr)))
-		if size < 0 || size > maxFrame {
-			s.closeWith(fmt.Errorf("%w: size %d, limit %d", errFrameTooLarge, size, maxFrame))
-			return gnet.Close
-		}
-		// A large Produce (not while topics are read-only: the guard must see every
-		// partition of a Produce before any of it is forwarded; nor when its head does not
-		// prove it stays off kmirror's internals) moves the connection to
-		// serveBulk, which splices it (bulk.go); where that cannot be, it is forwarded as it
-		// arrives once its header and acks are in (cut-through): reading it whole first would
-		// serialise the client's transfer and the broker's. Anything else waits until complete.
-		var head requestHeader
-		var acks int16
-		large := false
-		if 4+size >= streamMinBytes && n >= min(4+size, streamHeadBytes) && !h.p.guardActive() {
-			if peek, err := c.Peek(min(4+size, streamHeadBytes)); err == nil {
-				if head, acks, err = produceHead(peek); err == nil && h.p.largeProduceClear(head, peek) {
-					if action, ok := h.handOff(c, s); ok {
-						return action
-					}
-					large = true
-				}
-			}
-		}
-		if n < 4+size && !large {
-			return gnet.None // not a large Produce, or unparseable yet: handled whole
-		}
-		if !s.upstreamRoom() {
-			return gnet.None
-		}
-		if !s.tryAcquire() {
-			s.paused.Store(true)
-			if !s.tryAcquire() {
-				if n > maxBufferedBytes(h.p.cfg) {
-					s.closeWith(fmt.Errorf("client sent %d unprocessed bytes while %d requests were in flight", n, s.inFlight()))
-					return gnet.Close
-				}
-				return gnet.None
-			}
-			s.paused.Store(false)
-		}
-		if n < 4+size {
-			chunk := getFrame(n)
-			if _, err := c.Read(chunk); err != nil {
-				s.release()
-				putFrame(chunk)
-				return gnet.None
-			}
-			s.startStream(head, acks, chunk, 4+size)
-			continue
-		}
-		frame := getFrame(4 + size)
-		if _, err := c.Read(frame); err != nil {
-			s.release()
-			putFrame(frame)
-			return gnet.None
-		}
-		if err := s.dispatch(frame); err != nil {
-			s.closeWith(err)
-			return gnet.Close
+		if more, action := h.takeRequest(c, s); !more {
+			return action
 		}
 	}
+}
+
+// streamRest forwards what has arrived of a Produce request whose head already went
+// upstream; it reports whether anything was taken.
+func (h *gnetHandler) streamRest(c gnet.Conn, s *session) bool {
+	n := min(c.InboundBuffered(), s.streamLeft)
+	if n == 0 || !s.upstreamRoom() {
+		return false
+	}
+	chunk := getFrame(n)
+	if _, err := c.Read(chunk); err != nil {
+		putFrame(chunk)
+		return false
+	}
+	s.continueStream(chunk)
+	return true
+}
+
+// takeRequest takes the next request off the connection: whole, or the head of a large
+// Produce, which is streamed or handed off. It reports whether to look for another
+// request, and else what gnet is to do with the connection.
+func (h *gnetHandler) takeRequest(c gnet.Conn, s *session) (bool, gnet.Action) {
+	n := c.InboundBuffered()
+	if n < 4 {
+		return false, gnet.None
+	}
+	hdr, err := c.Peek(4)
+	if err != nil {
+		return false, gnet.None
+	}
+	size := int(int32(binary.BigEndian.Uint32(hdr)))
+	if maxFrame := int(h.p.cfg.MaxFrameBytes); size < 0 || size > maxFrame {
+		s.closeWith(fmt.Errorf("%w: size %d, limit %d", errFrameTooLarge, size, maxFrame))
+		return false, gnet.Close
+	}
+	head, acks, large, handedOff := h.largeProduce(c, s, n, size)
+	switch {
+	case handedOff:
+		return false, gnet.Close // the session lives on in serveBulk
+	case n < 4+size && !large:
+		return false, gnet.None // not a large Produce, or unparseable yet: handled whole
+	}
+	if more, action := h.admit(s, n); !more {
+		return false, action
+	}
+	if n < 4+size {
+		chunk := getFrame(n)
+		if _, err := c.Read(chunk); err != nil {
+			s.release()
+			putFrame(chunk)
+			return false, gnet.None
+		}
+		s.startStream(head, acks, chunk, 4+size)
+		return true, gnet.None
+	}
+	frame := getFrame(4 + size)
+	if _, err := c.Read(frame); err != nil {
+		s.release()
+		putFrame(frame)
+		return false, gnet.None
+	}
+	if err := s.dispatch(frame); err != nil {
+		s.closeWith(err)
+		return false, gnet.Close
+	}
+	return true, gnet.None
+}
+
+// largeProduce looks at the head of a request of streamMinBytes or more. A large Produce
+// (not while topics are read-only: the guard must see every partition of a Produce before
+// any of it is forwarded; nor when its head does not prove it stays off kmirror's
+// internals) moves the connection to serveBulk, which splices it (bulk.go: handedOff);
+// where that cannot be, it is forwarded as it arrives once its header and acks are in
+// (cut-through: large): reading it whole first would serialise the client's transfer and
+// the broker's. Anything else waits until complete.
+func (h *gnetHandler) largeProduce(c gnet.Conn, s *session, n, size int) (head requestHeader, acks int16, large, handedOff bool) {
+	if 4+size < streamMinBytes || n < min(4+size, streamHeadBytes) || h.p.guardActive() {
+		return head, acks, false, false
+	}
+	peek, err := c.Peek(min(4+size, streamHeadBytes))
+	if err != nil {
+		return head, acks, false, false
+	}
+	if head, acks, err = produceHead(peek); err != nil || !h.p.largeProduceClear(head, peek) {
+		return head, acks, false, false
+	}
+	if h.handOff(c, s) {
+		return head, acks, false, true
+	}
+	return head, acks, true, false
+}
+
+// admit takes an in-flight slot and room in the writer's queue for the next request. At the
+// limit the connection stops taking frames until a response frees a slot; a client that
+// keeps sending regardless is closed once its unread bytes pass maxBufferedBytes.
+func (h *gnetHandler) admit(s *session, n int) (bool, gnet.Action) {
+	if !s.upstreamRoom() {
+		return false, gnet.None
+	}
+	if s.tryAcquire() {
+		return true, gnet.None
+	}
+	s.paused.Store(true)
+	if !s.tryAcquire() {
+		if n > maxBufferedBytes(h.p.cfg) {
+			s.closeWith(fmt.Errorf("client sent %d unprocessed bytes while %d requests were in flight", n, s.inFlight()))
+			return false, gnet.Close
+		}
+		return false, gnet.None
+	}
+	s.paused.Store(false)
+	return true, gnet.None
 }
 
 // maxBufferedBytes is what a gnet connection may accumulate in requests not yet taken before

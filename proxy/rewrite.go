@@ -148,6 +148,29 @@ func (p *Proxy) reencode(pr *pending, frame []byte, fn func(kmsg.Response) bool)
 	return out, nil
 }
 
+// rewriteNodes gives every node of a response's broker list the proxy's endpoint for it and
+// drops the nodes the proxy has no port for (hidden, never leaked). The lists differ in type
+// per API; addr names a node's id, host and port.
+func rewriteNodes[N any](p *Proxy, nodes []N, addr func(*N) (id int32, host *string, port *int32)) []N {
+	kept := nodes[:0]
+	for _, n := range nodes {
+		if p.endpoint(addr(&n)) {
+			kept = append(kept, n)
+		}
+	}
+	return kept
+}
+
+// rewriteNodesIfAny rewrites a node list that responses carry only when something changed
+// (KIP-951 new leaders, KIP-932 share leaders); it reports whether there was one.
+func rewriteNodesIfAny[N any](p *Proxy, nodes *[]N, addr func(*N) (id int32, host *string, port *int32)) bool {
+	if len(*nodes) == 0 {
+		return false
+	}
+	*nodes = rewriteNodes(p, *nodes, addr)
+	return true
+}
+
 // endpoint rewrites one broker endpoint in place; false means the broker must be hidden.
 func (p *Proxy) endpoint(node int32, host *string, port *int32) bool {
 	adv, ok := p.advertise(node, *host, *port)

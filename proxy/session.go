@@ -249,16 +249,49 @@ func (s *session) dispatch(frame []byte) error {
 // batching whatever is queued into one writev.
 func (s *session) runUpstreamWriter() {
 	defer s.p.wg.Done()
+	conn := s.connectUpstream()
+	if conn == nil {
+		return
+	}
+	var b upstreamBatch
+	var next outbound // a splice that ended the previous batch, if spliceFrom is set
+	for {
+		ob := next
+		if next.spliceFrom != nil {
+			next = outbound{}
+		} else {
+			select {
+			case <-s.ctx.Done():
+				return
+			case ob = <-s.toUpstream:
+			}
+		}
+		var err error
+		if ob.spliceFrom != nil {
+			err = s.spliceUpstream(conn, ob)
+		} else {
+			next, err = s.writeBatch(conn, &b, ob)
+		}
+		if err != nil {
+			s.closeWith(err)
+			return
+		}
+	}
+}
+
+// connectUpstream dials the broker for the session and starts the response reader; nil
+// when the session is over (closed, or the dial failed).
+func (s *session) connectUpstream() net.Conn {
 	conn, err := s.p.dialUpstream(s.ctx, s.route)
 	if err != nil {
 		s.closeWith(fmt.Errorf("connecting upstream for %s: %w", s.route, err))
-		return
+		return nil
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		_ = conn.Close()
-		return
+		return nil
 	}
 	s.upstream = conn
 	s.mu.Unlock()
@@ -267,76 +300,74 @@ func (s *session) runUpstreamWriter() {
 			s.upRaw.Store(&upstreamRaw{rc: rc})
 		}
 	}
-
 	s.p.wg.Add(1)
 	go s.runUpstreamReader(conn)
+	return conn
+}
 
-	var batch, frames net.Buffers
-	var acks0 int
-	var next *outbound // a splice that ended the previous batch
-	for {
-		var ob outbound
-		if next != nil {
-			ob, next = *next, nil
-		} else {
-			select {
-			case <-s.ctx.Done():
-				return
-			case ob = <-s.toUpstream:
-			}
-		}
-		if ob.spliceFrom != nil {
-			s.upMu.Lock()
-			_, err := io.CopyN(conn, ob.spliceFrom, ob.spliceN) // *net.TCPConn to *net.TCPConn: splice(2)
-			s.upMu.Unlock()
-			s.p.spliced.Add(1)
-			s.spliced <- err
-			if err != nil {
-				s.closeWith(fmt.Errorf("splicing a %d-byte Produce body to upstream %s: %w", ob.spliceN, conn.RemoteAddr(), err))
-				return
-			}
-			s.written(1, ob.noResponse)
-			continue
-		}
-		batch, frames, acks0 = batch[:0], frames[:0], 0
-		add := func(ob outbound) {
-			batch = append(batch, ob.frame[ob.off:])
-			frames = append(frames, ob.frame)
-			if ob.noResponse {
-				acks0++
-			}
-		}
-		add(ob)
-	drain:
-		for len(batch) < 64 {
-			select {
-			case ob = <-s.toUpstream:
-				if ob.spliceFrom != nil {
-					next = &ob // after the frames before it
-					break drain
-				}
-				add(ob)
-			default:
+// spliceUpstream forwards a handed-off Produce body from the client socket (bulk.go).
+func (s *session) spliceUpstream(conn net.Conn, ob outbound) error {
+	s.upMu.Lock()
+	_, err := io.CopyN(conn, ob.spliceFrom, ob.spliceN) // *net.TCPConn to *net.TCPConn: splice(2)
+	s.upMu.Unlock()
+	s.p.spliced.Add(1)
+	s.spliced <- err
+	if err != nil {
+		return fmt.Errorf("splicing a %d-byte Produce body to upstream %s: %w", ob.spliceN, conn.RemoteAddr(), err)
+	}
+	s.written(1, ob.noResponse)
+	return nil
+}
+
+// upstreamBatch is the writer's writev, reused from batch to batch.
+type upstreamBatch struct {
+	bufs   net.Buffers // what is written: each frame from its offset (consumed by the write)
+	frames net.Buffers // the frames themselves, back to the pool once written
+	acks0  int         // acks=0 Produce requests: their slots are free once written
+}
+
+func (b *upstreamBatch) add(ob outbound) {
+	b.bufs = append(b.bufs, ob.frame[ob.off:])
+	b.frames = append(b.frames, ob.frame)
+	if ob.noResponse {
+		b.acks0++
+	}
+}
+
+// writeBatch writes ob and whatever else is queued (up to 64 frames) in one writev. A splice
+// met in the queue ends the batch and is returned to go next, after the frames before it.
+func (s *session) writeBatch(conn net.Conn, b *upstreamBatch, ob outbound) (next outbound, err error) {
+	b.bufs, b.frames, b.acks0 = b.bufs[:0], b.frames[:0], 0
+	b.add(ob)
+drain:
+	for len(b.bufs) < 64 {
+		select {
+		case ob = <-s.toUpstream:
+			if ob.spliceFrom != nil {
+				next = ob
 				break drain
 			}
+			b.add(ob)
+		default:
+			break drain
 		}
-		queued := len(frames)
-		s.upMu.Lock()
-		_, err := batch.WriteTo(conn) // consumes batch; frames keeps the buffers
-		s.upMu.Unlock()
-		if err != nil {
-			s.closeWith(fmt.Errorf("writing to upstream %s: %w", conn.RemoteAddr(), err))
-			return
-		}
-		for i, f := range frames {
-			putFrame(f)
-			frames[i] = nil
-		}
-		for range acks0 {
-			s.release()
-		}
-		s.written(queued, false)
 	}
+	queued := len(b.frames)
+	s.upMu.Lock()
+	_, err = b.bufs.WriteTo(conn) // consumes bufs; frames keeps the buffers
+	s.upMu.Unlock()
+	if err != nil {
+		return next, fmt.Errorf("writing to upstream %s: %w", conn.RemoteAddr(), err)
+	}
+	for i, f := range b.frames {
+		putFrame(f)
+		b.frames[i] = nil
+	}
+	for range b.acks0 {
+		s.release()
+	}
+	s.written(queued, false)
+	return next, nil
 }
 
 // written accounts for n queued entries having left for upstream (the last an acks=0

@@ -1,7 +1,7 @@
 // Package mirrorcli is the logic of the operator commands that talk to a
 // kmirror proxy or read its state: `kmirror mirrors` (create, add, remove,
 // pause, resume, list, describe and delete mirrors through the mirror RPCs of
-// PROTOCOL.md, shaped after the Cluster Mirroring proposal's kafka-mirrors
+// docs/PROTOCOL.md, shaped after the Cluster Mirroring proposal's kafka-mirrors
 // tool) and `kmirror dump-state` (decode __mirror_state from the topic or
 // from a log segment file).
 //
