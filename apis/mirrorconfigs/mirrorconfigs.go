@@ -199,7 +199,7 @@ func Describe(ctx context.Context, b *apicore.Backend, req *kmsg.DescribeConfigs
 			if set {
 				c.Source = kmsg.ConfigSourceDynamicBrokerConfig
 			} else {
-				v = mirrorconfig.Default(k)
+				v = mirrorconfig.DefaultFor(r.ResourceName, k)
 			}
 			c.IsDefault = !set
 			c.ReadOnly = mirrorconfig.IsConnection(k)
