@@ -183,11 +183,12 @@ func (c *Cache) Client(mirror string, configs map[string]string) (*kgo.Client, e
 	if err != nil {
 		return nil, fmt.Errorf("source client for mirror %s: %w", mirror, err)
 	}
-	id := clientid.Source(mirror, configs["source.client.id"])
-	cl, err := kgo.NewClient(append(append(opts, kgo.WithHooks(c.throttle.hook(mirror, id))), c.extra...)...)
+	cl, err := kgo.NewClient(append(append(opts, kgo.WithHooks(c.throttle.hook(mirror))), c.extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("source client for mirror %s: %w", mirror, err)
 	}
+	id, _ := cl.OptValue(kgo.ClientID).(string)
+	c.throttle.named(mirror, id)
 	c.m[mirror] = cached{fp, cl}
 	return cl, nil
 }

@@ -47,15 +47,23 @@ type Throttle struct {
 func newThrottles() *Throttles { return &Throttles{m: map[string]*throttled{}} }
 
 // hook is a franz-go hook that records the throttling of mirror's client.
-func (t *Throttles) hook(mirror, clientID string) kgo.Hook {
+func (t *Throttles) hook(mirror string) kgo.Hook {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m[mirror] == nil {
+		t.m[mirror] = &throttled{}
+	}
+	return throttleHook{t, mirror}
+}
+
+// named records the client id the mirror's client says, which the
+// source's quotas match.
+func (t *Throttles) named(mirror, clientID string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e := t.m[mirror]; e != nil {
 		e.clientID = clientID
-	} else {
-		t.m[mirror] = &throttled{clientID: clientID}
 	}
-	return throttleHook{t, mirror}
 }
 
 func (t *Throttles) record(mirror string, d time.Duration, now time.Time) {
