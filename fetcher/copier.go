@@ -43,6 +43,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -389,7 +390,8 @@ func NewCopier(cfg Config) (*Copier, error) {
 	}
 	c.rate.Store(cfg.RateLimit)
 	for lane := range produceLanes {
-		opts := append(cfg.Destination.Opts(), kgo.WithHooks(writeHook{c, lane}))
+		// Clipped: Opts is the client's own slice, which lanes must not share.
+		opts := append(slices.Clip(cfg.Destination.Opts()), kgo.WithHooks(writeHook{c, lane}))
 		if cfg.WriterClientID != "" {
 			opts = append(opts, kgo.ClientID(cfg.WriterClientID))
 		}

@@ -128,7 +128,8 @@ func (c *Cache) Secrets() *secrets.Resolver { return c.secrets }
 func (c *Cache) Throttles() *Throttles { return c.throttle }
 
 // Options resolves a mirror's stored configs on this instance and turns them
-// into client options, with the mirror's client id (clientid.Source). A secret that does not resolve here is logged at
+// into client options, with the mirror's client id (clientid.Source). A
+// secret that does not resolve here is logged at
 // ERROR (naming the mirror and the reference or key id, never a value) and
 // returned as a *secrets.Error; it is retried by whoever asks again, so the
 // mirror recovers by itself once the file, variable or key is there.
