@@ -2,6 +2,7 @@ package apis
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
 )
@@ -76,6 +78,7 @@ func (b *Backend) describeMirror(ctx context.Context, name string) protocol.Desc
 		oldest = oldestAtRisk(ctx, src, behind)
 	}
 	now := b.now()
+	quota := throttleNote(b, name)
 	for _, t := range topics {
 		dt := protocol.DescribeMirrorsResponseTopic{Name: t}
 		for p, s := range m.TopicStates(t) {
@@ -88,7 +91,11 @@ func (b *Backend) describeMirror(ctx context.Context, name string) protocol.Desc
 			dp.RecordsAtRisk, dp.AtRiskAgeMs = atRisk(s, dp.SourceHighWatermark, dp.DestinationHighWatermark, oldest[t][part], now)
 			if s != nil {
 				dp.State, dp.RetryAttempt, dp.LastMirroredOffset = s.State.String(), s.RetryAttempt, s.LastMirroredOffset
-				if msg := message(s, m.Topics[t].Notes); msg != "" {
+				notes := m.Topics[t].Notes
+				if quota != "" && dp.Lag > 0 {
+					notes = append(slices.Clip(notes), quota)
+				}
+				if msg := message(s, notes); msg != "" {
 					dp.ErrorMessage = &msg
 				}
 			}
@@ -137,6 +144,23 @@ func nonEmpty(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// throttleNote says, when the mirror's source brokers throttled this
+// instance's client lately (a source quota on its client id), by how much:
+// the reason a copy lags that nothing else on the partition shows. It is
+// this instance's view: the instances that copy the mirror share its quota
+// on each broker, so one that copies is throttled like the others.
+func throttleNote(b *Backend, mirror string) string {
+	if b.Sources == nil {
+		return ""
+	}
+	th, ok := b.Sources.Throttles().Recent(mirror, b.now())
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("the source throttles this mirror's client id %s (a source quota): %.1f s of throttle in the last %s, summed over source brokers",
+		th.ClientID, th.Recent.Seconds(), sourceclient.ThrottleWindow)
 }
 
 // message is the failure, else the notes of events that changed what the

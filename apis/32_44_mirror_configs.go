@@ -193,7 +193,7 @@ func (b *Backend) DescribeMirrorConfigs(ctx context.Context, req *kmsg.DescribeC
 			if set {
 				c.Source = kmsg.ConfigSourceDynamicBrokerConfig
 			} else {
-				v = mirrorconfig.Default(k)
+				v = mirrorconfig.DefaultFor(r.ResourceName, k)
 			}
 			c.IsDefault = !set
 			c.ReadOnly = mirrorconfig.IsConnection(k)

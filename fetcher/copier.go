@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -60,6 +61,10 @@ import (
 type Config struct {
 	Source      *kgo.Client
 	Destination *kgo.Client
+	// WriterClientID, if set, is the client id of the copy's destination
+	// writes (Produce and transaction control): destination quotas can
+	// then single out one mirror's writes (internal/clientid).
+	WriterClientID string
 	// FetchMaxBytes is the per-partition fetch size (default 1 MiB); partitions that share
 	// a leader with few others fetch more (partitionFetchBytes).
 	FetchMaxBytes int32
@@ -216,7 +221,12 @@ func NewCopier(cfg Config) (*Copier, error) {
 	}
 	c.rate.Store(cfg.RateLimit)
 	for lane := range produceLanes {
-		cl, err := kgo.NewClient(append(cfg.Destination.Opts(), kgo.WithHooks(writeHook{c, lane}))...)
+		// Clipped: Opts is the client's own slice, which lanes must not share.
+		opts := append(slices.Clip(cfg.Destination.Opts()), kgo.WithHooks(writeHook{c, lane}))
+		if cfg.WriterClientID != "" {
+			opts = append(opts, kgo.ClientID(cfg.WriterClientID))
+		}
+		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			cancel()
 			for _, l := range c.lanes {

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kmirror/kmirror/enforcement"
+	"github.com/kmirror/kmirror/internal/clientid"
 )
 
 // Read-only mirror topics (enforcement/). The guard sees Produce and the admin
@@ -117,7 +118,7 @@ func (p *Proxy) UpstreamClientOptions() ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(p.cfg.Upstream...), kgo.DialTimeout(p.cfg.DialTimeout)}
+	opts := []kgo.Opt{kgo.SeedBrokers(p.cfg.Upstream...), kgo.DialTimeout(p.cfg.DialTimeout), kgo.ClientID(clientid.Admin)}
 	if tlsCfg != nil {
 		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
 	}

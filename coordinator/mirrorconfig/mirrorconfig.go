@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/coordinator/aclfilter"
+	"github.com/kmirror/kmirror/internal/clientid"
 )
 
 // Key kinds, for validation.
@@ -26,6 +27,7 @@ const (
 	kList
 	kEnum
 	kACLRules
+	kClientID
 )
 
 type spec struct {
@@ -42,6 +44,7 @@ type spec struct {
 var specs = map[string]spec{
 	"bootstrap.servers":                     {kind: kString, required: true, doc: "source cluster bootstrap servers, host:port[,host:port]"},
 	"source.cluster.id":                     {kind: kString, doc: "expected source cluster id; filled in by the CLI when absent and checked on every refresh"},
+	"source.client.id":                      {kind: kClientID, doc: "client id of every connection to the source for this mirror (default kmirror-<mirror>), what a source quota names: kafka-configs --alter --entity-type clients --entity-name <id> --add-config consumer_byte_rate=<bytes/s>"},
 	"security.protocol":                     {kind: kEnum, def: "PLAINTEXT", enum: []string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}, doc: "how to reach the source"},
 	"sasl.mechanism":                        {kind: kEnum, def: "PLAIN", enum: []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, doc: "SASL mechanism towards the source"},
 	"sasl.username":                         {kind: kString, doc: "SASL user"},
@@ -88,13 +91,23 @@ func Doc(key string) string { return specs[key].doc }
 // Default is a key's default value ("" when it has none).
 func Default(key string) string { return specs[key].def }
 
-// IsConnection reports whether a key says where the source is or how to
-// reach it. Such keys are fixed once the mirror exists: its clients and
+// DefaultFor is a key's default for the named mirror: Default, except where
+// the default derives from the name (source.client.id, clientid.Source).
+func DefaultFor(mirror, key string) string {
+	if key == "source.client.id" {
+		return clientid.Source(mirror, "")
+	}
+	return Default(key)
+}
+
+// IsConnection reports whether a key says where the source is, how to
+// reach it or who kmirror says it is there (the client id source quotas
+// name). Such keys are fixed once the mirror exists: its clients and
 // copies are built from them (delete and re-create the mirror to change
 // them); every other key can change while the mirror runs.
 func IsConnection(key string) bool {
 	switch {
-	case key == "bootstrap.servers", key == "source.cluster.id", key == "security.protocol",
+	case key == "bootstrap.servers", key == "source.cluster.id", key == "security.protocol", key == "source.client.id",
 		strings.HasPrefix(key, "sasl."), strings.HasPrefix(key, "ssl."):
 		return true
 	}
@@ -181,6 +194,8 @@ func (s spec) check(v string) error {
 		if _, err := aclfilter.Parse(v); err != nil {
 			return err
 		}
+	case kClientID:
+		return clientid.Check(v)
 	case kRegexList:
 		for _, p := range List(v) {
 			if _, err := regexp.Compile("^(?:" + p + ")$"); err != nil {
@@ -221,6 +236,7 @@ func AppendNew(have, add []string) []string {
 type Config struct {
 	Bootstrap             []string
 	SourceClusterID       string
+	SourceClientID        string // "" = the default, clientid.Source
 	SecurityProtocol      string
 	SASLMechanism         string
 	SASLUser, SASLPass    string
@@ -259,6 +275,7 @@ func Parse(configs map[string]string) Config {
 	c := Config{
 		Bootstrap:             List(get("bootstrap.servers")),
 		SourceClusterID:       get("source.cluster.id"),
+		SourceClientID:        get("source.client.id"),
 		SecurityProtocol:      get("security.protocol"),
 		SASLMechanism:         get("sasl.mechanism"),
 		SASLUser:              get("sasl.username"),

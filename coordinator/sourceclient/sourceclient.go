@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/internal/clientid"
 	"github.com/kmirror/kmirror/internal/kafkaauth"
 	"github.com/kmirror/kmirror/internal/secrets"
 )
@@ -30,7 +31,7 @@ func Options(c mirrorconfig.Config) ([]kgo.Opt, error) {
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.Bootstrap...),
-		kgo.ClientID("kmirror"),
+		kgo.ClientID(clientid.Admin), // a mirror's own clients say clientid.Source (Cache.Options)
 		kgo.DialTimeout(10 * time.Second),
 		kgo.MetadataMinAge(time.Second),
 	}
@@ -98,6 +99,7 @@ type Cache struct {
 	m        map[string]cached
 	repMu    sync.Mutex        // Options runs under mu (Client) and without it
 	reported map[string]string // mirror → the secret error last logged, so a retry loop logs it once
+	throttle *Throttles
 }
 
 type cached struct {
@@ -108,7 +110,7 @@ type cached struct {
 // NewCache returns a cache whose clients also get extra options. It has no
 // secrets key until WithSecrets.
 func NewCache(extra ...kgo.Opt) *Cache {
-	return &Cache{extra: extra, m: map[string]cached{}, reported: map[string]string{}, log: slog.New(slog.DiscardHandler)}
+	return &Cache{extra: extra, m: map[string]cached{}, reported: map[string]string{}, log: slog.New(slog.DiscardHandler), throttle: newThrottles()}
 }
 
 // WithSecrets sets how stored secrets are resolved and where their errors
@@ -122,8 +124,12 @@ func (c *Cache) WithSecrets(r *secrets.Resolver, log *slog.Logger) *Cache {
 // resolve).
 func (c *Cache) Secrets() *secrets.Resolver { return c.secrets }
 
+// Throttles is how long the source brokers throttled each mirror's client.
+func (c *Cache) Throttles() *Throttles { return c.throttle }
+
 // Options resolves a mirror's stored configs on this instance and turns them
-// into client options. A secret that does not resolve here is logged at
+// into client options, with the mirror's client id (clientid.Source). A
+// secret that does not resolve here is logged at
 // ERROR (naming the mirror and the reference or key id, never a value) and
 // returned as a *secrets.Error; it is retried by whoever asks again, so the
 // mirror recovers by itself once the file, variable or key is there.
@@ -152,7 +158,12 @@ func (c *Cache) Options(mirror string, configs map[string]string) ([]kgo.Opt, er
 		c.log.Warn("the mirror's source secret is stored in clear in the state topic (written by an older kmirror); `kmirror mirrors --alter` on an instance with a secrets key re-saves it encrypted",
 			"mirror", mirror, "configs", clear)
 	}
-	return Options(mirrorconfig.Parse(resolved))
+	cfg := mirrorconfig.Parse(resolved)
+	opts, err := Options(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, kgo.ClientID(clientid.Source(mirror, cfg.SourceClientID))), nil
 }
 
 // Client returns the mirror's source client. Secrets are resolved when the
@@ -173,10 +184,12 @@ func (c *Cache) Client(mirror string, configs map[string]string) (*kgo.Client, e
 	if err != nil {
 		return nil, fmt.Errorf("source client for mirror %s: %w", mirror, err)
 	}
-	cl, err := kgo.NewClient(append(opts, c.extra...)...)
+	cl, err := kgo.NewClient(append(append(opts, kgo.WithHooks(c.throttle.hook(mirror))), c.extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("source client for mirror %s: %w", mirror, err)
 	}
+	id, _ := cl.OptValue(kgo.ClientID).(string)
+	c.throttle.named(mirror, id)
 	c.m[mirror] = cached{fp, cl}
 	return cl, nil
 }
@@ -189,6 +202,7 @@ func (c *Cache) Drop(mirror string) {
 		e.cl.Close()
 		delete(c.m, mirror)
 	}
+	c.throttle.drop(mirror)
 }
 
 // Close closes every client.

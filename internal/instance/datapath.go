@@ -18,6 +18,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/internal/clientid"
 	"github.com/kmirror/kmirror/internal/flight"
 	"github.com/kmirror/kmirror/internal/secrets"
 )
@@ -157,7 +158,7 @@ func (d *DataPath) copierFor(p coordinator.PartitionRef) (*mirrorCopier, error) 
 		return nil, sourceClientError(err)
 	}
 	cfg := mirrorconfig.Parse(p.Config.Configs)
-	c, err := fetcher.NewCopier(fetcher.Config{Source: src, Destination: d.dst, FetchMaxBytes: cfg.FetchMaxBytes,
+	c, err := fetcher.NewCopier(fetcher.Config{Source: src, Destination: d.dst, WriterClientID: clientid.Writer(p.Mirror), FetchMaxBytes: cfg.FetchMaxBytes,
 		FetchResponseMaxBytes: cfg.FetchResponseMaxBytes, FetchMaxWait: cfg.FetchMaxWait, RateLimit: cfg.ThrottledRate,
 		MaxBufferedBytes: max(cfg.BufferMaxBytes, int64(cfg.FetchMaxBytes)),
 		Lease:            d.lease, Logger: d.log.With("mirror", p.Mirror)})

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/coordinator/syncjobs"
 	"github.com/kmirror/kmirror/enforcement"
+	"github.com/kmirror/kmirror/internal/clientid"
 	"github.com/kmirror/kmirror/internal/secrets"
 	"github.com/kmirror/kmirror/proxy"
 )
@@ -87,7 +89,10 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	if err != nil {
 		return nil, err
 	}
-	in.dstCl, err = kgo.NewClient(dstOpts...)
+	// Each client says what it is for (internal/clientid), so destination
+	// quotas and broker logs tell the control plane from the copies.
+	withID := func(id string) []kgo.Opt { return append(slices.Clip(dstOpts), kgo.ClientID(id)) }
+	in.dstCl, err = kgo.NewClient(withID(clientid.Admin)...)
 	if err != nil {
 		return nil, fmt.Errorf("destination client: %w", err)
 	}
@@ -100,7 +105,7 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		return nil, err
 	}
 	in.sources = sourceclient.NewCache().WithSecrets(resolver, log)
-	identities, err := identityClients(dstOpts)
+	identities, err := identityClients(withID(clientid.Identities))
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +118,7 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		log.Info("mirror topics are read-only at the destination brokers too: DENY ACLs for User:* while they are mirrored")
 	}
 	in.Coord, err = coordinator.New(ctx, coordinator.Config{
-		Client: dstOpts, StateTopic: cfg.StateTopic, StatePartitions: cfg.StatePartitions,
+		Client: withID(clientid.State), StateTopic: cfg.StateTopic, StatePartitions: cfg.StatePartitions,
 		StateReplicationFactor: cfg.StateReplicationFactor, GroupID: cfg.GroupID,
 		SessionTimeout: cfg.SessionTimeout, DataPath: in.data, Logger: log,
 	})
@@ -131,7 +136,7 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	in.Guard.Update(enforcement.FromView(statetopic.NewView()).WithLost(in.Coord.Loss().Topics()))
 	meter := p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")
 	in.rpo = apis.NewRPOSampler(in.Backend, 0)
-	if err := errors.Join(in.Coord.RegisterMetrics(meter), in.rpo.RegisterMetrics(meter)); err != nil {
+	if err := errors.Join(in.Coord.RegisterMetrics(meter), in.rpo.RegisterMetrics(meter), in.sources.Throttles().RegisterMetrics(meter)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	return in, nil
