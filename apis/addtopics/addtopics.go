@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/compat"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
@@ -53,11 +55,14 @@ func add(ctx context.Context, b *apicore.Backend, req *protocol.AddTopicsToMirro
 	if err != nil {
 		return nil, err
 	}
+	if err := compat.Refuse(ctx, b.Log, m.Name, src, b.Destination); err != nil {
+		return nil, err
+	}
 	sourceTopics, err := apicore.ListTopics(ctx, src)
 	if err != nil {
 		return nil, protocol.ErrCoordinatorNotAvailable.WithMessage("listing topics of the source cluster %s: %v; retry", m.Config.Configs["bootstrap.servers"], err)
 	}
-	a := &adder{b: b, m: m, source: sourceTopics, now: b.NowTime()}
+	a := &adder{b: b, m: m, src: src, source: sourceTopics, now: b.NowTime()}
 	b.Coord.Store().Read(func(v *statetopic.View) {
 		a.otherMirror = map[string]string{}
 		for _, name := range v.MirrorNames() {
@@ -119,6 +124,7 @@ func add(ctx context.Context, b *apicore.Backend, req *protocol.AddTopicsToMirro
 type adder struct {
 	b           *apicore.Backend
 	m           *statetopic.Mirror
+	src         *kgo.Client
 	source      kadm.TopicDetails
 	otherMirror map[string]string // topic -> the other mirror that actively mirrors it
 	now         time.Time
@@ -141,6 +147,9 @@ func (a *adder) addOne(ctx context.Context, name string, wantID [16]byte, wantPa
 	parts := int32(len(st.Partitions))
 	if wantPartitions >= 0 && wantPartitions != parts {
 		return protocol.ErrInvalidRequest.WithMessage("topic %q has %d partitions on the source, not %d", name, parts, wantPartitions)
+	}
+	if err := compat.RefuseTopic(ctx, a.src, name); err != nil {
+		return err
 	}
 	if other, taken := a.otherMirror[name]; taken {
 		return protocol.ErrTopicAlreadyInMirror.WithMessage("topic %q is mirrored by mirror %q; remove it there first", name, other)

@@ -44,7 +44,7 @@ func Refresh(ctx context.Context, b *apicore.Backend, mirror string) ([]string, 
 	if err != nil {
 		return nil, fmt.Errorf("listing source topics of mirror %s: %w", mirror, err)
 	}
-	a := &adder{b: b, m: m, source: sourceTopics, now: b.NowTime(), otherMirror: map[string]string{}}
+	a := &adder{b: b, m: m, src: src, source: sourceTopics, now: b.NowTime(), otherMirror: map[string]string{}}
 	b.Coord.Store().Read(func(v *statetopic.View) {
 		for _, name := range v.MirrorNames() {
 			if name == m.Name {

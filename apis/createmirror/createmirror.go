@@ -10,6 +10,7 @@ import (
 
 	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/compat"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
@@ -71,6 +72,9 @@ func create(ctx context.Context, b *apicore.Backend, req *protocol.CreateMirrorR
 
 	clusterID, err := checkedClusterID(ctx, configs, resolved)
 	if err != nil {
+		return err
+	}
+	if err := compat.RefuseConfigs(ctx, b.Log, req.MirrorName, resolved, b.Destination); err != nil {
 		return err
 	}
 	if err := b.Coord.EnsureStateTopic(ctx); err != nil {
