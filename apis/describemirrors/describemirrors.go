@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kmirror/kmirror/apis/apicore"
+	"github.com/kmirror/kmirror/coordinator/compat"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
 )
@@ -99,6 +100,9 @@ func describe(ctx context.Context, b *apicore.Backend, name string) protocol.Des
 		out.Topics = append(out.Topics, dt)
 	}
 	out.Groups, out.Syncs = syncs(m, now)
+	if srcErr == nil {
+		out.Clusters = compat.Describe(ctx, src, b.Destination)
+	}
 	return out
 }
 

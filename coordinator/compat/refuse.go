@@ -41,6 +41,21 @@ func Refuse(ctx context.Context, log *slog.Logger, mirror string, src *kgo.Clien
 	return nil
 }
 
+// Describe is what DescribeMirrors shows of a mirror's clusters (Pair.String), or why it is
+// not known; nil if the context ended.
+func Describe(ctx context.Context, src *kgo.Client, dst *kadm.Client) *string {
+	if ctx.Err() != nil {
+		return nil
+	}
+	s := "unknown: "
+	if p, err := CheckClusters(ctx, kadm.NewClient(src), dst); err != nil {
+		s += err.Error()
+	} else {
+		s = p.String()
+	}
+	return &s
+}
+
 // RefuseConfigs is Refuse for a mirror not created yet, whose source is reached with the
 // resolved mirror configs.
 func RefuseConfigs(ctx context.Context, log *slog.Logger, mirror string, configs map[string]string, dst *kadm.Client) error {
