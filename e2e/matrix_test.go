@@ -174,6 +174,21 @@ func (p *matrixPair) setup(t *testing.T) {
 	p.src.CreateKeptTopic(t, p.topic("pat-b"), 1)
 	produce(t, p.src, p.topic("pat-b"), 1, 20, kgo.NoCompression())
 	waitMirrored(t, p.admin, p.mirror, p.sourceTotals(t, ctx))
+	p.describedMode(t)
+}
+
+// describedMode checks that DescribeMirrors shows both clusters' releases and the mode.
+func (p *matrixPair) describedMode(t *testing.T) {
+	req := protocol.NewPtrDescribeMirrorsRequest()
+	req.MirrorNames = []string{p.mirror}
+	resp := request[*protocol.DescribeMirrorsResponse](t, p.admin, req)
+	if len(resp.Mirrors) != 1 {
+		t.Fatalf("describe %s: %+v", p.mirror, resp.Mirrors)
+	}
+	if got := deref(resp.Mirrors[0].Clusters); !strings.HasSuffix(got, ": "+p.mode) {
+		t.Fatalf("describe %s: clusters %q, want the releases and mode %q", p.mirror, got, p.mode)
+	}
+	t.Logf("describe %s: %s", p.mirror, deref(resp.Mirrors[0].Clusters))
 }
 
 // compact writes a compacted topic until the source has compacted some of it away.

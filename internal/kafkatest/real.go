@@ -95,7 +95,7 @@ type nodeState struct {
 }
 
 const (
-	startTimeout = 90 * time.Second
+	startTimeout = 3 * time.Minute // a JVM on 2 busy cores can take 90 s to reach ZooKeeper
 	stopTimeout  = 30 * time.Second
 	portAttempts = 3
 )
