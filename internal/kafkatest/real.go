@@ -7,11 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -289,13 +290,13 @@ func (c *RealCluster) serverProperties(n *node, voters []string) string {
 	for k, v := range c.cfg.Props {
 		props[k] = v
 	}
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	return propertiesText(props)
+}
+
+// propertiesText writes props as a Java properties file, keys sorted.
+func propertiesText(props map[string]string) string {
 	var b strings.Builder
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(props)) {
 		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
 	}
 	return b.String()
