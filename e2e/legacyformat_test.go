@@ -36,7 +36,14 @@ func TestLegacyMessageFormatSource(t *testing.T) {
 		if err != nil {
 			t.Fatalf("create %s: %v", topic, err)
 		}
-		produce(t, src, topic, 1, 50, kgo.NoCompression())
+		// v1 has no headers, producer ids or sequences: a plain, non-idempotent producer.
+		recs := make([]*kgo.Record, 50)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}
+		}
+		if err := src.Client(t, kgo.DisableIdempotentWrite()).ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce to %s: %v", topic, err)
+		}
 	}
 	// upgraded: the config raised, the v1 segments still there.
 	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "message.format.version", Value: kadm.StringPtr("2.8")}}, "upgraded"); err != nil {
