@@ -16,9 +16,14 @@ import (
 
 // KafkaVersion is the Apache Kafka release the harness runs unless a test asks for
 // another (WithVersion): the newest served. Keep it equal to kafka.version in pom.xml and
-// mm2-pom.xml (TestPomPinsKafkaVersion checks). The Java tools and MirrorMaker 2 always
-// run at this version, whatever the brokers run.
+// (TestPomPinsKafkaVersion checks). The Java tools always run at this version, whatever the
+// brokers run.
 const KafkaVersion = "4.4.0"
+
+// MirrorMakerVersion is the MirrorMaker 2 release the benchmarks run, kafka.version in
+// mm2-pom.xml: connect-mirror 4.4.0 is not served by the Maven mirror this project reaches
+// (checked 2026-12-02), 4.3.0 is; MirrorMaker 2 talks to any broker release over the wire.
+const MirrorMakerVersion = "4.3.0"
 
 //go:embed pom.xml
 var pomXML []byte
@@ -84,7 +89,7 @@ var mm2PomXML []byte
 // connect-mirror-client and their dependencies) into a cache directory of its
 // own, the same way as Jars, and returns the directory that holds the jars.
 func MirrorMakerJars(ctx context.Context) (string, error) {
-	return resolve(ctx, "mirrormaker2-"+KafkaVersion, "MirrorMaker 2 "+KafkaVersion, mm2PomXML)
+	return resolve(ctx, "mirrormaker2-"+MirrorMakerVersion, "MirrorMaker 2 "+MirrorMakerVersion, mm2PomXML)
 }
 
 // resolve copies the dependencies of pom into <cache>/<name>/libs unless a

@@ -144,9 +144,12 @@ func TestRunToolTopicCommand(t *testing.T) {
 }
 
 func TestPomPinsKafkaVersion(t *testing.T) {
-	for name, pom := range map[string][]byte{"pom.xml": pomXML, "mm2-pom.xml": mm2PomXML} {
-		if !strings.Contains(string(pom), "<kafka.version>"+KafkaVersion+"</kafka.version>") {
-			t.Errorf("%s does not pin kafka.version %s", name, KafkaVersion)
+	for name, pin := range map[string]struct {
+		pom     []byte
+		version string
+	}{"pom.xml": {pomXML, KafkaVersion}, "mm2-pom.xml": {mm2PomXML, MirrorMakerVersion}, "pom-zk.xml": {pomZKXML, legacyPomVersion}} {
+		if !strings.Contains(string(pin.pom), "<kafka.version>"+pin.version+"</kafka.version>") {
+			t.Errorf("%s does not pin kafka.version %s", name, pin.version)
 		}
 	}
 }
