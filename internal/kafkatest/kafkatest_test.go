@@ -229,3 +229,32 @@ func TestRealListenerAdvertisesItsOwnAddress(t *testing.T) {
 		}
 	}
 }
+
+func TestParseVersionAndModes(t *testing.T) {
+	for in, want := range map[string]string{"4.4.0": "4.4.0", "3.9": "3.9.0", "2.8.2": "2.8.2"} {
+		v, err := ParseVersion(in)
+		if err != nil || v.String() != want {
+			t.Errorf("ParseVersion(%q) = %v, %v; want %s", in, v, err, want)
+		}
+	}
+	for _, bad := range []string{"", "4", "4.x.0", "4.4.0.1", "-1.0", "v4.4"} {
+		if _, err := ParseVersion(bad); err == nil {
+			t.Errorf("ParseVersion(%q) accepted", bad)
+		}
+	}
+	for _, c := range []struct {
+		v  string
+		zk bool
+		ok bool
+	}{{"2.8.2", true, true}, {"2.8.2", false, false}, {"3.6.2", true, true}, {"3.3.0", false, true},
+		{"3.9.1", true, true}, {"4.0.0", true, false}, {"4.4.0", false, true}, {"2.7.0", true, false}} {
+		v, _ := ParseVersion(c.v)
+		if err := v.Supported(c.zk); (err == nil) != c.ok {
+			t.Errorf("%s zookeeper=%v: %v, want supported=%v", c.v, c.zk, err, c.ok)
+		}
+	}
+	if !strings.Contains(string(pomFor(Version{3, 6, 2})), "<kafka.version>3.6.2</kafka.version>") ||
+		!strings.Contains(string(pomFor(Version{4, 0, 0})), "<kafka.version>4.0.0</kafka.version>") {
+		t.Error("pomFor does not put the version in")
+	}
+}
