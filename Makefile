@@ -8,7 +8,7 @@ BIN       := bin/kmirror
 SHELL     := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: all build run test test-deps test-short lint fuzz bench clean
+.PHONY: all build run test test-deps test-short lint fuzz bench matrix clean
 
 all: lint test
 
@@ -25,6 +25,15 @@ test-deps:
 # real broker processes; -count=1 so nothing is served from the test cache.
 test: test-deps
 	$(GO) test -count=1 -timeout 30m -v $(TESTFLAGS) ./... 2>&1 | scripts/test-summary.sh
+
+# The version matrix (docs/versions.md): every source release x destination release,
+# each pair's e2e checks, then the table (source, destination, mode, checks, time).
+# make test runs the reduced matrix (e2e's TestVersionMatrix without KMIRROR_MATRIX).
+matrix: test-deps
+	@mkdir -p bin
+	KMIRROR_MATRIX=full KMIRROR_MATRIX_OUT=$(abspath bin/matrix.md) $(GO) test -count=1 -timeout 90m -v \
+	  -run '^TestVersionMatrix$$' ./e2e/ 2>&1 | scripts/test-summary.sh; status=$$?; \
+	  echo "version matrix ($$(date -u +%F)):"; cat bin/matrix.md; exit $$status
 
 # Fast loop for local work: no real Kafka.
 test-short:

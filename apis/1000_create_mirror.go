@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/compat"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
@@ -69,6 +70,9 @@ func (b *Backend) createMirror(ctx context.Context, req *protocol.CreateMirrorRe
 
 	clusterID, err := checkedClusterID(ctx, configs, resolved)
 	if err != nil {
+		return err
+	}
+	if err := compat.RefuseConfigs(ctx, b.Log, req.MirrorName, resolved, b.Destination); err != nil {
 		return err
 	}
 	if err := b.Coord.EnsureStateTopic(ctx); err != nil {

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/compat"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
@@ -48,11 +50,14 @@ func (b *Backend) addTopics(ctx context.Context, req *protocol.AddTopicsToMirror
 	if err != nil {
 		return nil, err
 	}
+	if err := compat.Refuse(ctx, b.Log, m.Name, src, b.Destination); err != nil {
+		return nil, err
+	}
 	source, err := listTopics(ctx, src)
 	if err != nil {
 		return nil, protocol.ErrCoordinatorNotAvailable.WithMessage("listing topics of the source cluster %s: %v; retry", m.Config.Configs["bootstrap.servers"], err)
 	}
-	a := b.newAdder(m, source, true)
+	a := b.newAdder(m, src, source, true)
 	var results []protocol.TopicResult
 	explicit := map[string]bool{}
 	for _, t := range req.Topics {
@@ -90,6 +95,7 @@ func (b *Backend) addTopics(ctx context.Context, req *protocol.AddTopicsToMirror
 type adder struct {
 	b           *Backend
 	m           *statetopic.Mirror
+	src         *kgo.Client // the mirror's source
 	source      kadm.TopicDetails
 	otherMirror map[string]string // topic -> the other mirror that has it
 	now         time.Time
@@ -99,8 +105,8 @@ type adder struct {
 
 // newAdder adds source topics to m, knowing which topics other mirrors
 // have: those that are not all STOPPED when activeOnly, else all of them.
-func (b *Backend) newAdder(m *statetopic.Mirror, source kadm.TopicDetails, activeOnly bool) *adder {
-	a := &adder{b: b, m: m, source: source, now: b.now(), otherMirror: map[string]string{}}
+func (b *Backend) newAdder(m *statetopic.Mirror, src *kgo.Client, source kadm.TopicDetails, activeOnly bool) *adder {
+	a := &adder{b: b, m: m, src: src, source: source, now: b.now(), otherMirror: map[string]string{}}
 	b.Coord.Store().Read(func(v *statetopic.View) {
 		for _, name := range v.MirrorNames() {
 			if name == m.Name {
@@ -144,6 +150,9 @@ func (a *adder) matching(include, exclude []string) []string {
 func (a *adder) addOne(ctx context.Context, name string, wantID [16]byte, wantPartitions int32) error {
 	st, err := a.sourceTopic(name, wantID, wantPartitions)
 	if err != nil {
+		return err
+	}
+	if err := compat.RefuseTopic(ctx, a.src, name); err != nil {
 		return err
 	}
 	if other, taken := a.otherMirror[name]; taken {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/kmirror/kmirror/coordinator/compat"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
@@ -104,6 +105,9 @@ func (b *Backend) describeMirror(ctx context.Context, name string) protocol.Desc
 		out.Topics = append(out.Topics, dt)
 	}
 	out.Groups, out.Syncs = syncs(m, now)
+	if srcErr == nil {
+		out.Clusters = compat.Describe(ctx, src, b.Destination)
+	}
 	return out
 }
 

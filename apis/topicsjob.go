@@ -43,7 +43,7 @@ func (b *Backend) RefreshTopics(ctx context.Context, mirror string) ([]string, e
 	if err != nil {
 		return nil, fmt.Errorf("listing source topics of mirror %s: %w", mirror, err)
 	}
-	a := b.newAdder(m, source, false)
+	a := b.newAdder(m, src, source, false)
 	if err := a.growTopics(ctx); err != nil {
 		return nil, err
 	}

@@ -115,6 +115,7 @@ func roundTripCases() []roundTripCase {
 					{Job: "groups", LastSuccessAgeMs: 1200, LastRunAgeMs: 1200, Message: strp("2 groups tracked")},
 					{Job: "acls", LastSuccessAgeMs: -1, LastRunAgeMs: 5, ErrorMessage: strp("the destination has no authorizer"), UnknownTags: tagsOf(5, "s")},
 				},
+				Clusters:    strp("source Kafka 3.6, destination Kafka 4.4 (transaction.version 2): exactly-once"),
 				UnknownTags: tagsOf(3, "m")},
 			{Name: "nope", ErrorCode: 137, ErrorMessage: strp("mirror \"nope\" does not exist")},
 		}}},

@@ -767,6 +767,10 @@ type DescribeMirrorsResponseMirror struct {
 	Topics       []DescribeMirrorsResponseTopic
 	Groups       []DescribeMirrorsResponseGroup // tag 0
 	Syncs        []DescribeMirrorsResponseSync  // tag 1
+	// Clusters (tag 2) is what kmirror found of the source and destination
+	// clusters: their Apache Kafka releases and the mode they are mirrored in
+	// (docs/versions.md). Absent from servers that predate it.
+	Clusters *string
 	// UnknownTags keeps the tagged fields this version does not know, so
 	// that they survive a decode/encode round trip.
 	UnknownTags kmsg.Tags
@@ -780,6 +784,7 @@ func (v *DescribeMirrorsResponseMirror) appendTo(dst []byte) []byte {
 	return appendTags(dst, &v.UnknownTags,
 		taggedField{0, len(v.Groups) > 0, func(dst []byte) []byte { return appendArray(dst, v.Groups) }},
 		taggedField{1, len(v.Syncs) > 0, func(dst []byte) []byte { return appendArray(dst, v.Syncs) }},
+		taggedField{2, v.Clusters != nil, func(dst []byte) []byte { return appendNullableString(dst, v.Clusters) }},
 	)
 }
 
@@ -794,6 +799,8 @@ func (v *DescribeMirrorsResponseMirror) readFrom(d *decoder) {
 			v.Groups = readArray[DescribeMirrorsResponseGroup](fd)
 		case 1:
 			v.Syncs = readArray[DescribeMirrorsResponseSync](fd)
+		case 2:
+			v.Clusters = fd.nullableString()
 		default:
 			return false
 		}

@@ -10,6 +10,7 @@
 package kafkatest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -30,6 +31,8 @@ type config struct {
 	listeners []Listener
 	sasl      bool
 	users     []User
+	version   string
+	zookeeper bool
 }
 
 // Option configures Start.
@@ -49,6 +52,14 @@ func Brokers(n int) Option { return func(c *config) { c.brokers = n } }
 func ServerProperty(key, value string) Option {
 	return func(c *config) { c.props[key] = value }
 }
+
+// WithVersion runs Apache Kafka release v (e.g. "3.6.2"; default KafkaVersion) on a real
+// cluster, its jars resolved from Maven Central and cached per version. kfake ignores it.
+func WithVersion(v string) Option { return func(c *config) { c.version = v } }
+
+// WithZooKeeper runs a real cluster's brokers in ZooKeeper mode (releases 2.8–3.9) with a
+// ZooKeeper server of their own, started by the harness from the same release's jars.
+func WithZooKeeper() Option { return func(c *config) { c.zookeeper = true } }
 
 // WithListener gives every broker of a real cluster a second listener (see Listener), plaintext,
 // or SASL_PLAINTEXT with the same users on a SASL cluster (WithSASL); Cluster.Real().ListenerAddrs(name) says where it listens. kfake has none: a test
@@ -85,12 +96,12 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	defer cancel()
 	began := time.Now()
 	rc, err := StartReal(ctx, RealConfig{Brokers: cfg.brokers, Dir: dir, Props: cfg.props, Listeners: cfg.listeners,
-		SASL: cfg.sasl, Users: cfg.users})
+		SASL: cfg.sasl, Users: cfg.users, Version: cfg.version, ZooKeeper: cfg.zookeeper})
 	if err != nil {
-		t.Fatalf("kafkatest: start real Kafka %s (%d brokers): %v\n(logs kept in %s)", KafkaVersion, cfg.brokers, err, dir)
+		t.Fatalf("kafkatest: start real Kafka %s (%d brokers): %v\n(logs kept in %s)", cmp.Or(cfg.version, KafkaVersion), cfg.brokers, err, dir)
 	}
-	t.Logf("kafkatest: real Apache Kafka %s, %d broker(s) at %s, started in %s",
-		KafkaVersion, cfg.brokers, strings.Join(rc.Bootstrap(), ","), time.Since(began).Round(100*time.Millisecond))
+	t.Logf("kafkatest: real Apache Kafka %s (%s), %d broker(s) at %s, started in %s",
+		rc.Version(), rc.Mode(), cfg.brokers, strings.Join(rc.Bootstrap(), ","), time.Since(began).Round(100*time.Millisecond))
 	t.Cleanup(func() {
 		if err := rc.Stop(); err != nil {
 			t.Logf("kafkatest: stop: %v", err)

@@ -144,9 +144,12 @@ func TestRunToolTopicCommand(t *testing.T) {
 }
 
 func TestPomPinsKafkaVersion(t *testing.T) {
-	for name, pom := range map[string][]byte{"pom.xml": pomXML, "mm2-pom.xml": mm2PomXML} {
-		if !strings.Contains(string(pom), "<kafka.version>"+KafkaVersion+"</kafka.version>") {
-			t.Errorf("%s does not pin kafka.version %s", name, KafkaVersion)
+	for name, pin := range map[string]struct {
+		pom     []byte
+		version string
+	}{"pom.xml": {pomXML, KafkaVersion}, "mm2-pom.xml": {mm2PomXML, MirrorMakerVersion}, "pom-zk.xml": {pomZKXML, legacyPomVersion}} {
+		if !strings.Contains(string(pin.pom), "<kafka.version>"+pin.version+"</kafka.version>") {
+			t.Errorf("%s does not pin kafka.version %s", name, pin.version)
 		}
 	}
 }
@@ -224,5 +227,34 @@ func TestRealListenerAdvertisesItsOwnAddress(t *testing.T) {
 		if got := fmt.Sprintf("%s:%d", md.Brokers[0].Host, md.Brokers[0].Port); got != want {
 			t.Fatalf("metadata from %s advertises %s, want %s", seed, got, want)
 		}
+	}
+}
+
+func TestParseVersionAndModes(t *testing.T) {
+	for in, want := range map[string]string{"4.4.0": "4.4.0", "3.9": "3.9.0", "2.8.2": "2.8.2"} {
+		v, err := ParseVersion(in)
+		if err != nil || v.String() != want {
+			t.Errorf("ParseVersion(%q) = %v, %v; want %s", in, v, err, want)
+		}
+	}
+	for _, bad := range []string{"", "4", "4.x.0", "4.4.0.1", "-1.0", "v4.4"} {
+		if _, err := ParseVersion(bad); err == nil {
+			t.Errorf("ParseVersion(%q) accepted", bad)
+		}
+	}
+	for _, c := range []struct {
+		v  string
+		zk bool
+		ok bool
+	}{{"2.8.2", true, true}, {"2.8.2", false, false}, {"3.6.2", true, true}, {"3.3.0", false, true},
+		{"3.9.1", true, true}, {"4.0.0", true, false}, {"4.4.0", false, true}, {"2.7.0", true, false}} {
+		v, _ := ParseVersion(c.v)
+		if err := v.Supported(c.zk); (err == nil) != c.ok {
+			t.Errorf("%s zookeeper=%v: %v, want supported=%v", c.v, c.zk, err, c.ok)
+		}
+	}
+	if !strings.Contains(string(pomFor(Version{3, 6, 2})), "<kafka.version>3.6.2</kafka.version>") ||
+		!strings.Contains(string(pomFor(Version{4, 0, 0})), "<kafka.version>4.0.0</kafka.version>") {
+		t.Error("pomFor does not put the version in")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -99,18 +98,8 @@ func StartMirrorMaker2(ctx context.Context, cfg MirrorMaker2Config) (*MirrorMake
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("kafkatest: create MirrorMaker 2 dir: %w", err)
 	}
-	props := MirrorMaker2Properties(cfg)
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
-	}
 	propsFile := filepath.Join(cfg.Dir, "mm2.properties")
-	if err := os.WriteFile(propsFile, []byte(b.String()), 0o644); err != nil {
+	if err := os.WriteFile(propsFile, []byte(propertiesText(MirrorMaker2Properties(cfg))), 0o644); err != nil {
 		return nil, fmt.Errorf("kafkatest: write mm2.properties: %w", err)
 	}
 	log4j := filepath.Join(cfg.Dir, "log4j2.properties")

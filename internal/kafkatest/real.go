@@ -7,11 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,12 +23,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// RealConfig describes a real Apache Kafka KRaft cluster of combined
-// broker+controller nodes on loopback.
+// RealConfig describes a real Apache Kafka cluster on loopback: KRaft, of combined
+// broker+controller nodes, or brokers with a ZooKeeper of their own (ZooKeeper).
 type RealConfig struct {
-	Brokers int               // number of nodes, each broker and controller (default 1)
-	Dir     string            // working directory: configs, data, logs (required)
-	Props   map[string]string // server.properties overrides
+	Brokers int    // number of nodes, each broker and controller (default 1)
+	Version string // Apache Kafka release, e.g. "3.6.2" (default KafkaVersion)
+	// ZooKeeper runs the brokers in ZooKeeper mode (2.8–3.9) with one ZooKeeper server,
+	// started from the same release's jars, instead of KRaft.
+	ZooKeeper bool
+	Dir       string            // working directory: configs, data, logs (required)
+	Props     map[string]string // server.properties overrides
 	// Detach starts the JVMs in their own session so they outlive this process
 	// (the shell interface). Otherwise they die with this process.
 	Detach bool
@@ -53,9 +58,11 @@ type Listener struct {
 // RealCluster is a running real Kafka cluster.
 type RealCluster struct {
 	cfg       RealConfig
+	version   Version
 	libs      string
 	clusterID string
 	nodes     []*node
+	zk        *node  // the ZooKeeper server in ZooKeeper mode, else nil
 	users     []User // SASL users, admin first; nil without SASL
 }
 
@@ -65,6 +72,7 @@ type node struct {
 	controllerPort int
 	extraPorts     []int // one per RealConfig.Listeners entry
 	dir            string
+	main           []string // main class and its arguments
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -76,7 +84,9 @@ type node struct {
 type state struct {
 	ClusterID string      `json:"cluster_id"`
 	Bootstrap string      `json:"bootstrap"`
+	Version   string      `json:"version"`
 	Nodes     []nodeState `json:"nodes"`
+	ZooKeeper *nodeState  `json:"zookeeper,omitempty"` // stopped after the brokers
 }
 
 type nodeState struct {
@@ -86,7 +96,7 @@ type nodeState struct {
 }
 
 const (
-	startTimeout = 90 * time.Second
+	startTimeout = 3 * time.Minute // a JVM on 2 busy cores can take 90 s to reach ZooKeeper
 	stopTimeout  = 30 * time.Second
 	portAttempts = 3
 )
@@ -101,22 +111,25 @@ func StartReal(ctx context.Context, cfg RealConfig) (*RealCluster, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("kafkatest: RealConfig.Dir is required")
 	}
+	v, err := cfg.version()
+	if err != nil {
+		return nil, err
+	}
 	var users []User
 	if cfg.SASL {
-		var err error
 		if users, err = saslUsers(cfg.Users); err != nil {
 			return nil, err
 		}
 	} else if len(cfg.Users) > 0 {
 		return nil, errors.New("kafkatest: RealConfig.Users needs SASL")
 	}
-	libs, err := Jars(ctx)
+	libs, err := JarsFor(ctx, v)
 	if err != nil {
 		return nil, err
 	}
 	var lastErr error
 	for attempt := 1; attempt <= portAttempts; attempt++ {
-		c := &RealCluster{cfg: cfg, libs: libs, clusterID: randomClusterID(), users: users}
+		c := &RealCluster{cfg: cfg, version: v, libs: libs, clusterID: randomClusterID(), users: users}
 		if err := os.RemoveAll(cfg.Dir); err != nil {
 			return nil, fmt.Errorf("kafkatest: clean %s: %w", cfg.Dir, err)
 		}
@@ -137,9 +150,28 @@ func StartReal(ctx context.Context, cfg RealConfig) (*RealCluster, error) {
 
 var errPortInUse = errors.New("port already in use")
 
+// version is the release cfg asks for, checked against what the harness can run in its mode.
+func (cfg RealConfig) version() (Version, error) {
+	s := cfg.Version
+	if s == "" {
+		s = KafkaVersion
+	}
+	v, err := ParseVersion(s)
+	if err != nil {
+		return Version{}, err
+	}
+	if err := v.Supported(cfg.ZooKeeper); err != nil {
+		return Version{}, err
+	}
+	if cfg.ZooKeeper && (cfg.SASL || len(cfg.Listeners) > 0) {
+		return Version{}, errors.New("kafkatest: ZooKeeper mode has one PLAINTEXT listener: no SASL, no extra listeners")
+	}
+	return v, nil
+}
+
 func (c *RealCluster) layout() error {
 	per := 2 + len(c.cfg.Listeners)
-	ports, err := freePorts(per * c.cfg.Brokers)
+	ports, err := freePorts(per*c.cfg.Brokers + 1)
 	if err != nil {
 		return err
 	}
@@ -147,21 +179,69 @@ func (c *RealCluster) layout() error {
 	for i := 0; i < c.cfg.Brokers; i++ {
 		n := &node{id: i + 1, brokerPort: ports[per*i], controllerPort: ports[per*i+1], extraPorts: ports[per*i+2 : per*(i+1)]}
 		n.dir = filepath.Join(c.cfg.Dir, fmt.Sprintf("node-%d", n.id))
+		n.main = []string{"kafka.Kafka", filepath.Join(n.dir, "server.properties")}
 		c.nodes = append(c.nodes, n)
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", n.id, n.controllerPort))
 	}
+	if c.cfg.ZooKeeper {
+		dir := filepath.Join(c.cfg.Dir, "zookeeper")
+		c.zk = &node{brokerPort: ports[len(ports)-1], dir: dir,
+			main: []string{"org.apache.zookeeper.server.ZooKeeperServerMain", filepath.Join(dir, "zookeeper.properties")}}
+		if err := writeNodeFiles(c.zk, "zookeeper.properties", zooKeeperProperties(c.zk)); err != nil {
+			return err
+		}
+	}
 	for _, n := range c.nodes {
-		if err := os.MkdirAll(filepath.Join(n.dir, "data"), 0o755); err != nil {
-			return fmt.Errorf("kafkatest: create node dir: %w", err)
-		}
-		if err := os.WriteFile(filepath.Join(n.dir, "server.properties"), []byte(c.serverProperties(n, voters)), 0o644); err != nil {
-			return fmt.Errorf("kafkatest: write server.properties: %w", err)
-		}
-		if err := os.WriteFile(filepath.Join(n.dir, "log4j2.properties"), []byte(brokerLog4j(n.dir)), 0o644); err != nil {
-			return fmt.Errorf("kafkatest: write log4j2.properties: %w", err)
+		if err := writeNodeFiles(n, "server.properties", c.serverProperties(n, voters)); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// writeNodeFiles makes a node's data directory and writes its config file and log4j2.properties.
+func writeNodeFiles(n *node, configName, config string) error {
+	if err := os.MkdirAll(filepath.Join(n.dir, "data"), 0o755); err != nil {
+		return fmt.Errorf("kafkatest: create node dir: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(n.dir, configName), []byte(config), 0o644); err != nil {
+		return fmt.Errorf("kafkatest: write %s: %w", configName, err)
+	}
+	if err := os.WriteFile(filepath.Join(n.dir, "log4j2.properties"), []byte(brokerLog4j(n.dir)), 0o644); err != nil {
+		return fmt.Errorf("kafkatest: write log4j2.properties: %w", err)
+	}
+	return nil
+}
+
+// zooKeeperProperties configures a standalone ZooKeeper on loopback, without the admin
+// server (it would take port 8080).
+func zooKeeperProperties(n *node) string {
+	return fmt.Sprintf("dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\ntickTime=2000\n",
+		filepath.Join(n.dir, "data"), n.brokerPort)
+}
+
+// modeProperties are the configs that differ between KRaft and ZooKeeper mode.
+func (c *RealCluster) modeProperties(n *node, voters []string, listeners, advertised, protocols string) map[string]string {
+	if c.zk != nil {
+		return map[string]string{
+			"broker.id":                      strconv.Itoa(n.id),
+			"zookeeper.connect":              c.zk.addr(),
+			"listeners":                      fmt.Sprintf("PLAINTEXT://%s", n.addr()),
+			"advertised.listeners":           fmt.Sprintf("PLAINTEXT://%s", n.addr()),
+			"inter.broker.listener.name":     "PLAINTEXT",
+			"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT",
+		}
+	}
+	return map[string]string{
+		"process.roles":                  "broker,controller",
+		"node.id":                        strconv.Itoa(n.id),
+		"controller.quorum.voters":       strings.Join(voters, ","),
+		"listeners":                      listeners,
+		"advertised.listeners":           advertised,
+		"controller.listener.names":      "CONTROLLER",
+		"inter.broker.listener.name":     "PLAINTEXT",
+		"listener.security.protocol.map": protocols,
+	}
 }
 
 func (c *RealCluster) serverProperties(n *node, voters []string) string {
@@ -180,15 +260,8 @@ func (c *RealCluster) serverProperties(n *node, voters []string) string {
 		protocols += "," + l.Name + ":" + protocol
 		extra = append(extra, l.Name)
 	}
-	props := map[string]string{
-		"process.roles":                    "broker,controller",
-		"node.id":                          strconv.Itoa(n.id),
-		"controller.quorum.voters":         strings.Join(voters, ","),
-		"listeners":                        listeners,
-		"advertised.listeners":             advertised,
-		"controller.listener.names":        "CONTROLLER",
-		"inter.broker.listener.name":       "PLAINTEXT",
-		"listener.security.protocol.map":   protocols,
+	props := c.modeProperties(n, voters, listeners, advertised, protocols)
+	for k, v := range map[string]string{
 		"log.dirs":                         filepath.Join(n.dir, "data"),
 		"offsets.topic.replication.factor": rf,
 		// Fewer internal partitions than the defaults (50) keep first use of
@@ -206,6 +279,8 @@ func (c *RealCluster) serverProperties(n *node, voters []string) string {
 		"num.partitions":                                             "1",
 		"log.flush.interval.messages":                                "9223372036854775807",
 		"transaction.remove.expired.transaction.cleanup.interval.ms": "60000",
+	} {
+		props[k] = v
 	}
 	if c.cfg.SASL {
 		for k, v := range saslServerProperties(c.users, extra) {
@@ -215,13 +290,13 @@ func (c *RealCluster) serverProperties(n *node, voters []string) string {
 	for k, v := range c.cfg.Props {
 		props[k] = v
 	}
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	return propertiesText(props)
+}
+
+// propertiesText writes props as a Java properties file, keys sorted.
+func propertiesText(props map[string]string) string {
 	var b strings.Builder
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(props)) {
 		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
 	}
 	return b.String()
@@ -243,17 +318,11 @@ logger.state.level=WARN
 }
 
 func (c *RealCluster) start(ctx context.Context) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(c.nodes))
-	for i, n := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = c.format(ctx, n)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if c.zk != nil {
+		if err := c.startZooKeeper(ctx); err != nil {
+			return err
+		}
+	} else if err := c.formatAll(ctx); err != nil {
 		return err
 	}
 	for _, n := range c.nodes {
@@ -273,6 +342,46 @@ func (c *RealCluster) start(ctx context.Context) error {
 		}
 	}
 	return c.writeState()
+}
+
+// startZooKeeper launches the ZooKeeper server and waits until it accepts connections.
+func (c *RealCluster) startZooKeeper(ctx context.Context) error {
+	if err := c.launch(c.zk); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	for {
+		if c.zk.hasExited() {
+			return c.zk.exitError()
+		}
+		conn, err := net.DialTimeout("tcp", c.zk.addr(), time.Second)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafkatest: ZooKeeper at %s not listening after %s: %v; log: %s",
+				c.zk.addr(), startTimeout, err, filepath.Join(c.zk.dir, "server.log"))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// formatAll formats every KRaft node's storage.
+func (c *RealCluster) formatAll(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.nodes))
+	for i, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.format(ctx, n)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (c *RealCluster) format(ctx context.Context, n *node) error {
@@ -311,7 +420,7 @@ func (c *RealCluster) launch(n *node) error {
 		}
 	}
 	// Not CommandContext: the broker's lifetime is the cluster's, not a call's.
-	cmd := c.java(context.Background(), n.dir, "kafka.Kafka", filepath.Join(n.dir, "server.properties"))
+	cmd := c.java(context.Background(), n.dir, n.main[0], n.main[1:]...)
 	out, err := os.OpenFile(filepath.Join(n.dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("kafkatest: open stdout log: %w", err)
@@ -349,7 +458,7 @@ func (c *RealCluster) waitReady(ctx context.Context, seeds []string, want int) e
 	}
 	defer cl.Close()
 	for {
-		for _, n := range c.nodes {
+		for _, n := range c.processes() {
 			if n.hasExited() {
 				return n.exitError()
 			}
@@ -367,6 +476,14 @@ func (c *RealCluster) waitReady(ctx context.Context, seeds []string, want int) e
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// processes are the brokers and, in ZooKeeper mode, the ZooKeeper server.
+func (c *RealCluster) processes() []*node {
+	if c.zk == nil {
+		return c.nodes
+	}
+	return append(append([]*node(nil), c.nodes...), c.zk)
 }
 
 func (n *node) hasExited() bool {
@@ -424,9 +541,12 @@ func (c *RealCluster) logFiles() string {
 }
 
 func (c *RealCluster) writeState() error {
-	st := state{ClusterID: c.clusterID, Bootstrap: strings.Join(c.Bootstrap(), ",")}
+	st := state{ClusterID: c.clusterID, Bootstrap: strings.Join(c.Bootstrap(), ","), Version: c.version.String()}
 	for _, n := range c.nodes {
 		st.Nodes = append(st.Nodes, nodeState{ID: n.id, PID: n.pid, Addr: n.addr()})
+	}
+	if c.zk != nil {
+		st.ZooKeeper = &nodeState{PID: c.zk.pid, Addr: c.zk.addr()}
 	}
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
@@ -464,7 +584,21 @@ func (c *RealCluster) ListenerAddrs(name string) []string {
 	return nil
 }
 
-// ClusterID is the id the storage was formatted with.
+// Version is the Apache Kafka release the brokers run.
+func (c *RealCluster) Version() Version { return c.version }
+
+// ZooKeeper reports whether the brokers run in ZooKeeper mode.
+func (c *RealCluster) ZooKeeper() bool { return c.zk != nil }
+
+// Mode is "ZooKeeper" or "KRaft".
+func (c *RealCluster) Mode() string {
+	if c.zk != nil {
+		return "ZooKeeper"
+	}
+	return "KRaft"
+}
+
+// ClusterID is the id the storage was formatted with (KRaft mode; ZooKeeper mode makes its own).
 func (c *RealCluster) ClusterID() string { return c.clusterID }
 
 // Dir is the cluster's working directory (configs, data, logs).
@@ -482,7 +616,10 @@ func (c *RealCluster) NodeIDs() []int32 {
 // StopNode stops node i (0-based) gracefully, or with SIGKILL when kill is set
 // or the graceful stop does not finish in time.
 func (c *RealCluster) StopNode(i int, kill bool) error {
-	n := c.nodes[i]
+	return c.nodes[i].stop(kill)
+}
+
+func (n *node) stop(kill bool) error {
 	n.mu.Lock()
 	cmd, exited := n.cmd, n.exited
 	n.mu.Unlock()
@@ -524,10 +661,11 @@ func (c *RealCluster) StartNode(ctx context.Context, i int) error {
 	return c.waitReady(ctx, []string{c.nodes[i].addr()}, len(c.nodes))
 }
 
-// Stop stops every node (gracefully, in parallel) and leaves the directory.
+// Stop stops every node (gracefully, in parallel), then ZooKeeper (brokers need it to shut
+// down), and leaves the directory.
 func (c *RealCluster) Stop() error {
 	var wg sync.WaitGroup
-	errs := make([]error, len(c.nodes))
+	errs := make([]error, len(c.nodes)+1)
 	for i := range c.nodes {
 		wg.Add(1)
 		go func() {
@@ -536,6 +674,9 @@ func (c *RealCluster) Stop() error {
 		}()
 	}
 	wg.Wait()
+	if c.zk != nil {
+		errs[len(c.nodes)] = c.zk.stop(false)
+	}
 	return errors.Join(errs...)
 }
 
@@ -550,11 +691,20 @@ func StopDetached(dir string) error {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return fmt.Errorf("kafkatest: decode %s/cluster.json: %w", dir, err)
 	}
-	for _, n := range st.Nodes {
+	terminate(st.Nodes)
+	if st.ZooKeeper != nil {
+		terminate([]nodeState{*st.ZooKeeper})
+	}
+	return nil
+}
+
+// terminate sends SIGTERM to the processes and SIGKILL to those still alive after stopTimeout.
+func terminate(nodes []nodeState) {
+	for _, n := range nodes {
 		_ = syscall.Kill(n.PID, syscall.SIGTERM)
 	}
 	deadline := time.Now().Add(stopTimeout)
-	for _, n := range st.Nodes {
+	for _, n := range nodes {
 		for processAlive(n.PID) && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -562,7 +712,6 @@ func StopDetached(dir string) error {
 			_ = syscall.Kill(n.PID, syscall.SIGKILL)
 		}
 	}
-	return nil
 }
 
 // ReadBootstrap returns the bootstrap address of a detached cluster.
@@ -627,7 +776,7 @@ func randomClusterID() string {
 // PIDs are the process ids of the running brokers (benchmarks read their CPU from /proc).
 func (c *RealCluster) PIDs() []int {
 	var pids []int
-	for _, n := range c.nodes {
+	for _, n := range c.processes() {
 		n.mu.Lock()
 		if n.cmd != nil {
 			pids = append(pids, n.pid)

@@ -85,7 +85,26 @@ func RenderDescribeTable(w io.Writer, resp *protocol.DescribeMirrorsResponse, fa
 			return err
 		}
 	}
-	return renderSyncTables(w, resp, failedOnly)
+	if err := renderSyncTables(w, resp, failedOnly); err != nil {
+		return err
+	}
+	if failedOnly {
+		return nil
+	}
+	return renderClusters(w, resp)
+}
+
+// renderClusters writes each mirror's source and destination releases and mode
+// (docs/versions.md).
+func renderClusters(w io.Writer, resp *protocol.DescribeMirrorsResponse) error {
+	for _, m := range resp.Mirrors {
+		if m.ErrorCode == 0 && m.Clusters != nil {
+			if _, err := fmt.Fprintf(w, "\nmirror %s: %s\n", m.Name, oneLine(m.Clusters)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // renderPartitions writes the partition table of RenderDescribeTable.

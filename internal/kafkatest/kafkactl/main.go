@@ -20,9 +20,12 @@ import (
 )
 
 const usage = `usage: scripts/kafka.sh COMMAND
-  start NAME [--brokers N] [--sasl]
+  start NAME [--brokers N] [--version V] [--zookeeper] [--sasl]
                              start real Apache Kafka cluster NAME (KRaft, loopback); prints its bootstrap
-                             address on the last line. --sasl: the client listener is SASL_PLAINTEXT
+                             address on the last line. --version: the Apache Kafka release (default
+                             ` + kafkatest.KafkaVersion + `; 2.8 and newer; jars from Maven Central, cached
+                             per version). --zookeeper: ZooKeeper mode (2.8–3.9) with a ZooKeeper server
+                             the harness starts beside the brokers. --sasl: the client listener is SASL_PLAINTEXT
                              (SCRAM-SHA-512, PLAIN) with the StandardAuthorizer; super users admin and
                              kmirror, alice with topics, groups and transactional ids but nothing on
                              CLUSTER (password USER-secret, e.g. alice-secret);
@@ -77,6 +80,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fs := flag.NewFlagSet("start", flag.ContinueOnError)
 		brokers := fs.Int("brokers", 1, "number of brokers")
 		sasl := fs.Bool("sasl", false, "SASL_PLAINTEXT client listener with the StandardAuthorizer and the harness users")
+		version := fs.String("version", kafkatest.KafkaVersion, "Apache Kafka release")
+		zk := fs.Bool("zookeeper", false, "ZooKeeper mode (2.8–3.9)")
 		if len(args) == 0 {
 			return errUsage
 		}
@@ -91,7 +96,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if bs, err := kafkatest.ReadBootstrap(dir); err == nil {
 			return fmt.Errorf("cluster %s is already running at %s (stop it first)", name, bs)
 		}
-		c, err := kafkatest.StartReal(ctx, kafkatest.RealConfig{Brokers: *brokers, Dir: dir, Detach: true, SASL: *sasl})
+		c, err := kafkatest.StartReal(ctx, kafkatest.RealConfig{Brokers: *brokers, Dir: dir, Detach: true, SASL: *sasl,
+			Version: *version, ZooKeeper: *zk})
 		if err != nil {
 			return err
 		}
@@ -100,7 +106,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			fmt.Fprintf(os.Stderr, "cluster %s: SASL_PLAINTEXT; client properties %s\n", name,
 				strings.Join([]string{c.PropertiesFile(kafkatest.AdminUser), c.PropertiesFile(kafkatest.KmirrorUser), c.PropertiesFile(kafkatest.AliceUser)}, " "))
 		}
-		fmt.Fprintf(os.Stderr, "cluster %s: %d broker(s), logs in %s\n", name, *brokers, dir)
+		fmt.Fprintf(os.Stderr, "cluster %s: Apache Kafka %s (%s), %d broker(s), logs in %s\n", name, c.Version(), c.Mode(), *brokers, dir)
 		return nil
 	case "stop":
 		if len(args) != 1 {
