@@ -10,11 +10,10 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/internal/kafkaauth"
+	"github.com/kmirror/kmirror/internal/clientopts"
 )
 
 // commandConfigKeys are the --command-config keys kmirror understands, with
@@ -250,55 +249,32 @@ func (sc *securityConfig) options() ([]kgo.Opt, error) {
 	if sc.clientID != "" {
 		opts = append(opts, kgo.ClientID(sc.clientID))
 	}
-	if strings.HasSuffix(sc.protocol, "SSL") {
-		tc, err := sc.tlsConfig()
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
+	auth, err := sc.auth().Options()
+	if err != nil {
+		return nil, err
 	}
-	if strings.HasPrefix(sc.protocol, "SASL_") {
-		m, err := kafkaauth.SASL(sc.mechanism, sc.user, sc.pass)
-		if err != nil {
-			return nil, fmt.Errorf("sasl.mechanism: %w", err)
-		}
-		opts = append(opts, kgo.SASL(m))
-	}
-	return opts, nil
+	return append(opts, auth...), nil
 }
 
-func (sc *securityConfig) tlsConfig() (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if sc.caPEM != nil {
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(sc.caPEM)
-		tc.RootCAs = pool
-	}
-	if sc.certPEM != nil {
-		cert, err := tls.X509KeyPair(sc.certPEM, sc.keyPEM)
-		if err != nil {
-			return nil, err
+// auth is the TLS and SASL part: the PEM was read (and checked) by
+// parseSecurity, so errors here name the --command-config keys in general.
+func (sc *securityConfig) auth() clientopts.Config {
+	var a clientopts.Config
+	useTLS, useSASL := clientopts.Protocol(sc.protocol)
+	if useTLS {
+		a.TLS = &clientopts.TLS{
+			CA:   clientopts.PEM{Name: "the CA certificates", Data: sc.caPEM},
+			Cert: clientopts.PEM{Name: "the client certificate", Data: sc.certPEM},
+			Key:  clientopts.PEM{Name: "the client key", Data: sc.keyPEM},
 		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	if !sc.verifyHostname {
-		// Kafka's empty ssl.endpoint.identification.algorithm skips only the
-		// host name check; the chain is still verified.
-		roots := tc.RootCAs
-		tc.InsecureSkipVerify = true //nolint:gosec // the chain is verified below
-		tc.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("the server sent no certificate")
-			}
-			inter := x509.NewCertPool()
-			for _, c := range cs.PeerCertificates[1:] {
-				inter.AddCert(c)
-			}
-			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: time.Now()})
-			return err
+		if !sc.verifyHostname {
+			a.TLS.Verify = clientopts.VerifyChain
 		}
 	}
-	return tc, nil
+	if useSASL {
+		a.SASL = &clientopts.SASL{Mechanism: sc.mechanism, User: sc.user, Pass: sc.pass}
+	}
+	return a
 }
 
 // jaasLogin is what kmirror takes from a sasl.jaas.config value.
