@@ -41,22 +41,12 @@ func Options(c mirrorconfig.Config) ([]kgo.Opt, error) {
 // auth is how a mirror's source client reaches the source: TLS and SASL
 // from security.protocol and the ssl.* and sasl.* configs.
 func auth(c mirrorconfig.Config) clientopts.Config {
-	var a clientopts.Config
-	useTLS, useSASL := clientopts.Protocol(c.SecurityProtocol)
-	if useTLS {
-		a.TLS = &clientopts.TLS{
-			CA:   clientopts.PEM{Name: "ssl.ca.location", File: c.CAFile},
-			Cert: clientopts.PEM{Name: "ssl.certificate.location", File: c.CertFile},
-			Key:  clientopts.PEM{Name: "ssl.key.location", File: c.KeyFile},
-		}
-		if !c.VerifyHostname {
-			a.TLS.Verify = clientopts.VerifyChain
-		}
-	}
-	if useSASL {
-		a.SASL = &clientopts.SASL{Mechanism: c.SASLMechanism, User: c.SASLUser, Pass: c.SASLPass}
-	}
-	return a
+	return clientopts.ForProtocol(c.SecurityProtocol, clientopts.TLS{
+		CA:     clientopts.PEM{Name: "ssl.ca.location", File: c.CAFile},
+		Cert:   clientopts.PEM{Name: "ssl.certificate.location", File: c.CertFile},
+		Key:    clientopts.PEM{Name: "ssl.key.location", File: c.KeyFile},
+		Verify: clientopts.CheckHostname(c.VerifyHostname),
+	}, clientopts.SASL{Mechanism: c.SASLMechanism, User: c.SASLUser, Pass: c.SASLPass})
 }
 
 // ClusterID asks a cluster for its id.

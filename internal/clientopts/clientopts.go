@@ -48,8 +48,21 @@ func (c Config) Options() ([]kgo.Opt, error) {
 	return opts, nil
 }
 
-// Protocol says what Kafka's security.protocol (PLAINTEXT, SSL,
-// SASL_PLAINTEXT or SASL_SSL, any case) asks for.
+// ForProtocol keeps of t and s what Kafka's security.protocol (PLAINTEXT,
+// SSL, SASL_PLAINTEXT or SASL_SSL, any case) asks for.
+func ForProtocol(protocol string, t TLS, s SASL) Config {
+	var c Config
+	useTLS, useSASL := Protocol(protocol)
+	if useTLS {
+		c.TLS = &t
+	}
+	if useSASL {
+		c.SASL = &s
+	}
+	return c
+}
+
+// Protocol says what Kafka's security.protocol asks for.
 func Protocol(p string) (useTLS, useSASL bool) {
 	p = strings.ToUpper(p)
 	return strings.HasSuffix(p, "SSL"), strings.HasPrefix(p, "SASL")
@@ -68,6 +81,15 @@ const (
 	// upstream_tls.insecure_skip_verify, documented as test-only).
 	VerifyNone
 )
+
+// CheckHostname is VerifyFull, or VerifyChain when the host name is not
+// checked (Kafka's ssl.endpoint.identification.algorithm empty).
+func CheckHostname(on bool) Verify {
+	if on {
+		return VerifyFull
+	}
+	return VerifyChain
+}
 
 // PEM is PEM data given inline (Data) or by file (File), with the config key
 // that set it, so that errors name what to fix.

@@ -201,3 +201,16 @@ func TestProtocol(t *testing.T) {
 		}
 	}
 }
+
+func TestForProtocol(t *testing.T) {
+	tl, s := TLS{ServerName: "b"}, SASL{Mechanism: "PLAIN", User: "u"}
+	if c := ForProtocol("PLAINTEXT", tl, s); c.TLS != nil || c.SASL != nil {
+		t.Errorf("PLAINTEXT: %+v", c)
+	}
+	if c := ForProtocol("sasl_ssl", tl, s); c.TLS == nil || c.TLS.ServerName != "b" || c.SASL == nil || c.SASL.User != "u" {
+		t.Errorf("SASL_SSL: %+v", c)
+	}
+	if CheckHostname(true) != VerifyFull || CheckHostname(false) != VerifyChain {
+		t.Error("CheckHostname")
+	}
+}

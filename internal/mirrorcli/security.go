@@ -259,22 +259,12 @@ func (sc *securityConfig) options() ([]kgo.Opt, error) {
 // auth is the TLS and SASL part: the PEM was read (and checked) by
 // parseSecurity, so errors here name the --command-config keys in general.
 func (sc *securityConfig) auth() clientopts.Config {
-	var a clientopts.Config
-	useTLS, useSASL := clientopts.Protocol(sc.protocol)
-	if useTLS {
-		a.TLS = &clientopts.TLS{
-			CA:   clientopts.PEM{Name: "the CA certificates", Data: sc.caPEM},
-			Cert: clientopts.PEM{Name: "the client certificate", Data: sc.certPEM},
-			Key:  clientopts.PEM{Name: "the client key", Data: sc.keyPEM},
-		}
-		if !sc.verifyHostname {
-			a.TLS.Verify = clientopts.VerifyChain
-		}
-	}
-	if useSASL {
-		a.SASL = &clientopts.SASL{Mechanism: sc.mechanism, User: sc.user, Pass: sc.pass}
-	}
-	return a
+	return clientopts.ForProtocol(sc.protocol, clientopts.TLS{
+		CA:     clientopts.PEM{Name: "the CA certificates", Data: sc.caPEM},
+		Cert:   clientopts.PEM{Name: "the client certificate", Data: sc.certPEM},
+		Key:    clientopts.PEM{Name: "the client key", Data: sc.keyPEM},
+		Verify: clientopts.CheckHostname(sc.verifyHostname),
+	}, clientopts.SASL{Mechanism: sc.mechanism, User: sc.user, Pass: sc.pass})
 }
 
 // jaasLogin is what kmirror takes from a sasl.jaas.config value.
