@@ -6,9 +6,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -74,12 +75,7 @@ func loadCommandConfig(path string) ([]kgo.Opt, error) {
 }
 
 func acceptedCommandConfigKeys() string {
-	keys := make([]string, 0, len(commandConfigKeys))
-	for k := range commandConfigKeys {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return strings.Join(keys, ", ")
+	return strings.Join(slices.Sorted(maps.Keys(commandConfigKeys)), ", ")
 }
 
 func parseSecurity(props []Property) (*securityConfig, error) {
