@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -123,27 +124,16 @@ func checked[R kmsg.Response](resp kmsg.Response, err error) (R, error) {
 	return resp.(R), nil
 }
 
-// topError is a mirror RPC response's top-level error code and message.
+// topError is a mirror RPC response's top-level error code and message:
+// every mirror RPC response has ErrorCode and ErrorMessage fields
+// (TestTopError checks each), read by name so that one line serves them all.
 func topError(resp kmsg.Response) (int16, *string) {
-	switch r := resp.(type) {
-	case *protocol.CreateMirrorResponse:
-		return r.ErrorCode, r.ErrorMessage
-	case *protocol.AddTopicsToMirrorResponse:
-		return r.ErrorCode, r.ErrorMessage
-	case *protocol.RemoveTopicsFromMirrorResponse:
-		return r.ErrorCode, r.ErrorMessage
-	case *protocol.PauseMirrorTopicsResponse:
-		return r.ErrorCode, r.ErrorMessage
-	case *protocol.ResumeMirrorTopicsResponse:
-		return r.ErrorCode, r.ErrorMessage
-	case *protocol.ListMirrorsResponse:
-		return r.ErrorCode, r.ErrorMessage
-	case *protocol.DescribeMirrorsResponse:
-		return r.ErrorCode, r.ErrorMessage
-	case *protocol.DeleteMirrorResponse:
-		return r.ErrorCode, r.ErrorMessage
+	v := reflect.ValueOf(resp).Elem()
+	code, msg := v.FieldByName("ErrorCode"), v.FieldByName("ErrorMessage")
+	if !code.IsValid() || !msg.IsValid() {
+		return 0, nil
 	}
-	return 0, nil
+	return int16(code.Int()), msg.Interface().(*string)
 }
 
 // retryReads sends a read-only request, retrying while the proxy answers
