@@ -319,8 +319,7 @@ func (r *runner) waitSynced(ctx context.Context, topics []string) error {
 	ctx, cancel := context.WithTimeout(ctx, r.a.Timeout)
 	defer cancel()
 	began := time.Now()
-	lastProgress := ""
-	wait := 100 * time.Millisecond
+	w := &waiter{out: r.out}
 	var last *protocol.DescribeMirrorsResponse
 	for {
 		resp, err := r.describeOnce(ctx, []string{r.a.Mirror})
@@ -363,17 +362,10 @@ func (r *runner) waitSynced(ctx context.Context, topics []string) error {
 			fmt.Fprintf(r.out, "All %s of %s in sync (nothing at risk) after %s; failing over.\n", plural(total, "partition"), strings.Join(topics, ", "), time.Since(began).Round(time.Millisecond))
 			return nil
 		}
-		progress := fmt.Sprintf("Waiting for sync: %d of %s in sync; pending: %s", synced, plural(total, "partition"), strings.Join(truncate(pending, 5), "; "))
-		if progress != lastProgress {
-			fmt.Fprintln(r.out, progress)
-			lastProgress = progress
-		}
-		select {
-		case <-ctx.Done():
+		w.progress(fmt.Sprintf("Waiting for sync: %d of %s in sync; pending: %s", synced, plural(total, "partition"), strings.Join(truncate(pending, 5), "; ")))
+		if !w.pause(ctx) {
 			return r.syncTimedOut(last, topics)
-		case <-time.After(wait):
 		}
-		wait = min(2*wait, time.Second)
 	}
 }
 
@@ -454,8 +446,7 @@ func (r *runner) waitStopped(ctx context.Context, topics []string) (*protocol.De
 		want[t] = true
 	}
 	began := time.Now()
-	lastProgress := ""
-	wait := 100 * time.Millisecond
+	w := &waiter{out: r.out}
 	for {
 		resp, err := r.describeOnce(ctx, []string{r.a.Mirror})
 		if err != nil {
@@ -497,18 +488,11 @@ func (r *runner) waitStopped(ctx context.Context, topics []string) (*protocol.De
 			// would read as the mirror's.
 			return filtered, renderPartitions(r.out, filtered, false)
 		}
-		progress := fmt.Sprintf("Waiting for failover: %d of %s STOPPED; pending: %s", stopped, plural(total, "partition"), strings.Join(truncate(pending, 5), ", "))
-		if progress != lastProgress {
-			fmt.Fprintln(r.out, progress)
-			lastProgress = progress
-		}
-		select {
-		case <-ctx.Done():
+		w.progress(fmt.Sprintf("Waiting for failover: %d of %s STOPPED; pending: %s", stopped, plural(total, "partition"), strings.Join(truncate(pending, 5), ", ")))
+		if !w.pause(ctx) {
 			return nil, fmt.Errorf("timed out after --timeout %s: %d of %s not STOPPED yet (%s); run --describe --mirror %s to follow them, or raise --timeout",
 				r.a.Timeout, len(pending), plural(total, "partition"), strings.Join(truncate(pending, 5), ", "), r.a.Mirror)
-		case <-time.After(wait):
 		}
-		wait = min(2*wait, time.Second)
 	}
 }
 
@@ -601,4 +585,33 @@ func (r *runner) delete(ctx context.Context) error {
 	}
 	fmt.Fprintf(r.out, "Deleted mirror %s; its topics stay on the destination as ordinary topics.\n", r.a.Mirror)
 	return nil
+}
+
+// waiter paces the CLI's wait loops: a progress line only when it changes,
+// and pauses from 100ms doubling up to a second.
+type waiter struct {
+	out  io.Writer
+	last string
+	wait time.Duration
+}
+
+func (w *waiter) progress(line string) {
+	if line != w.last {
+		fmt.Fprintln(w.out, line)
+		w.last = line
+	}
+}
+
+// pause waits before the next look; false when ctx ended first.
+func (w *waiter) pause(ctx context.Context) bool {
+	if w.wait == 0 {
+		w.wait = 100 * time.Millisecond
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(w.wait):
+	}
+	w.wait = min(2*w.wait, time.Second)
+	return true
 }
