@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/internal/instance"
+	"github.com/kmirror/kmirror/instance"
 	"github.com/kmirror/kmirror/protocol"
 	"github.com/kmirror/kmirror/proxy"
 )

@@ -6,11 +6,11 @@ import (
 	"io"
 	"os"
 
-	"github.com/kmirror/kmirror/internal/mirrorcli"
+	"github.com/kmirror/kmirror/mirrorcli"
 )
 
 // `kmirror mirrors` manages mirrors through a kmirror proxy; the logic lives
-// in internal/mirrorcli.
+// in mirrorcli.
 func init() {
 	register(cliCommand("mirrors", "create, add/remove/pause/resume topics, list, describe and delete mirrors (--bootstrap-server PROXY)",
 		mirrorcli.Mirrors))

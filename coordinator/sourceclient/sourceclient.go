@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/internal/clientopts"
-	"github.com/kmirror/kmirror/internal/secrets"
 )
 
 // Options turns mirror configs into client options.

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
-	"github.com/kmirror/kmirror/internal/secrets"
 	"github.com/kmirror/kmirror/protocol"
 )
 

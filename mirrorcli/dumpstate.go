@@ -19,8 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
-	"github.com/kmirror/kmirror/internal/secrets"
 )
 
 // DumpStateArgs is a parsed `kmirror dump-state` command line.

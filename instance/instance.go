@@ -21,10 +21,10 @@ import (
 	"github.com/kmirror/kmirror/apis/apicore"
 	"github.com/kmirror/kmirror/apis/describemirrors"
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/enforcement"
-	"github.com/kmirror/kmirror/internal/secrets"
 	"github.com/kmirror/kmirror/proxy"
 )
 
