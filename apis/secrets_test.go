@@ -18,9 +18,9 @@ import (
 
 	"github.com/kmirror/kmirror/apis"
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
-	"github.com/kmirror/kmirror/internal/secrets"
 	"github.com/kmirror/kmirror/protocol"
 )
 

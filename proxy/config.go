@@ -66,7 +66,7 @@ type Config struct {
 	// end because each maps to exactly one upstream connection.
 	UpstreamSASL UpstreamSASL `yaml:"upstream_sasl"`
 	// SecretsKeyFile holds the keys that encrypt mirrors' source secrets in
-	// __mirror_state (internal/secrets; docs/SECURITY.md "Secrets"). The proxy
+	// __mirror_state (coordinator/secrets; docs/SECURITY.md "Secrets"). The proxy
 	// itself does not use it: the instance's mirroring does.
 	SecretsKeyFile string `yaml:"secrets_key_file"`
 

@@ -114,18 +114,12 @@ func mergeRefused(pr *pending) func(kmsg.Response) bool {
 // brokers directly with the proxy's upstream TLS and SASL settings (for
 // kmirror's own clients: the control plane and the copy pipeline).
 func (p *Proxy) UpstreamClientOptions() ([]kgo.Opt, error) {
-	tlsCfg, err := p.upstreamTLSConfig()
+	auth, err := p.upstreamAuth().Options()
 	if err != nil {
 		return nil, err
 	}
 	opts := []kgo.Opt{kgo.SeedBrokers(p.cfg.Upstream...), kgo.DialTimeout(p.cfg.DialTimeout), kgo.ClientID(clientid.Admin)}
-	if tlsCfg != nil {
-		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
-	}
-	if m := p.upstreamSASL(); m != nil {
-		opts = append(opts, kgo.SASL(m))
-	}
-	return opts, nil
+	return append(opts, auth...), nil
 }
 
 // MeterProvider is where the proxy's metrics live; other parts of an

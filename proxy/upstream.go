@@ -3,19 +3,15 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
 
-	"github.com/kmirror/kmirror/internal/kafkaauth"
+	"github.com/kmirror/kmirror/internal/clientopts"
 )
 
 // dialUpstream connects to the broker behind route r (TLS when configured). SASL is not
@@ -54,47 +50,34 @@ func (p *Proxy) dialOne(ctx context.Context, addr string, tlsCfg *tls.Config) (n
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-// upstreamTLSConfig builds the client TLS config towards the brokers (nil: plaintext).
-func (p *Proxy) upstreamTLSConfig() (*tls.Config, error) {
-	u := p.cfg.UpstreamTLS
-	if !u.Enabled {
-		return nil, nil
-	}
-	cfg := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         u.ServerName,
-		InsecureSkipVerify: u.InsecureSkipVerify, //nolint:gosec // operator's explicit choice, documented as test-only
-	}
-	if u.CAFile != "" {
-		pem, err := os.ReadFile(u.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading upstream_tls.ca_file: %w", err)
+// upstreamAuth is kmirror's own TLS and SASL towards the destination, for its raw
+// connections (TLS only) and its clients (UpstreamClientOptions).
+func (p *Proxy) upstreamAuth() clientopts.Config {
+	var a clientopts.Config
+	if u := p.cfg.UpstreamTLS; u.Enabled {
+		a.TLS = &clientopts.TLS{
+			CA:         clientopts.PEM{Name: "upstream_tls.ca_file", File: u.CAFile},
+			Cert:       clientopts.PEM{Name: "upstream_tls.cert_file", File: u.CertFile},
+			Key:        clientopts.PEM{Name: "upstream_tls.key_file", File: u.KeyFile},
+			ServerName: u.ServerName,
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("upstream_tls.ca_file %s holds no PEM certificate", u.CAFile)
+		if u.InsecureSkipVerify {
+			a.TLS.Verify = clientopts.VerifyNone
 		}
-		cfg.RootCAs = pool
-	}
-	if u.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(u.CertFile, u.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("loading upstream_tls client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
-}
-
-// upstreamSASL returns kmirror's own SASL mechanism towards the destination (nil: none).
-func (p *Proxy) upstreamSASL() sasl.Mechanism {
-	s := p.cfg.UpstreamSASL
-	if s.Mechanism == "" {
-		return nil
 	}
 	// Config.Validate refused unknown mechanisms already.
-	m, _ := kafkaauth.SASL(strings.ToUpper(s.Mechanism), s.Username, s.Password)
-	return m
+	if s := p.cfg.UpstreamSASL; s.Mechanism != "" {
+		a.SASL = &clientopts.SASL{Mechanism: s.Mechanism, User: s.Username, Pass: s.Password}
+	}
+	return a
+}
+
+// upstreamTLSConfig builds the client TLS config towards the brokers (nil: plaintext).
+func (p *Proxy) upstreamTLSConfig() (*tls.Config, error) {
+	if t := p.upstreamAuth().TLS; t != nil {
+		return t.Config()
+	}
+	return nil, nil
 }
 
 // discover asks upstream for its brokers and makes sure each has a listener.

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/internal/instance"
+	"github.com/kmirror/kmirror/instance"
 	"github.com/kmirror/kmirror/protocol"
 	"github.com/kmirror/kmirror/proxy"
 )
@@ -30,11 +30,21 @@ func init() {
 	register(command{name: "demo", summary: "mirror a demo topic between embedded clusters, with a live status line", run: runDemo})
 }
 
+// demo is one run of `kmirror demo`: its flags and what it started.
+type demo struct {
+	listen           string
+	rate, partitions int
+	src, dst         *kfake.Cluster
+	auditLog         string
+	in               *instance.Instance
+}
+
 func runDemo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("kmirror demo", flag.ContinueOnError)
-	listen := fs.String("listen", "127.0.0.1:19092", "where kmirror listens for clients")
-	rate := fs.Int("rate", 200, "records per second the demo producer writes")
-	partitions := fs.Int("partitions", 3, "partitions of the demo topic")
+	d := &demo{}
+	fs.StringVar(&d.listen, "listen", "127.0.0.1:19092", "where kmirror listens for clients")
+	fs.IntVar(&d.rate, "rate", 200, "records per second the demo producer writes")
+	fs.IntVar(&d.partitions, "partitions", 3, "partitions of the demo topic")
 	duration := fs.Duration("duration", 0, "stop after this long (0: until Ctrl-C)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -44,59 +54,90 @@ func runDemo(ctx context.Context, args []string) error {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-	out := os.Stdout
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-
-	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(*partitions), "demo"))
-	if err != nil {
-		return fmt.Errorf("embedded source cluster: %w", err)
-	}
-	defer src.Close()
-	dst, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		return fmt.Errorf("embedded destination cluster: %w", err)
-	}
-	defer dst.Close()
-
-	// Audit lines go to a file: on the terminal the demo's own polling would print one a second.
-	auditDir, err := os.MkdirTemp("", "kmirror-demo-")
+	stop, err := d.startClusters()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(auditDir)
-	auditLog := filepath.Join(auditDir, "audit.log")
-
-	in, err := instance.New(ctx, instance.Config{
-		Proxy: proxy.Config{Upstream: dst.ListenAddrs(), Listen: *listen, MetricsAddr: "127.0.0.1:0",
-			AuditLog: auditLog},
-		Mirroring: true, StatePartitions: 5, SessionTimeout: 6 * time.Second, Logger: quiet,
-	})
+	defer stop()
+	runDone, err := d.startKmirror(ctx)
 	if err != nil {
 		return err
 	}
-	if err := in.Start(ctx); err != nil {
-		return fmt.Errorf("kmirror listen on %s: %w (choose another with --listen)", *listen, err)
-	}
-	runDone := make(chan error, 1)
-	go func() { runDone <- in.Run(ctx) }()
-	addr := in.Proxy.Addr()
+	addr := d.in.Proxy.Addr()
 
-	producer, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.DefaultProduceTopic("demo"))
+	producer, err := kgo.NewClient(kgo.SeedBrokers(d.src.ListenAddrs()...), kgo.DefaultProduceTopic("demo"))
 	if err != nil {
 		return err
 	}
 	defer producer.Close()
-	go feed(ctx, producer, *rate)
+	go feed(ctx, producer, d.rate)
 
 	adminCl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MaxVersions(protocol.KgoMaxVersions(nil)))
 	if err != nil {
 		return err
 	}
 	defer adminCl.Close()
-	if err := setUpMirror(ctx, adminCl, strings.Join(src.ListenAddrs(), ",")); err != nil {
+	if err := setUpMirror(ctx, adminCl, strings.Join(d.src.ListenAddrs(), ",")); err != nil {
 		return err
 	}
+	d.banner(os.Stdout)
+	return showStatus(ctx, os.Stdout, adminCl, runDone)
+}
 
+// startClusters starts the embedded source and destination, and makes the
+// directory of the audit log; stop undoes all three.
+func (d *demo) startClusters() (stop func(), err error) {
+	var undo []func()
+	stop = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	if d.src, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(d.partitions), "demo")); err != nil {
+		return nil, fmt.Errorf("embedded source cluster: %w", err)
+	}
+	undo = append(undo, d.src.Close)
+	if d.dst, err = kfake.NewCluster(kfake.NumBrokers(1)); err != nil {
+		return nil, fmt.Errorf("embedded destination cluster: %w", err)
+	}
+	undo = append(undo, d.dst.Close)
+	// Audit lines go to a file: on the terminal the demo's own polling would print one a second.
+	auditDir, err := os.MkdirTemp("", "kmirror-demo-")
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { _ = os.RemoveAll(auditDir) })
+	d.auditLog = filepath.Join(auditDir, "audit.log")
+	return stop, nil
+}
+
+// startKmirror starts kmirror in front of the destination; runDone gets
+// what its Run returns once ctx ends.
+func (d *demo) startKmirror(ctx context.Context) (runDone chan error, err error) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	d.in, err = instance.New(ctx, instance.Config{
+		Proxy: proxy.Config{Upstream: d.dst.ListenAddrs(), Listen: d.listen, MetricsAddr: "127.0.0.1:0",
+			AuditLog: d.auditLog},
+		Mirroring: true, StatePartitions: 5, SessionTimeout: 6 * time.Second, Logger: quiet,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := d.in.Start(ctx); err != nil {
+		return nil, fmt.Errorf("kmirror listen on %s: %w (choose another with --listen)", d.listen, err)
+	}
+	runDone = make(chan error, 1)
+	go func() { runDone <- d.in.Run(ctx) }()
+	return runDone, nil
+}
+
+func (d *demo) banner(out io.Writer) {
+	addr := d.in.Proxy.Addr()
 	fmt.Fprintf(out, `kmirror demo
   source cluster (embedded):       %s   topic "demo", %d partitions, ~%d records/s
   destination cluster (embedded):  %s
@@ -111,8 +152,12 @@ Try, in another terminal:
   go run ./cmd/kmirror mirrors --bootstrap-server %s --remove --mirror demo --topics demo   (fail over)
 Ctrl-C stops.
 
-`, strings.Join(src.ListenAddrs(), ","), *partitions, *rate, strings.Join(dst.ListenAddrs(), ","), addr, in.Proxy.MetricsAddr(), auditLog, addr, addr, addr, addr)
+`, strings.Join(d.src.ListenAddrs(), ","), d.partitions, d.rate, strings.Join(d.dst.ListenAddrs(), ","), addr, d.in.Proxy.MetricsAddr(), d.auditLog, addr, addr, addr, addr)
+}
 
+// showStatus prints the status line every second until ctx ends, then
+// waits for kmirror to stop.
+func showStatus(ctx context.Context, out io.Writer, adminCl *kgo.Client, runDone <-chan error) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {

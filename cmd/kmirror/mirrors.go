@@ -3,21 +3,24 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
-	"github.com/kmirror/kmirror/internal/mirrorcli"
+	"github.com/kmirror/kmirror/mirrorcli"
 )
 
 // `kmirror mirrors` manages mirrors through a kmirror proxy; the logic lives
-// in internal/mirrorcli.
+// in mirrorcli.
 func init() {
-	register(command{
-		name:    "mirrors",
-		summary: "create, add/remove/pause/resume topics, list, describe and delete mirrors (--bootstrap-server PROXY)",
-		run: func(ctx context.Context, args []string) error {
-			return cliError(mirrorcli.Mirrors(ctx, args, os.Stdout, os.Stderr))
-		},
-	})
+	register(cliCommand("mirrors", "create, add/remove/pause/resume topics, list, describe and delete mirrors (--bootstrap-server PROXY)",
+		mirrorcli.Mirrors))
+}
+
+// cliCommand is a command whose logic lives in mirrorcli.
+func cliCommand(name, summary string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) command {
+	return command{name: name, summary: summary, run: func(ctx context.Context, args []string) error {
+		return cliError(run(ctx, args, os.Stdout, os.Stderr))
+	}}
 }
 
 // cliError maps mirrorcli's errors onto main's exit statuses: a usage error

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/kmirror/kmirror/internal/instance"
+	"github.com/kmirror/kmirror/instance"
 	"github.com/kmirror/kmirror/protocol"
 	"github.com/kmirror/kmirror/proxy"
 )

@@ -5,11 +5,8 @@ package sourceclient
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -19,9 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/internal/clientid"
-	"github.com/kmirror/kmirror/internal/kafkaauth"
-	"github.com/kmirror/kmirror/internal/secrets"
+	"github.com/kmirror/kmirror/internal/clientopts"
 )
 
 // Options turns mirror configs into client options.
@@ -35,44 +32,22 @@ func Options(c mirrorconfig.Config) ([]kgo.Opt, error) {
 		kgo.DialTimeout(10 * time.Second),
 		kgo.MetadataMinAge(time.Second),
 	}
-	if strings.HasSuffix(c.SecurityProtocol, "SSL") {
-		tc, err := tlsConfig(c)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
+	auth, err := auth(c).Options()
+	if err != nil {
+		return nil, err
 	}
-	if strings.HasPrefix(c.SecurityProtocol, "SASL") {
-		m, err := kafkaauth.SASL(c.SASLMechanism, c.SASLUser, c.SASLPass)
-		if err != nil {
-			return nil, fmt.Errorf("sasl.mechanism: %w", err)
-		}
-		opts = append(opts, kgo.SASL(m))
-	}
-	return opts, nil
+	return append(opts, auth...), nil
 }
 
-func tlsConfig(c mirrorconfig.Config) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: !c.VerifyHostname} //nolint:gosec // operator's explicit choice
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("ssl.ca.location: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ssl.ca.location %s holds no PEM certificate", c.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if c.CertFile != "" || c.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("ssl.certificate.location/ssl.key.location: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
+// auth is how a mirror's source client reaches the source: TLS and SASL
+// from security.protocol and the ssl.* and sasl.* configs.
+func auth(c mirrorconfig.Config) clientopts.Config {
+	return clientopts.ForProtocol(c.SecurityProtocol, clientopts.TLS{
+		CA:     clientopts.PEM{Name: "ssl.ca.location", File: c.CAFile},
+		Cert:   clientopts.PEM{Name: "ssl.certificate.location", File: c.CertFile},
+		Key:    clientopts.PEM{Name: "ssl.key.location", File: c.KeyFile},
+		Verify: clientopts.CheckHostname(c.VerifyHostname),
+	}, clientopts.SASL{Mechanism: c.SASLMechanism, User: c.SASLUser, Pass: c.SASLPass})
 }
 
 // ClusterID asks a cluster for its id.

@@ -21,12 +21,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/internal/instance"
-	"github.com/kmirror/kmirror/internal/instancetest"
+	"github.com/kmirror/kmirror/instance"
+	"github.com/kmirror/kmirror/instance/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
-	"github.com/kmirror/kmirror/internal/mirrorcli"
 	"github.com/kmirror/kmirror/internal/mirrortest"
 	"github.com/kmirror/kmirror/internal/polltest"
+	"github.com/kmirror/kmirror/mirrorcli"
 	"github.com/kmirror/kmirror/protocol"
 )
 

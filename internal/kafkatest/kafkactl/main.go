@@ -42,9 +42,9 @@ Clusters live in $KMIRROR_KAFKA_STATE (default $TMPDIR/kmirror-kafka-clusters).`
 var errUsage = errors.New("usage")
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
+	cancel()
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
@@ -69,103 +69,125 @@ func stateDir(name string) (string, error) {
 	return filepath.Join(root, name), nil
 }
 
+// commands are kafkactl's commands; each gets the arguments after its name.
+var commands = map[string]func(ctx context.Context, args []string, stdout io.Writer) error{
+	"start":     start,
+	"stop":      stop,
+	"bootstrap": bootstrap,
+	"dir":       dir,
+	"tools":     tools,
+	"jars":      jars,
+}
+
 // run carries out one command; what it prints for scripts goes to stdout.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return errUsage
 	}
-	cmd, args := args[0], args[1:]
-	switch cmd {
-	case "start":
-		fs := flag.NewFlagSet("start", flag.ContinueOnError)
-		brokers := fs.Int("brokers", 1, "number of brokers")
-		sasl := fs.Bool("sasl", false, "SASL_PLAINTEXT client listener with the StandardAuthorizer and the harness users")
-		version := fs.String("version", kafkatest.KafkaVersion, "Apache Kafka release")
-		zk := fs.Bool("zookeeper", false, "ZooKeeper mode (2.8–3.9)")
-		if len(args) == 0 {
-			return errUsage
-		}
-		name := args[0]
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		dir, err := stateDir(name)
-		if err != nil {
-			return err
-		}
-		if bs, err := kafkatest.ReadBootstrap(dir); err == nil {
-			return fmt.Errorf("cluster %s is already running at %s (stop it first)", name, bs)
-		}
-		c, err := kafkatest.StartReal(ctx, kafkatest.RealConfig{Brokers: *brokers, Dir: dir, Detach: true, SASL: *sasl,
-			Version: *version, ZooKeeper: *zk})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, strings.Join(c.Bootstrap(), ","))
-		if *sasl {
-			fmt.Fprintf(os.Stderr, "cluster %s: SASL_PLAINTEXT; client properties %s\n", name,
-				strings.Join([]string{c.PropertiesFile(kafkatest.AdminUser), c.PropertiesFile(kafkatest.KmirrorUser), c.PropertiesFile(kafkatest.AliceUser)}, " "))
-		}
-		fmt.Fprintf(os.Stderr, "cluster %s: Apache Kafka %s (%s), %d broker(s), logs in %s\n", name, c.Version(), c.Mode(), *brokers, dir)
-		return nil
-	case "stop":
-		if len(args) != 1 {
-			return errUsage
-		}
-		dir, err := stateDir(args[0])
-		if err != nil {
-			return err
-		}
-		if err := kafkatest.StopDetached(dir); err != nil {
-			return err
-		}
-		return os.RemoveAll(dir)
-	case "bootstrap":
-		if len(args) != 1 {
-			return errUsage
-		}
-		dir, err := stateDir(args[0])
-		if err != nil {
-			return err
-		}
-		bs, err := kafkatest.ReadBootstrap(dir)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, bs)
-		return nil
-	case "dir":
-		if len(args) != 1 {
-			return errUsage
-		}
-		dir, err := stateDir(args[0])
-		if err != nil {
-			return err
-		}
-		if _, err := kafkatest.ReadBootstrap(dir); err != nil {
-			return fmt.Errorf("cluster %s is not running: %w", args[0], err)
-		}
-		fmt.Fprintln(stdout, dir)
-		return nil
-	case "tools":
-		if len(args) == 0 {
-			return errUsage
-		}
-		c, err := kafkatest.ToolCommand(ctx, args[0], args[1:]...)
-		if err != nil {
-			return err
-		}
-		c.Stdin, c.Stdout, c.Stderr = os.Stdin, stdout, os.Stderr
-		return c.Run()
-	case "jars":
-		libs, err := kafkatest.Jars(ctx)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, libs)
-		return nil
-	default:
-		fmt.Fprintf(os.Stderr, "unknown command %q\n", cmd)
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "unknown command %q\n", args[0])
 		return errUsage
 	}
+	return cmd(ctx, args[1:], stdout)
+}
+
+// clusterDir is the directory of the cluster named by the only argument.
+func clusterDir(args []string) (name, dir string, err error) {
+	if len(args) != 1 {
+		return "", "", errUsage
+	}
+	dir, err = stateDir(args[0])
+	return args[0], dir, err
+}
+
+func start(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("start", flag.ContinueOnError)
+	brokers := fs.Int("brokers", 1, "number of brokers")
+	sasl := fs.Bool("sasl", false, "SASL_PLAINTEXT client listener with the StandardAuthorizer and the harness users")
+	version := fs.String("version", kafkatest.KafkaVersion, "Apache Kafka release")
+	zk := fs.Bool("zookeeper", false, "ZooKeeper mode (2.8–3.9)")
+	if len(args) == 0 {
+		return errUsage
+	}
+	name := args[0]
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	dir, err := stateDir(name)
+	if err != nil {
+		return err
+	}
+	if bs, err := kafkatest.ReadBootstrap(dir); err == nil {
+		return fmt.Errorf("cluster %s is already running at %s (stop it first)", name, bs)
+	}
+	c, err := kafkatest.StartReal(ctx, kafkatest.RealConfig{Brokers: *brokers, Dir: dir, Detach: true, SASL: *sasl,
+		Version: *version, ZooKeeper: *zk})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, strings.Join(c.Bootstrap(), ","))
+	if *sasl {
+		fmt.Fprintf(os.Stderr, "cluster %s: SASL_PLAINTEXT; client properties %s\n", name,
+			strings.Join([]string{c.PropertiesFile(kafkatest.AdminUser), c.PropertiesFile(kafkatest.KmirrorUser), c.PropertiesFile(kafkatest.AliceUser)}, " "))
+	}
+	fmt.Fprintf(os.Stderr, "cluster %s: Apache Kafka %s (%s), %d broker(s), logs in %s\n", name, c.Version(), c.Mode(), *brokers, dir)
+	return nil
+}
+
+func stop(_ context.Context, args []string, _ io.Writer) error {
+	_, dir, err := clusterDir(args)
+	if err != nil {
+		return err
+	}
+	if err := kafkatest.StopDetached(dir); err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
+}
+
+func bootstrap(_ context.Context, args []string, stdout io.Writer) error {
+	_, dir, err := clusterDir(args)
+	if err != nil {
+		return err
+	}
+	bs, err := kafkatest.ReadBootstrap(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, bs)
+	return nil
+}
+
+func dir(_ context.Context, args []string, stdout io.Writer) error {
+	name, dir, err := clusterDir(args)
+	if err != nil {
+		return err
+	}
+	if _, err := kafkatest.ReadBootstrap(dir); err != nil {
+		return fmt.Errorf("cluster %s is not running: %w", name, err)
+	}
+	fmt.Fprintln(stdout, dir)
+	return nil
+}
+
+func tools(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return errUsage
+	}
+	c, err := kafkatest.ToolCommand(ctx, args[0], args[1:]...)
+	if err != nil {
+		return err
+	}
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, stdout, os.Stderr
+	return c.Run()
+}
+
+func jars(ctx context.Context, _ []string, stdout io.Writer) error {
+	libs, err := kafkatest.Jars(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, libs)
+	return nil
 }

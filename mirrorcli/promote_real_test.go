@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/internal/syncbuf"
 	"io"
 	"log/slog"
 	"math"
@@ -27,10 +26,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/internal/instance"
-	"github.com/kmirror/kmirror/internal/instancetest"
+	"github.com/kmirror/kmirror/instance"
+	"github.com/kmirror/kmirror/instance/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
+	"github.com/kmirror/kmirror/internal/syncbuf"
 )
 
 // promoteWait bounds how long a subtest waits for the copy, on a machine

@@ -12,7 +12,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"github.com/kmirror/kmirror/internal/syncbuf"
 	"log/slog"
 	"os/exec"
 	"strings"
@@ -23,11 +22,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator/statetopic"
-	"github.com/kmirror/kmirror/internal/instance"
-	"github.com/kmirror/kmirror/internal/instancetest"
+	"github.com/kmirror/kmirror/instance"
+	"github.com/kmirror/kmirror/instance/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/mirrortest"
 	"github.com/kmirror/kmirror/internal/polltest"
+	"github.com/kmirror/kmirror/internal/syncbuf"
 )
 
 func randomBytes(t *testing.T, n int) []byte {

@@ -229,3 +229,23 @@ func rows(table string) [][]string {
 	}
 	return out
 }
+
+// seedState creates the state topic (one partition) on the cluster at seeds
+// and writes the first n of stateRecords there, with the client options
+// given (TLS, SASL).
+func seedState(t *testing.T, seeds []string, n int, opts ...kgo.Opt) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(statetopic.TopicName)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, statetopic.TopicName); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, stateRecords(t)[:n]...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}

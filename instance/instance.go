@@ -20,12 +20,12 @@ import (
 
 	"github.com/kmirror/kmirror/apis"
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/coordinator/syncjobs"
 	"github.com/kmirror/kmirror/enforcement"
 	"github.com/kmirror/kmirror/internal/clientid"
-	"github.com/kmirror/kmirror/internal/secrets"
 	"github.com/kmirror/kmirror/proxy"
 )
 

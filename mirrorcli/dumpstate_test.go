@@ -96,20 +96,7 @@ func TestDumpStateCommandConfigSASL(t *testing.T) {
 	}
 	defer c.Close()
 	addr := strings.Join(c.ListenAddrs(), ",")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.SASL(scram.Auth{User: "admin", Pass: "s3cret"}.AsSha256Mechanism()),
-		kgo.DefaultProduceTopic(statetopic.TopicName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, statetopic.TopicName); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.ProduceSync(ctx, stateRecords(t)[:4]...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	seedState(t, c.ListenAddrs(), 4, kgo.SASL(scram.Auth{User: "admin", Pass: "s3cret"}.AsSha256Mechanism()))
 	conf := writeFile(t, "client.properties", "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"+
 		"sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n    username=\"admin\" \\\n    password=\"s3cret\";\n")
 	r := mustRun(t, 0, runDumpState(t, "--bootstrap-server", addr, "--command-config", conf))

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
-	"github.com/kmirror/kmirror/internal/secrets"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -147,12 +147,7 @@ func (r *runner) create(ctx context.Context, configs []protocol.CreateMirrorRequ
 		}
 	}
 	req := &protocol.CreateMirrorRequest{MirrorName: r.a.Mirror, Configs: configs}
-	resp, err := r.c.request(ctx, req)
-	if err != nil {
-		return err
-	}
-	cr := resp.(*protocol.CreateMirrorResponse)
-	if err := protocol.ResponseError(cr.ErrorCode, cr.ErrorMessage); err != nil {
+	if _, err := send[*protocol.CreateMirrorResponse](ctx, r.c, req); err != nil {
 		return err
 	}
 	id := m["source.cluster.id"]
@@ -168,12 +163,7 @@ func (r *runner) create(ctx context.Context, configs []protocol.CreateMirrorRequ
 // mirror's, which continue from their destination log ends.
 func (r *runner) recoverState(ctx context.Context, configs []protocol.CreateMirrorRequestConfig) error {
 	req := &protocol.CreateMirrorRequest{MirrorName: r.a.Mirror, Configs: configs, RecoverState: true}
-	resp, err := r.c.request(ctx, req)
-	if err != nil {
-		return err
-	}
-	cr := resp.(*protocol.CreateMirrorResponse)
-	if err := protocol.ResponseError(cr.ErrorCode, cr.ErrorMessage); err != nil {
+	if _, err := send[*protocol.CreateMirrorResponse](ctx, r.c, req); err != nil {
 		return err
 	}
 	fmt.Fprintf(r.out, "Recovered mirror %s: its topics are mirrored again from their destination log ends; `kmirror mirrors --describe --mirror %s` shows them.\n", r.a.Mirror, r.a.Mirror)
@@ -236,12 +226,8 @@ func (r *runner) add(ctx context.Context) error {
 		t.Name = n
 		req.Topics = append(req.Topics, t)
 	}
-	resp, err := r.c.request(ctx, req)
+	ar, err := send[*protocol.AddTopicsToMirrorResponse](ctx, r.c, req)
 	if err != nil {
-		return err
-	}
-	ar := resp.(*protocol.AddTopicsToMirrorResponse)
-	if err := protocol.ResponseError(ar.ErrorCode, ar.ErrorMessage); err != nil {
 		return err
 	}
 	err = r.topicResults(ar.Topics, func(n string) string { return fmt.Sprintf("Topic %s: added to mirror %s.", n, r.a.Mirror) })
@@ -267,12 +253,8 @@ func (r *runner) remove(ctx context.Context) error {
 	for _, n := range r.a.Topics.Names {
 		req.Topics = append(req.Topics, protocol.TopicName{Name: n})
 	}
-	resp, err := r.c.request(ctx, req)
+	rr, err := send[*protocol.RemoveTopicsFromMirrorResponse](ctx, r.c, req)
 	if err != nil {
-		return err
-	}
-	rr := resp.(*protocol.RemoveTopicsFromMirrorResponse)
-	if err := protocol.ResponseError(rr.ErrorCode, rr.ErrorMessage); err != nil {
 		return err
 	}
 	if r.a.Topics.IsPattern() && len(rr.Topics) == 0 {
@@ -337,8 +319,7 @@ func (r *runner) waitSynced(ctx context.Context, topics []string) error {
 	ctx, cancel := context.WithTimeout(ctx, r.a.Timeout)
 	defer cancel()
 	began := time.Now()
-	lastProgress := ""
-	wait := 100 * time.Millisecond
+	w := &waiter{out: r.out}
 	var last *protocol.DescribeMirrorsResponse
 	for {
 		resp, err := r.describeOnce(ctx, []string{r.a.Mirror})
@@ -381,17 +362,10 @@ func (r *runner) waitSynced(ctx context.Context, topics []string) error {
 			fmt.Fprintf(r.out, "All %s of %s in sync (nothing at risk) after %s; failing over.\n", plural(total, "partition"), strings.Join(topics, ", "), time.Since(began).Round(time.Millisecond))
 			return nil
 		}
-		progress := fmt.Sprintf("Waiting for sync: %d of %s in sync; pending: %s", synced, plural(total, "partition"), strings.Join(truncate(pending, 5), "; "))
-		if progress != lastProgress {
-			fmt.Fprintln(r.out, progress)
-			lastProgress = progress
-		}
-		select {
-		case <-ctx.Done():
+		w.progress(fmt.Sprintf("Waiting for sync: %d of %s in sync; pending: %s", synced, plural(total, "partition"), strings.Join(truncate(pending, 5), "; ")))
+		if !w.pause(ctx) {
 			return r.syncTimedOut(last, topics)
-		case <-time.After(wait):
 		}
-		wait = min(2*wait, time.Second)
 	}
 }
 
@@ -472,8 +446,7 @@ func (r *runner) waitStopped(ctx context.Context, topics []string) (*protocol.De
 		want[t] = true
 	}
 	began := time.Now()
-	lastProgress := ""
-	wait := 100 * time.Millisecond
+	w := &waiter{out: r.out}
 	for {
 		resp, err := r.describeOnce(ctx, []string{r.a.Mirror})
 		if err != nil {
@@ -515,18 +488,11 @@ func (r *runner) waitStopped(ctx context.Context, topics []string) (*protocol.De
 			// would read as the mirror's.
 			return filtered, renderPartitions(r.out, filtered, false)
 		}
-		progress := fmt.Sprintf("Waiting for failover: %d of %s STOPPED; pending: %s", stopped, plural(total, "partition"), strings.Join(truncate(pending, 5), ", "))
-		if progress != lastProgress {
-			fmt.Fprintln(r.out, progress)
-			lastProgress = progress
-		}
-		select {
-		case <-ctx.Done():
+		w.progress(fmt.Sprintf("Waiting for failover: %d of %s STOPPED; pending: %s", stopped, plural(total, "partition"), strings.Join(truncate(pending, 5), ", ")))
+		if !w.pause(ctx) {
 			return nil, fmt.Errorf("timed out after --timeout %s: %d of %s not STOPPED yet (%s); run --describe --mirror %s to follow them, or raise --timeout",
 				r.a.Timeout, len(pending), plural(total, "partition"), strings.Join(truncate(pending, 5), ", "), r.a.Mirror)
-		case <-time.After(wait):
 		}
-		wait = min(2*wait, time.Second)
 	}
 }
 
@@ -557,37 +523,23 @@ func (r *runner) pauseResume(ctx context.Context) error {
 		req = &protocol.ResumeMirrorTopicsRequest{MirrorName: r.a.Mirror, Topics: topics}
 		verb = "resumed"
 	}
-	resp, err := r.c.request(ctx, req)
+	resp, err := send[kmsg.Response](ctx, r.c, req)
 	if err != nil {
 		return err
 	}
-	var (
-		code    int16
-		msg     *string
-		results []protocol.TopicResult
-	)
+	var results []protocol.TopicResult
 	switch resp := resp.(type) {
 	case *protocol.PauseMirrorTopicsResponse:
-		code, msg, results = resp.ErrorCode, resp.ErrorMessage, resp.Topics
+		results = resp.Topics
 	case *protocol.ResumeMirrorTopicsResponse:
-		code, msg, results = resp.ErrorCode, resp.ErrorMessage, resp.Topics
-	}
-	if err := protocol.ResponseError(code, msg); err != nil {
-		return err
+		results = resp.Topics
 	}
 	return r.topicResults(results, func(n string) string { return fmt.Sprintf("Topic %s: %s.", n, verb) })
 }
 
 func (r *runner) list(ctx context.Context) error {
-	resp, err := r.c.retryReads(ctx, &protocol.ListMirrorsRequest{IncludeTopicNames: r.a.JSON}, func(resp kmsg.Response) (int16, *string) {
-		lr := resp.(*protocol.ListMirrorsResponse)
-		return lr.ErrorCode, lr.ErrorMessage
-	})
+	lr, err := read[*protocol.ListMirrorsResponse](ctx, r.c, &protocol.ListMirrorsRequest{IncludeTopicNames: r.a.JSON})
 	if err != nil {
-		return err
-	}
-	lr := resp.(*protocol.ListMirrorsResponse)
-	if err := protocol.ResponseError(lr.ErrorCode, lr.ErrorMessage); err != nil {
 		return err
 	}
 	if r.a.JSON {
@@ -597,18 +549,7 @@ func (r *runner) list(ctx context.Context) error {
 }
 
 func (r *runner) describeOnce(ctx context.Context, names []string) (*protocol.DescribeMirrorsResponse, error) {
-	resp, err := r.c.retryReads(ctx, &protocol.DescribeMirrorsRequest{MirrorNames: names}, func(resp kmsg.Response) (int16, *string) {
-		dr := resp.(*protocol.DescribeMirrorsResponse)
-		return dr.ErrorCode, dr.ErrorMessage
-	})
-	if err != nil {
-		return nil, err
-	}
-	dr := resp.(*protocol.DescribeMirrorsResponse)
-	if err := protocol.ResponseError(dr.ErrorCode, dr.ErrorMessage); err != nil {
-		return nil, err
-	}
-	return dr, nil
+	return read[*protocol.DescribeMirrorsResponse](ctx, r.c, &protocol.DescribeMirrorsRequest{MirrorNames: names})
 }
 
 func (r *runner) describe(ctx context.Context) error {
@@ -639,14 +580,38 @@ func (r *runner) describe(ctx context.Context) error {
 }
 
 func (r *runner) delete(ctx context.Context) error {
-	resp, err := r.c.request(ctx, &protocol.DeleteMirrorRequest{MirrorName: r.a.Mirror})
-	if err != nil {
-		return err
-	}
-	dr := resp.(*protocol.DeleteMirrorResponse)
-	if err := protocol.ResponseError(dr.ErrorCode, dr.ErrorMessage); err != nil {
+	if _, err := send[*protocol.DeleteMirrorResponse](ctx, r.c, &protocol.DeleteMirrorRequest{MirrorName: r.a.Mirror}); err != nil {
 		return err
 	}
 	fmt.Fprintf(r.out, "Deleted mirror %s; its topics stay on the destination as ordinary topics.\n", r.a.Mirror)
 	return nil
+}
+
+// waiter paces the CLI's wait loops: a progress line only when it changes,
+// and pauses from 100ms doubling up to a second.
+type waiter struct {
+	out  io.Writer
+	last string
+	wait time.Duration
+}
+
+func (w *waiter) progress(line string) {
+	if line != w.last {
+		fmt.Fprintln(w.out, line)
+		w.last = line
+	}
+}
+
+// pause waits before the next look; false when ctx ended first.
+func (w *waiter) pause(ctx context.Context) bool {
+	if w.wait == 0 {
+		w.wait = 100 * time.Millisecond
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(w.wait):
+	}
+	w.wait = min(2*w.wait, time.Second)
+	return true
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,8 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
-	"github.com/kmirror/kmirror/internal/secrets"
 )
 
 // DumpStateArgs is a parsed `kmirror dump-state` command line.
@@ -71,15 +70,8 @@ func ParseDumpStateArgs(args []string, help io.Writer) (*DumpStateArgs, error) {
 	fs.IntVar(&partition, "partition", -1, "")
 	fs.BoolVar(&a.JSON, "json", false, "")
 	fs.DurationVar(&a.Timeout, "timeout", 60*time.Second, "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(help, DumpStateHelp)
-			return nil, flag.ErrHelp
-		}
-		return nil, usagef("%v%s; run 'kmirror dump-state -h' for the flags", err, didYouMean(err, fs))
-	}
-	if fs.NArg() > 0 {
-		return nil, usagef("unexpected argument %q: give a segment file with --segment FILE", fs.Arg(0))
+	if err := parseFlags(fs, args, help, DumpStateHelp, "give a segment file with --segment FILE"); err != nil {
+		return nil, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -157,28 +149,48 @@ func (d *dumper) topic(ctx context.Context, a *DumpStateArgs) error {
 	seeds := strings.Split(a.Bootstrap, ",")
 	ctx, cancel := context.WithTimeout(ctx, a.Timeout)
 	defer cancel()
-	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("kmirror-dump-state")}, sec...)...)
+	consume, want, err := stateOffsets(ctx, a, append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("kmirror-dump-state")}, sec...))
+	if err != nil || len(consume) == 0 {
+		return err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(seeds...), kgo.ClientID("kmirror-dump-state"),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{a.Topic: consume}),
+		kgo.KeepControlRecords(), // so a transaction marker at the end still counts as read
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}, sec...)...)
 	if err != nil {
-		return usagef("--bootstrap-server %s: %v", a.Bootstrap, err)
+		return err
+	}
+	defer cl.Close()
+	return d.readTo(ctx, cl, a.Timeout, consume, want)
+}
+
+// stateOffsets lists what the dump reads: each partition of the topic from
+// its start (consume) to its end when the dump starts (want, the offset
+// after the last record).
+func stateOffsets(ctx context.Context, a *DumpStateArgs, opts []kgo.Opt) (consume map[int32]kgo.Offset, want map[int32]int64, err error) {
+	admCl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, nil, usagef("--bootstrap-server %s: %v", a.Bootstrap, err)
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
 	starts, err := adm.ListStartOffsets(ctx, a.Topic)
 	if err != nil {
-		return fmt.Errorf("listing %s offsets at %s: %w; check --bootstrap-server and --command-config", a.Topic, a.Bootstrap, err)
+		return nil, nil, fmt.Errorf("listing %s offsets at %s: %w; check --bootstrap-server and --command-config", a.Topic, a.Bootstrap, err)
 	}
 	ends, err := adm.ListEndOffsets(ctx, a.Topic)
 	if err != nil {
-		return fmt.Errorf("listing %s offsets at %s: %w", a.Topic, a.Bootstrap, err)
+		return nil, nil, fmt.Errorf("listing %s offsets at %s: %w", a.Topic, a.Bootstrap, err)
 	}
 	if len(ends[a.Topic]) == 0 {
 		if e := ends.Error(); e != nil {
-			return fmt.Errorf("topic %s at %s: %w (no mirror was ever created on this cluster, or --topic is wrong)", a.Topic, a.Bootstrap, e)
+			return nil, nil, fmt.Errorf("topic %s at %s: %w (no mirror was ever created on this cluster, or --topic is wrong)", a.Topic, a.Bootstrap, e)
 		}
-		return fmt.Errorf("topic %s does not exist at %s: no mirror was ever created on this cluster, or --topic is wrong", a.Topic, a.Bootstrap)
+		return nil, nil, fmt.Errorf("topic %s does not exist at %s: no mirror was ever created on this cluster, or --topic is wrong", a.Topic, a.Bootstrap)
 	}
-	consume := map[int32]kgo.Offset{}
-	want := map[int32]int64{} // next offset still to read, per partition
+	consume, want = map[int32]kgo.Offset{}, map[int32]int64{}
 	var firstErr error
 	ends.Each(func(o kadm.ListedOffset) {
 		s, ok := starts.Lookup(a.Topic, o.Partition)
@@ -193,49 +205,29 @@ func (d *dumper) topic(ctx context.Context, a *DumpStateArgs) error {
 		}
 	})
 	if firstErr != nil {
-		return fmt.Errorf("reading %s offsets: %w", a.Topic, firstErr)
+		return nil, nil, fmt.Errorf("reading %s offsets: %w", a.Topic, firstErr)
 	}
-	if len(consume) == 0 {
-		return nil
-	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(seeds...), kgo.ClientID("kmirror-dump-state"),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{a.Topic: consume}),
-		kgo.KeepControlRecords(), // so a transaction marker at the end still counts as read
-		kgo.FetchMaxWait(500 * time.Millisecond),
-	}, sec...)...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+	return consume, want, nil
+}
 
-	// Records arrive per partition in order; print each partition whole, in
-	// partition order, once it is read to its end.
+// readTo reads every partition from consume up to want. Records arrive per
+// partition in order; each partition is printed whole, in partition order,
+// once it is read to its end.
+func (d *dumper) readTo(ctx context.Context, cl *kgo.Client, timeout time.Duration, consume map[int32]kgo.Offset, want map[int32]int64) error {
 	pending := map[int32][]LogRecord{}
 	next := map[int32]int64{}
 	for p, o := range consume {
 		next[p] = o.EpochOffset().Offset
 	}
-	done := func() bool {
-		for p, end := range want {
-			if next[p] < end {
-				return false
-			}
+	for {
+		behind := behind(next, want)
+		if len(behind) == 0 {
+			break
 		}
-		return true
-	}
-	for !done() {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			var behind []string
-			for p, end := range want {
-				if next[p] < end {
-					behind = append(behind, fmt.Sprintf("partition %d at %d of %d", p, next[p], end))
-				}
-			}
-			sort.Strings(behind)
 			d.flush(pending)
-			return fmt.Errorf("stopped after --timeout %s before reading everything (%s); raise --timeout", a.Timeout, strings.Join(behind, ", "))
+			return fmt.Errorf("stopped after --timeout %s before reading everything (%s); raise --timeout", timeout, strings.Join(behind, ", "))
 		}
 		fs.EachError(func(_ string, p int32, err error) {
 			d.record(p, LogRecord{Offset: next[p], Err: fmt.Errorf("fetch: %w", err)})
@@ -252,6 +244,18 @@ func (d *dumper) topic(ctx context.Context, a *DumpStateArgs) error {
 	}
 	d.flush(pending)
 	return nil
+}
+
+// behind says which partitions are not read to want yet, sorted.
+func behind(next, want map[int32]int64) []string {
+	var out []string
+	for p, end := range want {
+		if next[p] < end {
+			out = append(out, fmt.Sprintf("partition %d at %d of %d", p, next[p], end))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func cmpErr(have, e error) error {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kmirror/kmirror/internal/instance"
+	"github.com/kmirror/kmirror/instance"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/proxy"
 )

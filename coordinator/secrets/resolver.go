@@ -2,7 +2,8 @@ package secrets
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 )
@@ -69,7 +70,7 @@ func shownStored(v string) string {
 // must never be stored, logged or shown.
 func (r *Resolver) Resolve(mirror string, configs map[string]string) (map[string]string, error) {
 	out := make(map[string]string, len(configs))
-	for _, k := range sortedKeys(configs) {
+	for _, k := range slices.Sorted(maps.Keys(configs)) {
 		v := configs[k]
 		switch {
 		case IsReference(v) && (mirrorconfig.IsConnection(k) || mirrorconfig.IsSecret(k)):
@@ -98,7 +99,7 @@ func (r *Resolver) Resolve(mirror string, configs map[string]string) (map[string
 // not store secrets in clear.
 func (r *Resolver) SealNew(mirror string, configs map[string]string) (map[string]string, error) {
 	out := make(map[string]string, len(configs))
-	for _, k := range sortedKeys(configs) {
+	for _, k := range slices.Sorted(maps.Keys(configs)) {
 		v := configs[k]
 		out[k] = v
 		switch {
@@ -134,7 +135,7 @@ func (r *Resolver) SealNew(mirror string, configs map[string]string) (map[string
 // depends on it; changed lists the configs that were re-encrypted.
 func (r *Resolver) Reseal(mirror string, configs map[string]string) (out map[string]string, changed []string) {
 	out = make(map[string]string, len(configs))
-	for _, k := range sortedKeys(configs) {
+	for _, k := range slices.Sorted(maps.Keys(configs)) {
 		v := configs[k]
 		out[k] = v
 		if !mirrorconfig.IsSecret(k) || v == "" || IsReference(v) || r.Keys() == nil {
@@ -164,7 +165,7 @@ func (r *Resolver) Reseal(mirror string, configs map[string]string) (out map[str
 // kmirror).
 func InClear(configs map[string]string) []string {
 	var out []string
-	for _, k := range sortedKeys(configs) {
+	for _, k := range slices.Sorted(maps.Keys(configs)) {
 		if v := configs[k]; mirrorconfig.IsSecret(k) && v != "" && !IsReference(v) && !IsSealed(v) {
 			out = append(out, k)
 		}
@@ -189,13 +190,4 @@ func Mask(v string) string {
 		return "****** (malformed encrypted value)"
 	}
 	return "****** (stored in clear)"
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -98,17 +99,53 @@ func (c *client) explain(name string, err error) error {
 	return fmt.Errorf("%s: talking to %s: %w; check --bootstrap-server and --command-config", name, c.bootstrap, err)
 }
 
+// send sends a mirror RPC once and returns its response, or the response's
+// top-level error.
+func send[R kmsg.Response](ctx context.Context, c *client, req kmsg.Request) (R, error) {
+	resp, err := c.request(ctx, req)
+	return checked[R](resp, err)
+}
+
+// read is send for a read-only RPC, retried while the proxy answers with a
+// retriable error (e.g. COORDINATOR_NOT_AVAILABLE right after start).
+func read[R kmsg.Response](ctx context.Context, c *client, req kmsg.Request) (R, error) {
+	resp, err := c.retryReads(ctx, req)
+	return checked[R](resp, err)
+}
+
+func checked[R kmsg.Response](resp kmsg.Response, err error) (R, error) {
+	var zero R
+	if err != nil {
+		return zero, err
+	}
+	if err := protocol.ResponseError(topError(resp)); err != nil {
+		return zero, err
+	}
+	return resp.(R), nil
+}
+
+// topError is a mirror RPC response's top-level error code and message:
+// every mirror RPC response has ErrorCode and ErrorMessage fields
+// (TestTopError checks each), read by name so that one line serves them all.
+func topError(resp kmsg.Response) (int16, *string) {
+	v := reflect.ValueOf(resp).Elem()
+	code, msg := v.FieldByName("ErrorCode"), v.FieldByName("ErrorMessage")
+	if !code.IsValid() || !msg.IsValid() {
+		return 0, nil
+	}
+	return int16(code.Int()), msg.Interface().(*string)
+}
+
 // retryReads sends a read-only request, retrying while the proxy answers
-// with a retriable error (e.g. COORDINATOR_NOT_AVAILABLE right after start).
-// code extracts the response's top-level error.
-func (c *client) retryReads(ctx context.Context, req kmsg.Request, code func(kmsg.Response) (int16, *string)) (kmsg.Response, error) {
+// with a retriable top-level error.
+func (c *client) retryReads(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	wait := 200 * time.Millisecond
 	for {
 		resp, err := c.request(ctx, req)
 		if err != nil {
 			return nil, err
 		}
-		ec, msg := code(resp)
+		ec, msg := topError(resp)
 		perr := protocol.ErrorForCode(ec)
 		if perr == nil || !perr.Retriable {
 			return resp, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -158,143 +159,179 @@ var flagUse = map[string][]Action{
 // Help (-h) returns flag.ErrHelp after writing the help text to help.
 func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 	a := &MirrorsArgs{}
-	fs := flag.NewFlagSet("kmirror mirrors", flag.ContinueOnError)
+	f := newMirrorsFlags(a)
+	if err := parseFlags(f.fs, args, help, MirrorsHelp, "every value belongs to a flag (e.g. --mirror NAME); quote a pattern that contains spaces"); err != nil {
+		return nil, err
+	}
+	f.fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	for _, check := range []func(*MirrorsArgs) error{f.pickAction, f.checkApply, f.checkNeeds, f.parseAlter, f.parseTopics, f.parseExclude} {
+		if err := check(a); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// mirrorsFlags are the flags of `kmirror mirrors` as given, before they are
+// checked into MirrorsArgs.
+type mirrorsFlags struct {
+	fs                                       *flag.FlagSet
+	picked                                   map[Action]*bool
+	topics, exclude, addConfig, deleteConfig string
+	set                                      map[string]bool // the flags given
+}
+
+func newMirrorsFlags(a *MirrorsArgs) *mirrorsFlags {
+	f := &mirrorsFlags{fs: flag.NewFlagSet("kmirror mirrors", flag.ContinueOnError), picked: map[Action]*bool{}, set: map[string]bool{}}
+	fs := f.fs
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	picked := map[Action]*bool{}
 	for _, act := range actions {
-		picked[act] = fs.Bool(string(act), false, "")
+		f.picked[act] = fs.Bool(string(act), false, "")
 	}
-	var topics, exclude, addConfig, deleteConfig string
 	fs.StringVar(&a.Bootstrap, "bootstrap-server", "", "")
 	fs.StringVar(&a.CommandConfig, "command-config", "", "")
 	fs.StringVar(&a.Mirror, "mirror", "", "")
 	fs.StringVar(&a.MirrorConfig, "mirror-config", "", "")
-	fs.StringVar(&topics, "topics", "", "")
-	fs.StringVar(&exclude, "exclude", "", "")
+	fs.StringVar(&f.topics, "topics", "", "")
+	fs.StringVar(&f.exclude, "exclude", "", "")
 	fs.BoolVar(&a.Failed, "failed", false, "")
 	fs.BoolVar(&a.JSON, "json", false, "")
 	fs.BoolVar(&a.Wait, "wait", false, "")
 	fs.BoolVar(&a.WaitForSync, "wait-for-sync", false, "")
-	fs.StringVar(&addConfig, "add-config", "", "")
-	fs.StringVar(&deleteConfig, "delete-config", "", "")
+	fs.StringVar(&f.addConfig, "add-config", "", "")
+	fs.StringVar(&f.deleteConfig, "delete-config", "", "")
 	fs.BoolVar(&a.Configs, "configs", false, "")
 	fs.DurationVar(&a.Timeout, "timeout", 60*time.Second, "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(help, MirrorsHelp)
-			return nil, flag.ErrHelp
-		}
-		return nil, usagef("%v%s; run 'kmirror mirrors -h' for the flags", err, didYouMean(err, fs))
-	}
-	if fs.NArg() > 0 {
-		return nil, usagef("unexpected argument %q: every value belongs to a flag (e.g. --mirror NAME); quote a pattern that contains spaces", fs.Arg(0))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return f
+}
 
+// pickAction takes the one action given.
+func (f *mirrorsFlags) pickAction(a *MirrorsArgs) error {
 	var chosen []string
 	for _, act := range actions {
-		if *picked[act] {
+		if *f.picked[act] {
 			a.Action = act
 			chosen = append(chosen, "--"+string(act))
 		}
 	}
 	switch len(chosen) {
 	case 0:
-		return nil, usagef("no action given; give exactly one of --create, --add, --remove, --pause, --resume, --list, --describe, --delete, --alter, --recover-state")
+		return usagef("no action given; give exactly one of --create, --add, --remove, --pause, --resume, --list, --describe, --delete, --alter, --recover-state")
 	case 1:
-	default:
-		return nil, usagef("%s given together; give exactly one action per command", strings.Join(chosen, " and "))
+		return nil
 	}
+	return usagef("%s given together; give exactly one action per command", strings.Join(chosen, " and "))
+}
+
+// checkApply refuses flags the action does not take, and a bad --timeout.
+func (f *mirrorsFlags) checkApply(a *MirrorsArgs) error {
 	if a.Bootstrap == "" {
-		return nil, usagef("--bootstrap-server is required: give the kmirror proxy's address, e.g. --bootstrap-server localhost:9092")
+		return usagef("--bootstrap-server is required: give the kmirror proxy's address, e.g. --bootstrap-server localhost:9092")
 	}
 	for _, name := range []string{"mirror", "mirror-config", "topics", "exclude", "failed", "json", "wait", "wait-for-sync", "add-config", "delete-config", "configs"} {
-		if acts := flagUse[name]; set[name] && !hasAction(acts, a.Action) {
-			return nil, usagef("--%s does not apply to --%s (it is used with %s); remove it", name, a.Action, actionList(acts))
+		if acts := flagUse[name]; f.set[name] && !hasAction(acts, a.Action) {
+			return usagef("--%s does not apply to --%s (it is used with %s); remove it", name, a.Action, actionList(acts))
 		}
 	}
 	if a.Timeout <= 0 {
-		return nil, usagef("--timeout %s must be positive, e.g. --timeout 2m", a.Timeout)
+		return usagef("--timeout %s must be positive, e.g. --timeout 2m", a.Timeout)
 	}
+	return nil
+}
 
+// checkNeeds asks for the flags the action cannot do without.
+func (f *mirrorsFlags) checkNeeds(a *MirrorsArgs) error {
 	needMirror := a.Action != ActList && a.Action != ActDescribe
-	if needMirror && a.Mirror == "" {
-		return nil, usagef("--%s needs --mirror NAME; `kmirror mirrors --list` shows the mirrors", a.Action)
+	switch {
+	case needMirror && a.Mirror == "":
+		return usagef("--%s needs --mirror NAME; `kmirror mirrors --list` shows the mirrors", a.Action)
+	case f.set["mirror"] && a.Mirror == "":
+		return usagef("--mirror is empty; give the mirror's name")
+	case a.Action == ActRecoverState && a.MirrorConfig == "":
+		return usagef("--recover-state needs --mirror-config FILE: the mirror's configs as given to --create (at least bootstrap.servers=SOURCE:PORT)")
+	case a.Action == ActCreate && a.MirrorConfig == "":
+		return usagef("--create needs --mirror-config FILE: a properties file with at least bootstrap.servers=SOURCE:PORT of the source cluster")
+	case a.Action == ActDescribe && a.Configs && a.Mirror == "":
+		return usagef("--describe --configs needs --mirror NAME")
 	}
-	if set["mirror"] && a.Mirror == "" {
-		return nil, usagef("--mirror is empty; give the mirror's name")
+	return nil
+}
+
+// parseAlter reads --alter's --add-config and --delete-config.
+func (f *mirrorsFlags) parseAlter(a *MirrorsArgs) error {
+	if a.Action != ActAlter {
+		return nil
 	}
-	if a.Action == ActRecoverState && a.MirrorConfig == "" {
-		return nil, usagef("--recover-state needs --mirror-config FILE: the mirror's configs as given to --create (at least bootstrap.servers=SOURCE:PORT)")
+	var err error
+	if a.AddConfig, err = parseKVs("--add-config", f.addConfig); err != nil {
+		return err
 	}
-	if a.Action == ActCreate && a.MirrorConfig == "" {
-		return nil, usagef("--create needs --mirror-config FILE: a properties file with at least bootstrap.servers=SOURCE:PORT of the source cluster")
-	}
-	if a.Action == ActDescribe && a.Configs && a.Mirror == "" {
-		return nil, usagef("--describe --configs needs --mirror NAME")
-	}
-	if a.Action == ActAlter {
-		var err error
-		if a.AddConfig, err = parseKVs("--add-config", addConfig); err != nil {
-			return nil, err
-		}
-		for _, k := range strings.Split(deleteConfig, ",") {
-			if k = strings.TrimSpace(k); k != "" {
-				a.DeleteConfig = append(a.DeleteConfig, k)
-			}
-		}
-		for _, kv := range a.AddConfig {
-			for _, d := range a.DeleteConfig {
-				if kv.Key == d {
-					return nil, usagef("%s is both in --add-config and --delete-config; keep one", d)
-				}
-			}
-		}
-		if len(a.AddConfig) == 0 && len(a.DeleteConfig) == 0 && a.MirrorConfig == "" {
-			return nil, usagef("--alter needs --add-config K=V[,K=V], --delete-config K[,K] or --mirror-config FILE")
+	for _, k := range strings.Split(f.deleteConfig, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			a.DeleteConfig = append(a.DeleteConfig, k)
 		}
 	}
-	switch a.Action {
-	case ActAdd, ActRemove, ActPause, ActResume:
-		if !set["topics"] {
-			return nil, usagef("--%s needs --topics: topic names separated by commas, or one regular expression", a.Action)
+	for _, kv := range a.AddConfig {
+		if slices.Contains(a.DeleteConfig, kv.Key) {
+			return usagef("%s is both in --add-config and --delete-config; keep one", kv.Key)
 		}
-		sel, err := ParseTopics("--topics", topics)
-		if err != nil {
-			return nil, err
-		}
-		if sel.IsPattern() && (a.Action == ActPause || a.Action == ActResume) {
-			return nil, usagef("--%s takes topic names, not a pattern (%q has characters topic names cannot have); list the topics separated by commas (--describe --mirror %s shows them)", a.Action, topics, a.Mirror)
-		}
-		if sel.IsPattern() && a.WaitForSync {
-			// The proxy resolves a pattern when the failover is recorded:
-			// a topic created while waiting would be failed over unsynced.
-			return nil, usagef("--wait-for-sync takes topic names, not a pattern (%q has characters topic names cannot have): a topic matching it that is created while waiting would be failed over without being in sync; list the topics separated by commas (--describe --mirror %s shows them)", topics, a.Mirror)
-		}
-		a.Topics = sel
 	}
+	if len(a.AddConfig) == 0 && len(a.DeleteConfig) == 0 && a.MirrorConfig == "" {
+		return usagef("--alter needs --add-config K=V[,K=V], --delete-config K[,K] or --mirror-config FILE")
+	}
+	return nil
+}
+
+// parseTopics reads --topics of the actions on topics.
+func (f *mirrorsFlags) parseTopics(a *MirrorsArgs) error {
 	if a.WaitForSync {
 		a.Wait = true // the LMOs are the point of a graceful promote
 	}
-	if set["exclude"] {
-		sel, err := ParseTopics("--exclude", exclude)
-		if err != nil {
-			return nil, err
-		}
-		if sel.IsPattern() {
-			a.Exclude = []string{sel.Pattern}
-		} else {
-			for _, n := range sel.Names {
-				a.Exclude = append(a.Exclude, regexp.QuoteMeta(n))
-			}
-		}
-		if !a.Topics.IsPattern() {
-			return nil, usagef("--exclude only narrows a --topics pattern, and --topics %q is a list of names; drop the names you do not want instead, or give --topics as a pattern", topics)
+	switch a.Action {
+	case ActAdd, ActRemove, ActPause, ActResume:
+	default:
+		return nil
+	}
+	if !f.set["topics"] {
+		return usagef("--%s needs --topics: topic names separated by commas, or one regular expression", a.Action)
+	}
+	sel, err := ParseTopics("--topics", f.topics)
+	if err != nil {
+		return err
+	}
+	if sel.IsPattern() && (a.Action == ActPause || a.Action == ActResume) {
+		return usagef("--%s takes topic names, not a pattern (%q has characters topic names cannot have); list the topics separated by commas (--describe --mirror %s shows them)", a.Action, f.topics, a.Mirror)
+	}
+	if sel.IsPattern() && a.WaitForSync {
+		// The proxy resolves a pattern when the failover is recorded:
+		// a topic created while waiting would be failed over unsynced.
+		return usagef("--wait-for-sync takes topic names, not a pattern (%q has characters topic names cannot have): a topic matching it that is created while waiting would be failed over without being in sync; list the topics separated by commas (--describe --mirror %s shows them)", f.topics, a.Mirror)
+	}
+	a.Topics = sel
+	return nil
+}
+
+// parseExclude reads --exclude, which narrows a --topics pattern.
+func (f *mirrorsFlags) parseExclude(a *MirrorsArgs) error {
+	if !f.set["exclude"] {
+		return nil
+	}
+	sel, err := ParseTopics("--exclude", f.exclude)
+	if err != nil {
+		return err
+	}
+	if sel.IsPattern() {
+		a.Exclude = []string{sel.Pattern}
+	} else {
+		for _, n := range sel.Names {
+			a.Exclude = append(a.Exclude, regexp.QuoteMeta(n))
 		}
 	}
-	return a, nil
+	if !a.Topics.IsPattern() {
+		return usagef("--exclude only narrows a --topics pattern, and --topics %q is a list of names; drop the names you do not want instead, or give --topics as a pattern", f.topics)
+	}
+	return nil
 }
 
 // KV is one key=value of --add-config.
@@ -318,6 +355,23 @@ func parseKVs(flagName, v string) ([]KV, error) {
 }
 
 // didYouMean suggests the closest flag for "flag provided but not defined".
+// parseFlags parses the command line of fs (named "kmirror CMD"); -h
+// writes helpText to help and returns flag.ErrHelp. A positional argument
+// is refused with fix, which says where its value goes.
+func parseFlags(fs *flag.FlagSet, args []string, help io.Writer, helpText, fix string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(help, helpText)
+			return flag.ErrHelp
+		}
+		return usagef("%v%s; run '%s -h' for the flags", err, didYouMean(err, fs), fs.Name())
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q: %s", fs.Arg(0), fix)
+	}
+	return nil
+}
+
 func didYouMean(err error, fs *flag.FlagSet) string {
 	const prefix = "flag provided but not defined: -"
 	msg := err.Error()

@@ -48,27 +48,30 @@ func denyEveryone(topic string) *kadm.ACLBuilder {
 // and config changes of topic.
 func (b *brokerACLs) deny(ctx context.Context, topic string) error {
 	res, err := b.adm.CreateACLs(ctx, denyEveryone(topic))
-	if err != nil {
-		return fmt.Errorf("creating the DENY ACLs on mirror topic %s: %w", topic, err)
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			return fmt.Errorf("creating the DENY %s ACL on mirror topic %s: %w (%s)", r.Operation, topic, r.Err, r.ErrMessage)
-		}
-	}
-	return nil
+	return aclResults(res, err, "creating", "mirror topic "+topic, func(r kadm.CreateACLsResult) (kadm.ACLOperation, string, error) {
+		return r.Operation, r.ErrMessage, r.Err
+	})
 }
 
 // allow deletes the bindings deny created (and only those: the filter
 // names principal, host, operations and permission exactly).
 func (b *brokerACLs) allow(ctx context.Context, topic string) error {
 	res, err := b.adm.DeleteACLs(ctx, denyEveryone(topic))
+	return aclResults(res, err, "deleting", "topic "+topic+" at failover", func(r kadm.DeleteACLsResult) (kadm.ACLOperation, string, error) {
+		return r.Operation, r.ErrMessage, r.Err
+	})
+}
+
+// aclResults is the error of creating or deleting (doing) the DENY bindings
+// on what: the request's, or the first binding's. result reads a binding's
+// outcome (kadm's create and delete results are different types).
+func aclResults[R any](res []R, err error, doing, on string, result func(R) (kadm.ACLOperation, string, error)) error {
 	if err != nil {
-		return fmt.Errorf("deleting the DENY ACLs on topic %s at failover: %w", topic, err)
+		return fmt.Errorf("%s the DENY ACLs on %s: %w", doing, on, err)
 	}
 	for _, r := range res {
-		if r.Err != nil {
-			return fmt.Errorf("deleting the DENY %s ACL on topic %s at failover: %w (%s)", r.Operation, topic, r.Err, r.ErrMessage)
+		if op, msg, err := result(r); err != nil {
+			return fmt.Errorf("%s the DENY %s ACL on %s: %w (%s)", doing, op, on, err, msg)
 		}
 	}
 	return nil

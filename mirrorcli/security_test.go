@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/internal/clientopts"
 )
 
 func props(t *testing.T, text string) []Property {
@@ -56,10 +58,10 @@ func TestParseSecurity(t *testing.T) {
 		{"jaas plain", "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"alice\" password=" + `"a\\\"b";` + "\n",
 			func(s *securityConfig) bool { return s.user == "alice" && s.pass == `a"b` && s.mechanism == "PLAIN" }, ""},
 		{"jaas scram", "security.protocol=sasl_ssl\nsasl.mechanism=SCRAM-SHA-256\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=bob password=\"pw\";\nssl.ca.location=" + cert,
-			func(s *securityConfig) bool { return s.user == "bob" && s.pass == "pw" && s.caPEM != nil }, ""},
+			func(s *securityConfig) bool { return s.user == "bob" && s.pass == "pw" && s.tls.CA.Data != nil }, ""},
 		{"username password", "security.protocol=SASL_PLAINTEXT\nsasl.username=u\nsasl.password=p\n", func(s *securityConfig) bool { return s.user == "u" && s.pass == "p" }, ""},
 		{"mtls", "security.protocol=SSL\nssl.truststore.location=" + cert + "\nssl.truststore.type=PEM\nssl.certificate.location=" + cert + "\nssl.key.location=" + key + "\nssl.endpoint.identification.algorithm=\n",
-			func(s *securityConfig) bool { return s.certPEM != nil && !s.verifyHostname }, ""},
+			func(s *securityConfig) bool { return s.tls.Cert.Data != nil && s.tls.Verify == clientopts.VerifyChain }, ""},
 
 		{"unknown key", "bootstrap.servers=x\n", nil, `line 1: unknown key "bootstrap.servers"; accepted keys are: client.id, sasl.jaas.config`},
 		{"jks", "security.protocol=SSL\nssl.truststore.location=" + notPEM + "\nssl.truststore.type=JKS\n", nil, "ssl.truststore.type=JKS is not supported: export the CA certificates as PEM"},

@@ -11,10 +11,10 @@ import (
 
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/datapath"
+	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/internal/kafkatest"
-	"github.com/kmirror/kmirror/internal/secrets"
 )
 
 // lineLog collects log lines for the test to read.

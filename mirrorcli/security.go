@@ -6,15 +6,15 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/internal/kafkaauth"
+	"github.com/kmirror/kmirror/internal/clientopts"
 )
 
 // commandConfigKeys are the --command-config keys kmirror understands, with
@@ -47,14 +47,11 @@ var passwordKeys = map[string]bool{
 
 // securityConfig is a parsed --command-config.
 type securityConfig struct {
-	protocol       string
-	mechanism      string
-	user, pass     string
-	caPEM          []byte
-	certPEM        []byte
-	keyPEM         []byte
-	verifyHostname bool
-	clientID       string
+	protocol   string
+	mechanism  string
+	user, pass string
+	tls        clientopts.TLS // PEM read and checked, named by the key that gave it
+	clientID   string
 }
 
 // loadCommandConfig reads a --command-config file ("" = none) into client
@@ -75,12 +72,7 @@ func loadCommandConfig(path string) ([]kgo.Opt, error) {
 }
 
 func acceptedCommandConfigKeys() string {
-	keys := make([]string, 0, len(commandConfigKeys))
-	for k := range commandConfigKeys {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return strings.Join(keys, ", ")
+	return strings.Join(slices.Sorted(maps.Keys(commandConfigKeys)), ", ")
 }
 
 func parseSecurity(props []Property) (*securityConfig, error) {
@@ -94,7 +86,7 @@ func parseSecurity(props []Property) (*securityConfig, error) {
 		}
 		m[p.Key] = p.Value
 	}
-	sc := &securityConfig{protocol: "PLAINTEXT", mechanism: "PLAIN", verifyHostname: true, clientID: m["client.id"]}
+	sc := &securityConfig{protocol: "PLAINTEXT", mechanism: "PLAIN", clientID: m["client.id"]}
 	if v, ok := m["security.protocol"]; ok {
 		sc.protocol = strings.ToUpper(v)
 		switch sc.protocol {
@@ -128,7 +120,7 @@ func parseSecurity(props []Property) (*securityConfig, error) {
 		}
 		sc.user, sc.pass = j.user, j.pass
 	}
-	sasl := strings.HasPrefix(sc.protocol, "SASL_")
+	_, sasl := clientopts.Protocol(sc.protocol)
 	if sasl && sc.user == "" {
 		return nil, fmt.Errorf("security.protocol=%s needs credentials: set sasl.jaas.config, or sasl.username and sasl.password", sc.protocol)
 	}
@@ -136,52 +128,59 @@ func parseSecurity(props []Property) (*securityConfig, error) {
 		return nil, fmt.Errorf("SASL credentials are set but security.protocol is %s; set security.protocol=SASL_PLAINTEXT or SASL_SSL", sc.protocol)
 	}
 
-	tlsOn := strings.HasSuffix(sc.protocol, "SSL")
-	var err error
-	if sc.caPEM, err = caPEM(m); err != nil {
+	if err := sc.parseTLS(m); err != nil {
 		return nil, err
 	}
-	if sc.certPEM, sc.keyPEM, err = clientCertPEM(m); err != nil {
-		return nil, err
+	return sc, nil
+}
+
+// parseTLS reads the ssl.* keys.
+func (sc *securityConfig) parseTLS(m map[string]string) error {
+	var err error
+	if sc.tls.CA, err = caPEM(m); err != nil {
+		return err
+	}
+	if sc.tls.Cert, sc.tls.Key, err = clientCertPEM(m); err != nil {
+		return err
 	}
 	if v, ok := m["ssl.endpoint.identification.algorithm"]; ok {
 		switch strings.ToLower(v) {
 		case "https":
 		case "":
-			sc.verifyHostname = false
+			sc.tls.Verify = clientopts.VerifyChain
 		default:
-			return nil, fmt.Errorf("ssl.endpoint.identification.algorithm=%s: want https or empty", v)
+			return fmt.Errorf("ssl.endpoint.identification.algorithm=%s: want https or empty", v)
 		}
 	}
-	if !tlsOn {
+	if tlsOn, _ := clientopts.Protocol(sc.protocol); !tlsOn {
 		for k := range m {
 			if strings.HasPrefix(k, "ssl.") {
-				return nil, fmt.Errorf("%s is set but security.protocol is %s, which does not use TLS; set security.protocol=SSL or SASL_SSL, or remove %s", k, sc.protocol, k)
+				return fmt.Errorf("%s is set but security.protocol is %s, which does not use TLS; set security.protocol=SSL or SASL_SSL, or remove %s", k, sc.protocol, k)
 			}
 		}
 	}
-	return sc, nil
+	return nil
 }
 
-func caPEM(m map[string]string) ([]byte, error) {
+func caPEM(m map[string]string) (clientopts.PEM, error) {
 	var sources []string
 	var out []byte
 	if p := m["ssl.ca.location"]; p != "" {
 		sources = append(sources, "ssl.ca.location")
 		b, err := readPEMFile("ssl.ca.location", p)
 		if err != nil {
-			return nil, err
+			return clientopts.PEM{}, err
 		}
 		out = b
 	}
 	if p := m["ssl.truststore.location"]; p != "" {
 		sources = append(sources, "ssl.truststore.location")
 		if t := m["ssl.truststore.type"]; t != "" && !strings.EqualFold(t, "PEM") {
-			return nil, fmt.Errorf("ssl.truststore.type=%s is not supported: export the CA certificates as PEM (keytool -exportcert -rfc -keystore %s -alias ALIAS) and set ssl.truststore.type=PEM", t, p)
+			return clientopts.PEM{}, fmt.Errorf("ssl.truststore.type=%s is not supported: export the CA certificates as PEM (keytool -exportcert -rfc -keystore %s -alias ALIAS) and set ssl.truststore.type=PEM", t, p)
 		}
 		b, err := readPEMFile("ssl.truststore.location", p)
 		if err != nil {
-			return nil, err
+			return clientopts.PEM{}, err
 		}
 		out = b
 	}
@@ -190,47 +189,55 @@ func caPEM(m map[string]string) ([]byte, error) {
 		out = []byte(c)
 	}
 	if len(sources) > 1 {
-		return nil, fmt.Errorf("CA certificates are given by %s; keep one", strings.Join(sources, " and "))
+		return clientopts.PEM{}, fmt.Errorf("CA certificates are given by %s; keep one", strings.Join(sources, " and "))
 	}
-	if out != nil && !x509.NewCertPool().AppendCertsFromPEM(out) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", sources[0])
+	if out == nil {
+		return clientopts.PEM{}, nil
 	}
-	return out, nil
+	if !x509.NewCertPool().AppendCertsFromPEM(out) {
+		return clientopts.PEM{}, fmt.Errorf("%s holds no PEM certificate", sources[0])
+	}
+	return clientopts.PEM{Name: sources[0], Data: out}, nil
 }
 
-func clientCertPEM(m map[string]string) (cert, key []byte, err error) {
+func clientCertPEM(m map[string]string) (certPEM, keyPEM clientopts.PEM, err error) {
+	var cert, key []byte
+	var names [2]string // the keys that gave the certificate and the key
 	switch {
 	case m["ssl.certificate.location"] != "" || m["ssl.key.location"] != "":
 		if m["ssl.certificate.location"] == "" || m["ssl.key.location"] == "" {
-			return nil, nil, errors.New("ssl.certificate.location and ssl.key.location must be set together")
+			return certPEM, keyPEM, errors.New("ssl.certificate.location and ssl.key.location must be set together")
 		}
+		names = [2]string{"ssl.certificate.location", "ssl.key.location"}
 		if cert, err = readPEMFile("ssl.certificate.location", m["ssl.certificate.location"]); err != nil {
-			return nil, nil, err
+			return certPEM, keyPEM, err
 		}
 		if key, err = readPEMFile("ssl.key.location", m["ssl.key.location"]); err != nil {
-			return nil, nil, err
+			return certPEM, keyPEM, err
 		}
 	case m["ssl.keystore.location"] != "":
 		if t := m["ssl.keystore.type"]; t != "" && !strings.EqualFold(t, "PEM") {
-			return nil, nil, fmt.Errorf("ssl.keystore.type=%s is not supported: convert the keystore to one PEM file with the certificate chain and an unencrypted key, and set ssl.keystore.type=PEM", t)
+			return certPEM, keyPEM, fmt.Errorf("ssl.keystore.type=%s is not supported: convert the keystore to one PEM file with the certificate chain and an unencrypted key, and set ssl.keystore.type=PEM", t)
 		}
 		b, err := readPEMFile("ssl.keystore.location", m["ssl.keystore.location"])
 		if err != nil {
-			return nil, nil, err
+			return certPEM, keyPEM, err
 		}
 		cert, key = b, b // tls.X509KeyPair picks the blocks it needs
+		names = [2]string{"ssl.keystore.location", "ssl.keystore.location"}
 	case m["ssl.keystore.certificate.chain"] != "" || m["ssl.keystore.key"] != "":
 		if m["ssl.keystore.certificate.chain"] == "" || m["ssl.keystore.key"] == "" {
-			return nil, nil, errors.New("ssl.keystore.certificate.chain and ssl.keystore.key must be set together")
+			return certPEM, keyPEM, errors.New("ssl.keystore.certificate.chain and ssl.keystore.key must be set together")
 		}
 		cert, key = []byte(m["ssl.keystore.certificate.chain"]), []byte(m["ssl.keystore.key"])
+		names = [2]string{"ssl.keystore.certificate.chain", "ssl.keystore.key"}
 	default:
-		return nil, nil, nil
+		return certPEM, keyPEM, nil // none
 	}
 	if _, err := tls.X509KeyPair(cert, key); err != nil {
-		return nil, nil, fmt.Errorf("client certificate and key do not load: %w (kmirror needs an unencrypted PEM key)", err)
+		return certPEM, keyPEM, fmt.Errorf("client certificate and key do not load: %w (kmirror needs an unencrypted PEM key)", err)
 	}
-	return cert, key, nil
+	return clientopts.PEM{Name: names[0], Data: cert}, clientopts.PEM{Name: names[1], Data: key}, nil
 }
 
 func readPEMFile(key, path string) ([]byte, error) {
@@ -250,55 +257,16 @@ func (sc *securityConfig) options() ([]kgo.Opt, error) {
 	if sc.clientID != "" {
 		opts = append(opts, kgo.ClientID(sc.clientID))
 	}
-	if strings.HasSuffix(sc.protocol, "SSL") {
-		tc, err := sc.tlsConfig()
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
+	auth, err := sc.auth().Options()
+	if err != nil {
+		return nil, err
 	}
-	if strings.HasPrefix(sc.protocol, "SASL_") {
-		m, err := kafkaauth.SASL(sc.mechanism, sc.user, sc.pass)
-		if err != nil {
-			return nil, fmt.Errorf("sasl.mechanism: %w", err)
-		}
-		opts = append(opts, kgo.SASL(m))
-	}
-	return opts, nil
+	return append(opts, auth...), nil
 }
 
-func (sc *securityConfig) tlsConfig() (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if sc.caPEM != nil {
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(sc.caPEM)
-		tc.RootCAs = pool
-	}
-	if sc.certPEM != nil {
-		cert, err := tls.X509KeyPair(sc.certPEM, sc.keyPEM)
-		if err != nil {
-			return nil, err
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	if !sc.verifyHostname {
-		// Kafka's empty ssl.endpoint.identification.algorithm skips only the
-		// host name check; the chain is still verified.
-		roots := tc.RootCAs
-		tc.InsecureSkipVerify = true //nolint:gosec // the chain is verified below
-		tc.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("the server sent no certificate")
-			}
-			inter := x509.NewCertPool()
-			for _, c := range cs.PeerCertificates[1:] {
-				inter.AddCert(c)
-			}
-			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: time.Now()})
-			return err
-		}
-	}
-	return tc, nil
+// auth is the TLS and SASL part.
+func (sc *securityConfig) auth() clientopts.Config {
+	return clientopts.ForProtocol(sc.protocol, sc.tls, clientopts.SASL{Mechanism: sc.mechanism, User: sc.user, Pass: sc.pass})
 }
 
 // jaasLogin is what kmirror takes from a sasl.jaas.config value.

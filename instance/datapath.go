@@ -15,12 +15,12 @@ import (
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/internal/clientid"
 	"github.com/kmirror/kmirror/internal/flight"
-	"github.com/kmirror/kmirror/internal/secrets"
 )
 
 // DataPath is the coordinator's DataPath on top of fetcher: one Copier per

@@ -1,18 +1,14 @@
 package mirrorcli
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/internal/tlstest"
 )
 
@@ -40,21 +36,9 @@ func TestDumpStateCommandConfigTLS(t *testing.T) {
 	keystore := writeFile(t, "client.pem", string(cliCert)+string(cliKey))
 
 	// Seed a state record over TLS.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	cliPair, _ := tls.X509KeyPair(cliCert, cliKey)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(statetopic.TopicName),
+	seedState(t, c.ListenAddrs(), 1,
 		kgo.DialTLSConfig(&tls.Config{RootCAs: ca.Pool(), ServerName: "kafka.example", Certificates: []tls.Certificate{cliPair}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, statetopic.TopicName); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.ProduceSync(ctx, stateRecords(t)[:1]...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
 
 	base := "security.protocol=SSL\nssl.keystore.location=" + keystore + "\nssl.keystore.type=PEM\n"
 	for _, tc := range []struct {
