@@ -13,7 +13,7 @@ import (
 )
 
 // testKafkaFacts checks on the real broker the behaviours the copier relies
-// on (KAFKA-FACTS.md), and logs what it sees.
+// on (docs/KAFKA-FACTS.md), and logs what it sees.
 func testKafkaFacts(t *testing.T, e *env) {
 	e.createSource("facts", 1, nil)
 	e.ensureDestination("facts")
@@ -94,7 +94,7 @@ func testKafkaFacts(t *testing.T, e *env) {
 }
 
 // The broker behaviour the transaction replay rests on, checked on the
-// real broker (KAFKA-FACTS.md): an empty transaction's marker takes exactly
+// real broker (docs/KAFKA-FACTS.md): an empty transaction's marker takes exactly
 // one offset and no consumer sees it; on a transaction.version 2 destination
 // EndTxn bumps the epoch, a repeated EndTxn of the old epoch writes nothing,
 // and the old epoch can no longer begin a transaction; re-initialising an id
