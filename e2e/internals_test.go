@@ -81,7 +81,7 @@ func assertInternalsRefused(t *testing.T, addr string, u internalsUser, mirrorTo
 		u.commandConfig("--command-config")...)...)
 	mustContain(t, u.name+": kafka-topics --delete", out, "TopicAuthorizationException", stateMsg)
 
-	out = tool(t, "kafka.admin.ConfigCommand", append([]string{"--bootstrap-server", addr, "--alter", "--entity-type", "topics",
+	out = tool(t, "org.apache.kafka.tools.ConfigCommand", append([]string{"--bootstrap-server", addr, "--alter", "--entity-type", "topics",
 		"--entity-name", state, "--add-config", "cleanup.policy=delete"}, u.commandConfig("--command-config")...)...)
 	mustContain(t, u.name+": kafka-configs --alter", out, "TopicAuthorizationException", stateMsg)
 

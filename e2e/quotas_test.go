@@ -145,7 +145,7 @@ func setSourceQuota(t *testing.T, c *kafkatest.Cluster, clientID, rate string) {
 	if rate == "" {
 		change = []string{"--delete-config", "consumer_byte_rate"}
 	}
-	if out, err := kafkatest.RunTool(t, ctx, "kafka.admin.ConfigCommand", append([]string{"--bootstrap-server", c.BootstrapString(),
+	if out, err := kafkatest.RunTool(t, ctx, "org.apache.kafka.tools.ConfigCommand", append([]string{"--bootstrap-server", c.BootstrapString(),
 		"--alter", "--entity-type", "clients", "--entity-name", clientID}, change...)...); err != nil {
 		t.Fatalf("kafka-configs: %v\n%s", err, out)
 	}
