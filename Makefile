@@ -24,7 +24,7 @@ test-deps:
 # Unit, kfake and real-Kafka tests. -v so the log shows which tests ran against
 # real broker processes; -count=1 so nothing is served from the test cache.
 test: test-deps
-	$(GO) test -count=1 -timeout 30m -v $(TESTFLAGS) ./... 2>&1 | scripts/test-summary.sh
+	$(GO) test -count=1 -timeout 45m -v $(TESTFLAGS) ./... 2>&1 | scripts/test-summary.sh
 
 # The version matrix (docs/versions.md): every source release x destination release,
 # each pair's e2e checks, then the table (source, destination, mode, checks, time).
