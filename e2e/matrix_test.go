@@ -59,6 +59,9 @@ var (
 	matrixDests   = []kafkaRelease{{"3.9.1", false}, {"4.0.0", false}, {"4.4.0", false}}
 	reducedSrcs   = []kafkaRelease{{"4.4.0", false}, {"3.6.2", true}}
 	reducedDests  = []kafkaRelease{{"4.4.0", false}}
+	// walkDest is where the ZooKeeper sources also run docs/versions.md's migration
+	// walk-through: the newest destination, the one both matrices have.
+	walkDest = kafkaRelease{"4.4.0", false}
 )
 
 // matrixChecks are the columns of the table, in order.
@@ -95,7 +98,8 @@ func TestVersionMatrix(t *testing.T) {
 			for _, s := range srcs {
 				t.Run("from-"+s.tag(), func(t *testing.T) {
 					began := time.Now()
-					p := &matrixPair{src: sources[s], dst: dst, admin: cl, prefix: s.tag() + "-" + d.tag() + "-", mirror: "m-" + s.tag()}
+					p := &matrixPair{src: sources[s], dst: dst, admin: cl, prefix: s.tag() + "-" + d.tag() + "-", mirror: "m-" + s.tag(),
+						walk: s.zk && d == walkDest}
 					row := pairResult{src: s, dst: d, passed: p.run(t)}
 					row.mode, row.took = p.mode, time.Since(began)
 					rows = append(rows, row)
@@ -113,6 +117,7 @@ type matrixPair struct {
 	mirror   string
 	mode     string
 	txnEnd   map[int32]int64 // sentinel offsets of the transactional topic
+	walk     bool            // run the migration walk-through after the checks
 }
 
 func (p *matrixPair) topic(name string) string { return p.prefix + name }
@@ -131,6 +136,9 @@ func (p *matrixPair) run(t *testing.T) map[string]bool {
 	}
 	for _, name := range matrixChecks {
 		passed[name] = t.Run(name, checks[name])
+	}
+	if p.walk {
+		t.Run("migration walk-through", p.checkWalkthrough)
 	}
 	return passed
 }
