@@ -13,7 +13,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/instance/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
 )
@@ -94,7 +93,7 @@ func (p *matrixPair) checkWalkthrough(t *testing.T) {
 }
 
 func (p *matrixPair) newWalkthrough(t *testing.T) *walkthrough {
-	bin := instancetest.Binary(t)
+	bin := p.binary(t)
 	// The doc's commands call `kmirror`: put the binary on PATH under that name.
 	binDir := t.TempDir()
 	if err := os.Symlink(bin, filepath.Join(binDir, "kmirror")); err != nil {
