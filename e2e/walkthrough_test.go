@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
@@ -148,18 +149,25 @@ func (w *walkthrough) sh(t *testing.T, block string) (script, out string) {
 	return script, string(b)
 }
 
-// startProxy runs step 1's `kmirror proxy` line as a second instance until it serves, then
-// stops it (SIGTERM: it leaves the instances' group); the steps after it go to the matrix's
-// kmirror, which stands for the same deployment.
+// startProxy runs step 1's `kmirror proxy` line, with --mirroring=false added, until it
+// serves Kafka from the new cluster; then stops it. Its flags must parse and its listener
+// must answer. The added flag keeps it out of the instances' group: joining it rebalanced
+// the matrix's instance and took 15s under load. The steps after it go to the matrix's
+// instance, which stands for the deployment step 1 starts.
 func (w *walkthrough) startProxy(t *testing.T, line string) {
 	t.Helper()
 	line = strings.TrimSpace(line)
 	if !strings.HasPrefix(line, "kmirror proxy ") || strings.Contains(line, "\n") {
 		t.Fatalf("step 1 is not one `kmirror proxy` line: %q", line)
 	}
-	p := &process{t: t, bin: "sh", name: "walk-proxy", addr: w.listen, args: []string{"-c", "exec " + line}}
+	p := &process{t: t, bin: "sh", name: "walk-proxy", addr: w.listen, args: []string{"-c", "exec " + line + " --mirroring=false"}}
 	p.start()
 	t.Cleanup(p.kill)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := kadm.NewClient(kafkatest.NewClient(t, []string{w.listen})).ListTopics(ctx); err != nil {
+		t.Fatalf("metadata through step 1's kmirror: %v", err)
+	}
 	p.stop()
 }
 
