@@ -67,7 +67,7 @@ type walkthrough struct {
 	p      *matrixPair
 	dir    string // where the commands run (old.properties lands here)
 	km     string // the matrix's kmirror
-	listen string // step 1's second instance
+	listen string // step 1's kmirror
 	mirror string
 	group  string
 	topics []string
@@ -80,12 +80,17 @@ type walkthrough struct {
 func (p *matrixPair) checkWalkthrough(t *testing.T) {
 	w := p.newWalkthrough(t)
 	blocks := walkBlocks(t)
+	w.placeholders(t, blocks)
 	w.seed(t)
 	w.startProxy(t, w.commands(t, blocks[0]))
 	w.run(t, blocks[1])
 	w.run(t, blocks[2])
 	oldSide := w.consumeOnOld(t)
 	w.waitGroupSynced(t, blocks[2], len(oldSide))
+	for _, topic := range w.topics {
+		t.Logf("group %s's offsets of %s: source %v, destination %v", w.group, topic,
+			committedOffsets(t, p.src, w.group, topic), committedOffsets(t, p.dst, w.group, topic))
+	}
 	w.resumeThroughKM(t, oldSide)
 	ends := endsOf(t, p.src, w.topics[0])
 	w.run(t, blocks[3])
@@ -113,8 +118,19 @@ func (p *matrixPair) newWalkthrough(t *testing.T) *walkthrough {
 	return w
 }
 
-// commands is a block with the doc's placeholders replaced; each must be in it, so a doc
+// placeholders checks that the blocks use every placeholder the test replaces, so that a doc
 // that renames one fails here rather than running against something else.
+func (w *walkthrough) placeholders(t *testing.T, blocks []string) {
+	t.Helper()
+	all := strings.Join(blocks, "")
+	for i := 0; i < len(w.subst); i += 2 {
+		if !strings.Contains(all, w.subst[i]) {
+			t.Fatalf("the walk-through's commands in %s no longer have %q, which the test replaces: update both", walkDoc, w.subst[i])
+		}
+	}
+}
+
+// commands is a block with the doc's placeholders replaced (at least one must be in it).
 func (w *walkthrough) commands(t *testing.T, block string) string {
 	t.Helper()
 	var pairs []string
