@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator/compat"
+	"github.com/kmirror/kmirror/instance/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/mirrortest"
 	"github.com/kmirror/kmirror/internal/polltest"
@@ -59,6 +61,9 @@ var (
 	matrixDests   = []kafkaRelease{{"3.9.1", false}, {"4.0.0", false}, {"4.4.0", false}}
 	reducedSrcs   = []kafkaRelease{{"4.4.0", false}, {"3.6.2", true}}
 	reducedDests  = []kafkaRelease{{"4.4.0", false}}
+	// walkDest is where the ZooKeeper sources also run docs/versions.md's migration
+	// walk-through: the newest destination, the one both matrices have.
+	walkDest = kafkaRelease{"4.4.0", false}
 )
 
 // matrixChecks are the columns of the table, in order.
@@ -81,6 +86,11 @@ func TestVersionMatrix(t *testing.T) {
 	if os.Getenv("KMIRROR_MATRIX") == "full" {
 		srcs, dsts = matrixSources, matrixDests
 	}
+	// The walk-through's binary builds while the clusters start.
+	var binary func(testing.TB) string
+	if slices.ContainsFunc(srcs, func(s kafkaRelease) bool { return s.zk }) && slices.Contains(dsts, walkDest) {
+		binary = instancetest.BinaryLater(t)
+	}
 	// The sources live as long as the whole test (started here, on its goroutine).
 	sources := map[kafkaRelease]*kafkatest.Cluster{}
 	for _, s := range srcs {
@@ -95,7 +105,8 @@ func TestVersionMatrix(t *testing.T) {
 			for _, s := range srcs {
 				t.Run("from-"+s.tag(), func(t *testing.T) {
 					began := time.Now()
-					p := &matrixPair{src: sources[s], dst: dst, admin: cl, prefix: s.tag() + "-" + d.tag() + "-", mirror: "m-" + s.tag()}
+					p := &matrixPair{src: sources[s], dst: dst, admin: cl, prefix: s.tag() + "-" + d.tag() + "-", mirror: "m-" + s.tag(),
+						binary: binary, walk: s.zk && d == walkDest}
 					row := pairResult{src: s, dst: d, passed: p.run(t)}
 					row.mode, row.took = p.mode, time.Since(began)
 					rows = append(rows, row)
@@ -113,6 +124,8 @@ type matrixPair struct {
 	mirror   string
 	mode     string
 	txnEnd   map[int32]int64 // sentinel offsets of the transactional topic
+	walk     bool            // run the migration walk-through after the checks
+	binary   func(testing.TB) string
 }
 
 func (p *matrixPair) topic(name string) string { return p.prefix + name }
@@ -131,6 +144,9 @@ func (p *matrixPair) run(t *testing.T) map[string]bool {
 	}
 	for _, name := range matrixChecks {
 		passed[name] = t.Run(name, checks[name])
+	}
+	if p.walk {
+		t.Run("migration walk-through", p.checkWalkthrough)
 	}
 	return passed
 }

@@ -13,12 +13,30 @@ import (
 // cmd/kmirror in the test's temporary directory.
 func Binary(t testing.TB) string {
 	t.Helper()
+	return BinaryLater(t)(t)
+}
+
+// BinaryLater starts Binary's build in the background, so that it overlaps a test's slow
+// setup (cluster starts), and returns what waits for it. The build never outlives t.
+func BinaryLater(t testing.TB) func(testing.TB) string {
 	if bin := os.Getenv("KMIRROR_BIN"); bin != "" {
-		return bin
+		return func(testing.TB) string { return bin }
 	}
 	bin := filepath.Join(t.TempDir(), "kmirror")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/kmirror/kmirror/cmd/kmirror").CombinedOutput(); err != nil {
-		t.Fatalf("go build cmd/kmirror: %v\n%s", err, out)
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() {
+		defer close(done)
+		out, err = exec.Command("go", "build", "-o", bin, "github.com/kmirror/kmirror/cmd/kmirror").CombinedOutput()
+	}()
+	t.Cleanup(func() { <-done })
+	return func(t testing.TB) string {
+		t.Helper()
+		<-done
+		if err != nil {
+			t.Fatalf("go build cmd/kmirror: %v\n%s", err, out)
+		}
+		return bin
 	}
-	return bin
 }
