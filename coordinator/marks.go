@@ -151,22 +151,11 @@ func (m *marksTopic) ensure(ctx context.Context) error {
 	if m.created {
 		return nil
 	}
-	brokers, err := m.admin.ListBrokers(ctx)
+	rf, created, err := createCompactedTopic(ctx, m.admin, m.topic, 1, m.rf)
 	if err != nil {
-		return fmt.Errorf("coordinator: list destination brokers: %w", err)
+		return err
 	}
-	rf := min(m.rf, int16(len(brokers)))
-	resp, err := m.admin.CreateTopic(ctx, 1, rf, map[string]*string{
-		"cleanup.policy":      kadm.StringPtr("compact"),
-		"min.insync.replicas": kadm.StringPtr(fmt.Sprint(min(2, rf))),
-	}, m.topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("coordinator: create %s: %w", m.topic, err)
-	}
-	if err == nil {
+	if created {
 		m.log.Info("created the mirror marks topic", "topic", m.topic, "replication", rf)
 	}
 	m.created = true

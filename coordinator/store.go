@@ -233,22 +233,11 @@ func (s *Store) Changed() <-chan struct{} {
 
 // EnsureTopic creates the state topic if it does not exist.
 func (s *Store) EnsureTopic(ctx context.Context) error {
-	brokers, err := s.admin.ListBrokers(ctx)
+	rf, created, err := createCompactedTopic(ctx, s.admin, s.topic, s.partitions, s.rf)
 	if err != nil {
-		return fmt.Errorf("coordinator: list destination brokers: %w", err)
+		return err
 	}
-	rf := min(s.rf, int16(len(brokers)))
-	resp, err := s.admin.CreateTopic(ctx, s.partitions, rf, map[string]*string{
-		"cleanup.policy":      kadm.StringPtr("compact"),
-		"min.insync.replicas": kadm.StringPtr(fmt.Sprint(min(2, rf))),
-	}, s.topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("coordinator: create %s (%d partitions, replication %d): %w", s.topic, s.partitions, rf, err)
-	}
-	if err == nil {
+	if created {
 		s.log.Info("created mirror state topic", "topic", s.topic, "partitions", s.partitions, "replication", rf)
 	}
 	s.tail.ForceMetadataRefresh()
@@ -365,4 +354,31 @@ func (s *Store) waitApplied(ctx context.Context, want map[int32]int64) error {
 			return fmt.Errorf("coordinator: waiting for the mirror state to be read back: %w", ctx.Err())
 		}
 	}
+}
+
+// createCompactedTopic creates one of kmirror's own compacted topics (the
+// state topic, the marks topic) unless it exists. The replication factor is
+// capped at the destination's broker count so a small test or dev cluster
+// works, and min.insync.replicas at 2 so a write survives one broker loss.
+// It returns the replication asked for and whether this call created it.
+func createCompactedTopic(ctx context.Context, admin *kadm.Client, topic string, partitions int32, maxRF int16) (int16, bool, error) {
+	brokers, err := admin.ListBrokers(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("coordinator: list destination brokers: %w", err)
+	}
+	rf := min(maxRF, int16(len(brokers)))
+	resp, err := admin.CreateTopic(ctx, partitions, rf, map[string]*string{
+		"cleanup.policy":      kadm.StringPtr("compact"),
+		"min.insync.replicas": kadm.StringPtr(fmt.Sprint(min(2, rf))),
+	}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		return rf, false, nil
+	}
+	if err != nil {
+		return rf, false, fmt.Errorf("coordinator: create %s (%d partitions, replication %d): %w", topic, partitions, rf, err)
+	}
+	return rf, true, nil
 }

@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +20,7 @@ import (
 
 	"github.com/kmirror/kmirror/instance/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/metricstest"
 	"github.com/kmirror/kmirror/internal/mirrortest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
@@ -137,14 +135,12 @@ func disjoint(a, b map[string]bool) bool {
 // copying lists the partitions an instance copies, from its metrics (nil when its metrics
 // do not answer).
 func (p *process) copying() map[string]bool {
-	resp, err := http.Get("http://" + p.mAddr + "/metrics")
+	body, err := metricstest.Scrape(p.mAddr)
 	if err != nil {
 		return nil
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(bufio.NewReader(resp.Body))
 	out := map[string]bool{}
-	for _, m := range lagSeries.FindAllStringSubmatch(string(b), -1) {
+	for _, m := range lagSeries.FindAllStringSubmatch(body, -1) {
 		out[m[2]+"/"+m[1]] = true
 	}
 	return out

@@ -5,15 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/internal/syncbuf"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/internal/metricstest"
+	"github.com/kmirror/kmirror/internal/syncbuf"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -244,16 +244,11 @@ func TestInternalsRefusedThroughProxy(t *testing.T) {
 
 func scrape(t *testing.T, addr string) string {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://%s/metrics", addr))
+	body, err := metricstest.Scrape(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return body
 }
 
 // saslKmirror runs kmirror in front of a SASL destination, authenticating as the harness's

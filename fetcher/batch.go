@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/coordinator/datapath"
+	"github.com/kmirror/kmirror/internal/enumname"
 )
 
 const (
@@ -53,21 +54,15 @@ const (
 	CompressionZstd   Compression = 4
 )
 
-func (c Compression) String() string {
-	switch c {
-	case CompressionNone:
-		return "none"
-	case CompressionGzip:
-		return "gzip"
-	case CompressionSnappy:
-		return "snappy"
-	case CompressionLZ4:
-		return "lz4"
-	case CompressionZstd:
-		return "zstd"
-	}
-	return fmt.Sprintf("Compression(%d)", int8(c))
+var compressionNames = []string{
+	CompressionNone:   "none",
+	CompressionGzip:   "gzip",
+	CompressionSnappy: "snappy",
+	CompressionLZ4:    "lz4",
+	CompressionZstd:   "zstd",
 }
+
+func (c Compression) String() string { return enumname.Of(c, "Compression", compressionNames) }
 
 // Batch is one v2 record batch. Raw aliases the fetched bytes (the whole
 // batch, baseOffset through the last record); the other fields are decoded

@@ -353,14 +353,7 @@ func destinationTopicLimits(ctx context.Context, adm *kadm.Client, topic string)
 
 func describeTopicLimits(ctx context.Context, adm *kadm.Client, topic string) (topicLimits, error) {
 	l := topicLimits{maxMessageBytes: 1048588}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return l, fmt.Errorf("describe destination topic %s configs: %w", topic, err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err == nil {
-		err = rc.Err
-	}
+	rc, err := describeTopicConfigs(ctx, adm, topic)
 	if err != nil {
 		return l, fmt.Errorf("describe destination topic %s configs: %w", topic, err)
 	}

@@ -24,6 +24,8 @@ package fetcher
 
 import (
 	"fmt"
+
+	"github.com/kmirror/kmirror/internal/enumname"
 )
 
 type opKind int8
@@ -36,21 +38,15 @@ const (
 	opMarkers                         // n empty aborted transactions: invisible filler for offsets with no record
 )
 
-func (k opKind) String() string {
-	switch k {
-	case opAppend:
-		return "append"
-	case opRetentionFill:
-		return "retention filler"
-	case opBegin:
-		return "begin transaction"
-	case opEnd:
-		return "end transaction"
-	case opMarkers:
-		return "marker filler"
-	}
-	return fmt.Sprintf("opKind(%d)", int8(k))
+var opKindNames = []string{
+	opAppend:        "append",
+	opRetentionFill: "retention filler",
+	opBegin:         "begin transaction",
+	opEnd:           "end transaction",
+	opMarkers:       "marker filler",
 }
+
+func (k opKind) String() string { return enumname.Of(k, "opKind", opKindNames) }
 
 // op is one destination operation of a partition.
 type op struct {

@@ -165,14 +165,7 @@ func errOr(err, fallback error) error {
 }
 
 func copiedConfigs(ctx context.Context, src *kadm.Client, topic string, exclude func(string) bool) (map[string]*string, error) {
-	rcs, err := src.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("describe source topic %q configs: %w", topic, err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err == nil {
-		err = rc.Err
-	}
+	rc, err := describeTopicConfigs(ctx, src, topic)
 	if err != nil {
 		return nil, fmt.Errorf("describe source topic %q configs: %w", topic, err)
 	}
@@ -194,14 +187,7 @@ func prepareExisting(ctx context.Context, dst *kadm.Client, topic string, d kadm
 	if have > want {
 		return DestinationTopic{}, fmt.Errorf("destination topic %q has %d partitions, more than the source's %d; offsets cannot be mirrored into it: delete it or mirror into another cluster", topic, have, want)
 	}
-	rcs, err := dst.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return DestinationTopic{}, fmt.Errorf("describe destination topic %q configs: %w", topic, err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err == nil {
-		err = rc.Err
-	}
+	rc, err := describeTopicConfigs(ctx, dst, topic)
 	if err != nil {
 		return DestinationTopic{}, fmt.Errorf("describe destination topic %q configs: %w", topic, err)
 	}
@@ -247,4 +233,19 @@ func prepareExisting(ctx context.Context, dst *kadm.Client, topic string, d kadm
 		return DestinationTopic{}, err
 	}
 	return DestinationTopic{ID: d.ID, Partitions: want}, nil
+}
+
+// describeTopicConfigs describes one topic's configs: the request's error,
+// the topic missing from the answer, or the broker's error for it. Callers
+// say which cluster in their wrapping.
+func describeTopicConfigs(ctx context.Context, adm *kadm.Client, topic string) (kadm.ResourceConfig, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return kadm.ResourceConfig{}, err
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	return rc, err
 }

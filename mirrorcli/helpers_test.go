@@ -168,21 +168,22 @@ func exitCode(err error) int {
 // runMirrors runs `kmirror mirrors args...` in-process.
 func runMirrors(t *testing.T, args ...string) result {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	err := Mirrors(context.Background(), args, &out, &errOut)
-	if err != nil {
-		// As cmd/kmirror prints it.
-		fmt.Fprintf(&errOut, "kmirror mirrors: %v\n", err)
-	}
-	return result{code: exitCode(err), stdout: out.String(), stderr: errOut.String(), err: err}
+	return runCommand("mirrors", Mirrors, args)
 }
 
+// runDumpState runs `kmirror dump-state args...` in-process.
 func runDumpState(t *testing.T, args ...string) result {
 	t.Helper()
+	return runCommand("dump-state", DumpState, args)
+}
+
+// runCommand runs one kmirror subcommand in-process and prints its error
+// to stderr as cmd/kmirror does.
+func runCommand(name string, cmd func(context.Context, []string, io.Writer, io.Writer) error, args []string) result {
 	var out, errOut bytes.Buffer
-	err := DumpState(context.Background(), args, &out, &errOut)
+	err := cmd(context.Background(), args, &out, &errOut)
 	if err != nil {
-		fmt.Fprintf(&errOut, "kmirror dump-state: %v\n", err)
+		fmt.Fprintf(&errOut, "kmirror %s: %v\n", name, err)
 	}
 	return result{code: exitCode(err), stdout: out.String(), stderr: errOut.String(), err: err}
 }

@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"os"
 	"regexp"
 	"strconv"
@@ -29,6 +28,7 @@ import (
 	"github.com/kmirror/kmirror/instance"
 	"github.com/kmirror/kmirror/instance/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/metricstest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/internal/syncbuf"
 )
@@ -154,17 +154,15 @@ func caughtUp(p PartitionJSON) bool {
 // metric returns the value of a kmirror_mirror_* series for a partition of
 // the mirror dr, if the instance exports it.
 func (e *promoteEnv) metric(name, topic string, partition int32) (float64, bool, string) {
-	resp, err := http.Get("http://" + e.in.Proxy.MetricsAddr() + "/metrics")
+	body, err := metricstest.Scrape(e.in.Proxy.MetricsAddr())
 	if err != nil {
 		return 0, false, err.Error()
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
 	re := regexp.MustCompile(`(?m)^` + name + `\{[^}]*mirror="dr"[^}]*partition="` + strconv.Itoa(int(partition)) + `"[^}]*topic="` + topic + `"[^}]*\} ([0-9.e+-]+)$`)
-	m := re.FindStringSubmatch(string(body))
+	m := re.FindStringSubmatch(body)
 	if m == nil {
 		var lines []string
-		for _, l := range strings.Split(string(body), "\n") {
+		for _, l := range strings.Split(body, "\n") {
 			if strings.Contains(l, "at_risk") {
 				lines = append(lines, l)
 			}

@@ -6,15 +6,15 @@ import (
 	"crypto/x509"
 	"encoding/binary"
 	"encoding/json"
-	"github.com/kmirror/kmirror/internal/syncbuf"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/internal/metricstest"
+	"github.com/kmirror/kmirror/internal/syncbuf"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -277,16 +277,11 @@ func TestAuthzKfakeSASL(t *testing.T) {
 
 func scrapeMetrics(t *testing.T, p *Proxy) string {
 	t.Helper()
-	resp, err := http.Get("http://" + p.MetricsAddr() + "/metrics")
+	body, err := metricstest.Scrape(p.MetricsAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return body
 }
 
 // TestAuthzMTLSPolicy: where the proxy terminates mutual TLS, the local mtls_policy decides

@@ -1,12 +1,11 @@
 package proxy
 
 import (
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/metricstest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
 )
@@ -31,13 +30,10 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}()
 	polltest.Until(t, 10*time.Second, "metrics to include the connection errors", func() bool {
-		resp, err := http.Get("http://" + p.MetricsAddr() + "/metrics")
-		if err != nil {
-			t.Fatalf("scrape: %v", err)
+		var err error
+		if body, err = metricstest.Scrape(p.MetricsAddr()); err != nil {
+			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		body = string(b)
 		return strings.Contains(body, `kmirror_proxy_request_errors_total{api="Metadata",api_key="3"} 1`)
 	})
 	for _, want := range []string{

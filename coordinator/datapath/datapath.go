@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/kmirror/kmirror/internal/enumname"
 )
 
 // StopHow says why a partition's copy stops.
@@ -31,17 +33,13 @@ const (
 	StopFailover
 )
 
-func (h StopHow) String() string {
-	switch h {
-	case StopHandover:
-		return "handover"
-	case StopPause:
-		return "pause"
-	case StopFailover:
-		return "failover"
-	}
-	return fmt.Sprintf("StopHow(%d)", int8(h))
+var stopHowNames = []string{
+	StopHandover: "handover",
+	StopPause:    "pause",
+	StopFailover: "failover",
 }
+
+func (h StopHow) String() string { return enumname.Of(h, "StopHow", stopHowNames) }
 
 // Producer is a destination producer id and epoch: the writer identity of
 // the data path (a partition's idempotent data writer, the owner's fencing
@@ -68,17 +66,13 @@ const (
 	EventGapFilled
 )
 
-func (k EventKind) String() string {
-	switch k {
-	case EventFailed:
-		return "failed"
-	case EventFenced:
-		return "fenced"
-	case EventGapFilled:
-		return "retention gap filled"
-	}
-	return fmt.Sprintf("EventKind(%d)", int8(k))
+var eventKindNames = []string{
+	EventFailed:    "failed",
+	EventFenced:    "fenced",
+	EventGapFilled: "retention gap filled",
 }
+
+func (k EventKind) String() string { return enumname.Of(k, "EventKind", eventKindNames) }
 
 // Event reports a change of a running copy to whoever started it.
 type Event struct {

@@ -95,18 +95,12 @@ func SyncTopicConfigs(ctx context.Context, src, dst *kadm.Client, topics []strin
 	}
 	var errs []error
 	for _, topic := range topics {
-		s, err := srcConfigs.On(topic, nil)
-		if err == nil {
-			err = s.Err
-		}
+		s, err := topicConfigs(srcConfigs, topic)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: describing its configs on the source: %w", topic, err))
 			continue
 		}
-		d, err := dstConfigs.On(topic, nil)
-		if err == nil {
-			err = d.Err
-		}
+		d, err := topicConfigs(dstConfigs, topic)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: describing its configs on the destination: %w", topic, err))
 			continue
@@ -150,4 +144,14 @@ func describeChanges(cs []kadm.AlterConfig) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// topicConfigs is topic's entry of a describe: the describe's error for the
+// topic (missing from the answer), or the broker's error for it.
+func topicConfigs(described kadm.ResourceConfigs, topic string) (kadm.ResourceConfig, error) {
+	c, err := described.On(topic, nil)
+	if err == nil {
+		err = c.Err
+	}
+	return c, err
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/coordinator/datapath"
+	"github.com/kmirror/kmirror/internal/enumname"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -36,21 +37,15 @@ const (
 	TypeMirrorSync     RecordType = 5 // see sync.go
 )
 
-func (t RecordType) String() string {
-	switch t {
-	case TypeMirrorConfig:
-		return "MirrorConfig"
-	case TypeMirrorTopic:
-		return "MirrorTopic"
-	case TypePartitionState:
-		return "MirrorPartitionState"
-	case TypeGroupSync:
-		return "MirrorGroupSync"
-	case TypeMirrorSync:
-		return "MirrorSync"
-	}
-	return fmt.Sprintf("RecordType(%d)", int8(t))
+var recordTypeNames = []string{
+	TypeMirrorConfig:   "MirrorConfig",
+	TypeMirrorTopic:    "MirrorTopic",
+	TypePartitionState: "MirrorPartitionState",
+	TypeGroupSync:      "MirrorGroupSync",
+	TypeMirrorSync:     "MirrorSync",
 }
+
+func (t RecordType) String() string { return enumname.Of(t, "RecordType", recordTypeNames) }
 
 const (
 	keyVersion   int16 = 0

@@ -9,8 +9,6 @@ package syncjobs_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,6 +22,7 @@ import (
 	"github.com/kmirror/kmirror/instance"
 	"github.com/kmirror/kmirror/instance/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/metricstest"
 	"github.com/kmirror/kmirror/internal/mirrortest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/mirrorcli"
@@ -313,18 +312,16 @@ func (e *syncEnv) groupOffsets(t *testing.T) {
 	if jsonAge == nil {
 		t.Fatalf("--json has no last_sync_age_ms for gs-billing: %+v", js.Mirrors[0].Groups)
 	}
-	resp, err := http.Get("http://" + e.in.Proxy.MetricsAddr() + "/metrics")
+	body, err := metricstest.Scrape(e.in.Proxy.MetricsAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
 	series := regexp.MustCompile(`(?m)^kmirror_mirror_group_sync_age_seconds\{[^}]*group="gs-billing"[^}]*mirror="gs"[^}]*\} ([0-9.e+-]+)$`)
-	if s := series.FindStringSubmatch(string(body)); s == nil {
-		t.Fatalf("no group sync age metric for gs-billing in:\n%s", grep(string(body), "kmirror_mirror_"))
+	if s := series.FindStringSubmatch(body); s == nil {
+		t.Fatalf("no group sync age metric for gs-billing in:\n%s", grep(body, "kmirror_mirror_"))
 	}
-	if !regexp.MustCompile(`(?m)^kmirror_mirror_sync_failing\{[^}]*job="groups"[^}]*mirror="gs"[^}]*\} 0$`).MatchString(string(body)) {
-		t.Fatalf("no healthy groups job metric in:\n%s", grep(string(body), "kmirror_mirror_sync"))
+	if !regexp.MustCompile(`(?m)^kmirror_mirror_sync_failing\{[^}]*job="groups"[^}]*mirror="gs"[^}]*\} 0$`).MatchString(body) {
+		t.Fatalf("no healthy groups job metric in:\n%s", grep(body, "kmirror_mirror_sync"))
 	}
 }
 
