@@ -68,11 +68,17 @@ func (b *Backend) createMirror(ctx context.Context, req *protocol.CreateMirrorRe
 		return protocol.ErrMirrorAlreadyExists.WithMessage("mirror %q already exists (or is still being deleted); describe it, or choose another name", req.MirrorName)
 	}
 
-	clusterID, err := checkedClusterID(ctx, configs, resolved)
+	// One connection to the source answers both checks: its cluster id and its release.
+	src, err := oneOffSourceClient(resolved)
 	if err != nil {
 		return err
 	}
-	if err := compat.RefuseConfigs(ctx, b.Log, req.MirrorName, resolved, b.Destination); err != nil {
+	defer src.Close()
+	clusterID, err := checkedClusterID(ctx, src, configs)
+	if err != nil {
+		return err
+	}
+	if err := compat.Refuse(ctx, b.Log, req.MirrorName, src, b.Destination); err != nil {
 		return err
 	}
 	if err := b.Coord.EnsureStateTopic(ctx); err != nil {
@@ -89,34 +95,20 @@ func (b *Backend) createMirror(ctx context.Context, req *protocol.CreateMirrorRe
 	return nil
 }
 
-// checkedClusterID is the source's cluster id, which must be the
-// source.cluster.id the operator gave, if any.
-func checkedClusterID(ctx context.Context, configs, resolved map[string]string) (string, error) {
-	clusterID, err := sourceClusterID(ctx, resolved)
+// checkedClusterID is the cluster id of the source reached through src,
+// which must be the source.cluster.id the operator gave, if any. A source
+// that cannot be reached is refused now rather than failing later.
+func checkedClusterID(ctx context.Context, src *kgo.Client, configs map[string]string) (string, error) {
+	clusterID, err := sourceclient.ClusterID(ctx, src)
 	if err != nil {
-		return "", err
+		return "", protocol.ErrInvalidConfig.WithMessage("cannot reach the source cluster at %s: %v; check bootstrap.servers and the security configs",
+			configs["bootstrap.servers"], err)
 	}
 	if want := configs["source.cluster.id"]; want != "" && want != clusterID {
 		return "", protocol.ErrInvalidConfig.WithMessage("source.cluster.id is %s but the cluster at %s reports %s; fix bootstrap.servers or source.cluster.id",
 			want, configs["bootstrap.servers"], clusterID)
 	}
 	return clusterID, nil
-}
-
-// sourceClusterID connects once with the given configs: a mirror whose
-// source cannot be reached is refused now rather than failing later.
-func sourceClusterID(ctx context.Context, configs map[string]string) (string, error) {
-	cl, err := oneOffSourceClient(configs)
-	if err != nil {
-		return "", err
-	}
-	defer cl.Close()
-	id, err := sourceclient.ClusterID(ctx, cl)
-	if err != nil {
-		return "", protocol.ErrInvalidConfig.WithMessage("cannot reach the source cluster at %s: %v; check bootstrap.servers and the security configs",
-			configs["bootstrap.servers"], err)
-	}
-	return id, nil
 }
 
 // oneOffSourceClient is a client of the source the configs (resolved)

@@ -38,7 +38,12 @@ func (b *Backend) recoverState(ctx context.Context, name string, configs, stored
 	if lost == nil {
 		return protocol.ErrInvalidRequest.WithMessage("mirror %q has no lost state to recover; `kmirror mirrors --list` names the mirrors whose state was lost", name)
 	}
-	clusterID, err := checkedClusterID(ctx, configs, resolved)
+	src, err := oneOffSourceClient(resolved)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	clusterID, err := checkedClusterID(ctx, src, configs)
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
-	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -54,21 +52,6 @@ func Describe(ctx context.Context, src *kgo.Client, dst *kadm.Client) *string {
 		s = p.String()
 	}
 	return &s
-}
-
-// RefuseConfigs is Refuse for a mirror not created yet, whose source is reached with the
-// resolved mirror configs.
-func RefuseConfigs(ctx context.Context, log *slog.Logger, mirror string, configs map[string]string, dst *kadm.Client) error {
-	opts, err := sourceclient.Options(mirrorconfig.Parse(configs))
-	if err != nil {
-		return protocol.ErrInvalidConfig.WithMessage("%v", err)
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return protocol.ErrInvalidConfig.WithMessage("source client: %v", err)
-	}
-	defer cl.Close()
-	return Refuse(ctx, log, mirror, cl, dst)
 }
 
 // RefuseTopic refuses a source topic stored in v0/v1 message sets (CheckTopicFormat), read
