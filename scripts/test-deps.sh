@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs beyond Go: Java 17+ and Maven (real Apache Kafka
-# brokers and Kafka's own tools, resolved from Maven Central) and kcat (librdkafka
-# client tests). Debian packages via apt-get when run as root; otherwise it says what
+# brokers and Kafka's own tools, resolved from Maven Central), kcat (librdkafka
+# client tests), HAProxy, Prometheus (promtool) and Chromium (operability tests). Debian packages via apt-get when run as root; otherwise it says what
 # to install. KMIRROR_SKIP_REAL_KAFKA=1 lets local work go on without Java (never in CI).
 set -euo pipefail
 
@@ -14,6 +14,10 @@ pkgs=()
 have_java17 || pkgs+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
 command -v kcat >/dev/null 2>&1 || pkgs+=(kcat)
+# Real infrastructure of the operability tests (docs/deploy.md, docs/observability.md).
+command -v haproxy >/dev/null 2>&1 || pkgs+=(haproxy)
+command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus)
+command -v chromium >/dev/null 2>&1 || pkgs+=(chromium)
 
 if ((${#pkgs[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
