@@ -1,0 +1,194 @@
+// Package faultnet puts a Toxiproxy proxy in front of every broker of a real
+// test cluster, so that tests and benchmarks can add latency, bandwidth caps,
+// resets and blackholes between kmirror and that cluster (issues 17 and 18).
+//
+// The brokers advertise the proxies on a listener of their own
+// (kafkatest.WithListener), so every client that bootstraps to Addrs() reaches
+// every broker through its proxy, while the cluster's other listeners stay
+// direct. The chicken-and-egg of addresses is solved in two steps: the proxies
+// listen first (their addresses go into the brokers' advertised listener), and
+// Connect points them at the broker ports once the cluster runs.
+//
+// Toxiproxy is used as a library (github.com/Shopify/toxiproxy/v2): the
+// well-kept fault proxy Shopify runs in its own resiliency tests, with the
+// toxics a Kafka link needs (latency with jitter, bandwidth, reset_peer,
+// timeout, slow_close, slicer) already written and tested.
+package faultnet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/kmirror/kmirror/internal/kafkatest"
+)
+
+// parked is where a proxy points before Connect: a port nothing listens on, so
+// a client that connects too early is refused at once instead of reaching
+// something else.
+const parked = "127.0.0.1:1"
+
+// Front is one Toxiproxy proxy per broker of one cluster.
+type Front struct {
+	listener string
+	mu       sync.Mutex
+	proxies  []*toxiproxy.Proxy
+}
+
+// New starts n proxies on loopback (one per broker, in broker order) that are
+// stopped when the test ends. Use Listener when starting the cluster and
+// Connect after it.
+func New(t testing.TB, listener string, n int) *Front {
+	t.Helper()
+	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	f := &Front{listener: listener}
+	for i := range n {
+		p := toxiproxy.NewProxy(server, fmt.Sprintf("%s-%d", strings.ToLower(listener), i), "127.0.0.1:0", parked)
+		if err := p.Start(); err != nil {
+			f.Close()
+			t.Fatalf("faultnet: start proxy %d: %v", i, err)
+		}
+		f.proxies = append(f.proxies, p)
+	}
+	t.Cleanup(f.Close)
+	return f
+}
+
+// Listener is the kafkatest option that gives every broker a listener named
+// like the Front, advertised at broker i's proxy.
+func (f *Front) Listener() kafkatest.Option {
+	addrs := f.Addrs()
+	return kafkatest.WithListener(f.listener, func(i int) string { return addrs[i] })
+}
+
+// Connect points each proxy at its broker's port of the Front's listener.
+func (f *Front) Connect(t testing.TB, c *kafkatest.Cluster) {
+	t.Helper()
+	upstreams := c.Real().ListenerAddrs(f.listener)
+	if len(upstreams) != len(f.proxies) {
+		t.Fatalf("faultnet: %d proxies for %d brokers on listener %s", len(f.proxies), len(upstreams), f.listener)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, p := range f.proxies {
+		// Update restarts the proxy on the same address (Listen holds the bound port).
+		if err := p.Update(&toxiproxy.Proxy{Listen: p.Listen, Upstream: upstreams[i], Enabled: true}); err != nil {
+			t.Fatalf("faultnet: connect proxy %d to %s: %v", i, upstreams[i], err)
+		}
+	}
+}
+
+// Addrs are the proxies' addresses, in broker order: a bootstrap list that
+// reaches the cluster through the faults.
+func (f *Front) Addrs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, len(f.proxies))
+	for i, p := range f.proxies {
+		out[i] = p.Listen
+	}
+	return out
+}
+
+// Len is the number of proxies (brokers).
+func (f *Front) Len() int { return len(f.proxies) }
+
+// Toxic is one Toxiproxy toxic: Type is one of latency, bandwidth,
+// reset_peer, timeout, slow_close, slicer, limit_data; Stream is "upstream"
+// (towards the broker) or "downstream" (towards the client, the default);
+// Toxicity is the share of connections it applies to (0 means 1); Attributes
+// are the type's own (e.g. latency, jitter in ms; rate in KB/s; timeout in ms).
+type Toxic struct {
+	Name       string         `json:"name"`
+	Type       string         `json:"type"`
+	Stream     string         `json:"stream,omitempty"`
+	Toxicity   float32        `json:"toxicity"`
+	Attributes map[string]any `json:"attributes,omitempty"`
+}
+
+// Add adds a toxic to broker i's proxy. Existing connections get it too.
+func (f *Front) Add(i int, tx Toxic) error {
+	if tx.Toxicity == 0 {
+		tx.Toxicity = 1
+	}
+	if tx.Stream == "" {
+		tx.Stream = "downstream"
+	}
+	body, err := json.Marshal(tx)
+	if err != nil {
+		return fmt.Errorf("faultnet: encode toxic %s: %w", tx.Name, err)
+	}
+	if _, err := f.proxy(i).Toxics.AddToxicJson(strings.NewReader(string(body))); err != nil {
+		return fmt.Errorf("faultnet: add toxic %s (%s) to proxy %d: %w", tx.Name, tx.Type, i, err)
+	}
+	return nil
+}
+
+// AddAll adds the same toxic to every proxy.
+func (f *Front) AddAll(tx Toxic) error {
+	for i := range f.proxies {
+		if err := f.Add(i, tx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Remove removes a toxic by name from broker i's proxy.
+func (f *Front) Remove(i int, name string) error {
+	if err := f.proxy(i).Toxics.RemoveToxic(context.Background(), name); err != nil {
+		return fmt.Errorf("faultnet: remove toxic %s from proxy %d: %w", name, i, err)
+	}
+	return nil
+}
+
+// Reset removes every toxic from every proxy.
+func (f *Front) Reset() {
+	for _, p := range f.snapshot() {
+		p.Toxics.ResetToxics(context.Background())
+	}
+}
+
+// Latency gives every proxy a round trip of rtt ms (half each way) with the
+// given jitter (ms, each way): the WAN between kmirror and the cluster.
+func (f *Front) Latency(rttMs, jitterMs int) error {
+	for _, stream := range []string{"upstream", "downstream"} {
+		if err := f.AddAll(Toxic{Name: "latency_" + stream, Type: "latency", Stream: stream,
+			Attributes: map[string]any{"latency": rttMs / 2, "jitter": jitterMs}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Bandwidth caps each proxy's downstream (broker to client) at kbps KB/s.
+func (f *Front) Bandwidth(kbps int) error {
+	return f.AddAll(Toxic{Name: "bandwidth_downstream", Type: "bandwidth", Stream: "downstream",
+		Attributes: map[string]any{"rate": kbps}})
+}
+
+// Close stops every proxy and closes its connections.
+func (f *Front) Close() {
+	for _, p := range f.snapshot() {
+		p.Stop()
+	}
+}
+
+func (f *Front) proxy(i int) *toxiproxy.Proxy {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.proxies[i]
+}
+
+func (f *Front) snapshot() []*toxiproxy.Proxy {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*toxiproxy.Proxy(nil), f.proxies...)
+}
