@@ -137,7 +137,7 @@ func registerSyncMetrics(meter metric.Meter, store *Store) error {
 		return fmt.Errorf("coordinator metrics: %w", err)
 	}
 	groups, err := meter.Int64ObservableGauge("kmirror.mirror.groups",
-		metric.WithDescription("Consumer groups whose offsets the mirror syncs, by sync state (SYNCED, ACTIVE on the destination, IDLE, FAILED)."))
+		metric.WithDescription("Consumer groups whose offsets the mirror syncs, by sync state (SYNCED, BEHIND the copy, ACTIVE on the destination, IDLE, FAILED)."))
 	if err != nil {
 		return fmt.Errorf("coordinator metrics: %w", err)
 	}

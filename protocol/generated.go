@@ -812,7 +812,7 @@ func (v *DescribeMirrorsResponseMirror) readFrom(d *decoder) {
 // mirror copies.
 type DescribeMirrorsResponseGroup struct {
 	Name          string
-	State         string // SYNCED, ACTIVE, IDLE or FAILED
+	State         string // SYNCED, BEHIND, ACTIVE, IDLE or FAILED
 	LastSyncAgeMs int64  // since the group was last known in sync; -1 never
 	Partitions    int32  // partitions kept in sync
 	Message       *string

@@ -21,6 +21,13 @@
 //     offset validation) and the source's metadata, unless the destination
 //     already holds exactly that.
 //
+// A group is SYNCED only when no offset had to be lowered to the
+// destination's high watermark: operators move a consumer once describe
+// shows SYNCED (docs/versions.md's migration), and a lowered offset would
+// make it read records again. Until the copy reaches the source's offsets
+// the group is BEHIND, committed at the high watermark all the same (a
+// consumer moved in a disaster re-reads rather than finds nothing).
+//
 // STOPPED partitions (failed over) are never written: their destination
 // offsets are the destination's own progress now. PAUSED, PREPARING,
 // STOPPING and FAILED partitions are not written either: a paused topic
@@ -280,6 +287,9 @@ type GroupPlan struct {
 	InSync      int32        // partitions already equal on the destination
 	NotSyncable int32        // committed partitions that are not MIRRORING
 	NoBounds    int32        // MIRRORING partitions whose log offsets are unknown
+	// Behind counts the partitions (in Commit or InSync) whose source
+	// offset is past the destination's high watermark: clamped down to it.
+	Behind int32
 }
 
 // Plan compares a group's source offsets with its destination offsets.
@@ -306,6 +316,9 @@ func Plan(src, dst kadm.OffsetResponses, topics Syncable, logs map[string]map[in
 				continue
 			}
 			want := b.Clamp(o.At)
+			if want < o.At {
+				p.Behind++
+			}
 			if cur, ok := dst.Lookup(topic, part); ok && cur.Err == nil && cur.At == want && cur.Metadata == o.Metadata {
 				p.InSync++
 				continue
@@ -361,6 +374,10 @@ func (p GroupPlan) outcome(committed int, commitErr error) Outcome {
 	}
 	out := Outcome{State: statetopic.GroupSynced, Partitions: synced}
 	var notes []string
+	if p.Behind > 0 {
+		out.State, out.Partitions = statetopic.GroupBehind, max(0, synced-p.Behind)
+		notes = append(notes, fmt.Sprintf("%d committed partitions are past what the copy has reached: committed at the destination's high watermark for now, so a consumer started on the destination would read some records again; SYNCED once the copy reaches them", p.Behind))
+	}
 	if p.NotSyncable > 0 {
 		notes = append(notes, fmt.Sprintf("%d committed partitions are not MIRRORING (stopped, paused or not ready) and are left alone", p.NotSyncable))
 	}

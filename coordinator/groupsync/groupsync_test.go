@@ -126,18 +126,23 @@ func TestPlan(t *testing.T) {
 	)
 	p := Plan(src, nil, syncable, logs)
 	want := kadm.Offsets{"orders": {0: {Topic: "orders", Partition: 0, At: 100, LeaderEpoch: -1, Metadata: "m"}}}
-	if !reflect.DeepEqual(p.Commit, want) || p.InSync != 0 || p.NotSyncable != 3 || p.NoBounds != 1 {
-		t.Fatalf("plan %+v, want commit %v with epoch -1, 3 not syncable, 1 without bounds", p, want)
+	if !reflect.DeepEqual(p.Commit, want) || p.InSync != 0 || p.NotSyncable != 3 || p.NoBounds != 1 || p.Behind != 1 {
+		t.Fatalf("plan %+v, want commit %v with epoch -1, 3 not syncable, 1 without bounds, 1 behind", p, want)
 	}
-	// Below the destination log start: clamped up.
+	// Below the destination log start: clamped up, in sync (those records are gone).
 	p = Plan(offsets(kadm.Offset{Topic: "orders", Partition: 0, At: 3}), nil, syncable, logs)
-	if got := p.Commit["orders"][0].At; got != 10 {
-		t.Fatalf("offset 3 below log start 10 committed as %d", got)
+	if got := p.Commit["orders"][0].At; got != 10 || p.Behind != 0 {
+		t.Fatalf("offset 3 below log start 10 committed as %d (%+v)", got, p)
 	}
-	// Equal offset and metadata: nothing to commit, whatever the epoch.
+	// At the high watermark exactly: not behind.
+	if p = Plan(offsets(kadm.Offset{Topic: "orders", Partition: 0, At: 100}), nil, syncable, logs); p.Behind != 0 {
+		t.Fatalf("offset 100 at high watermark 100 counted behind: %+v", p)
+	}
+	// Equal offset and metadata: nothing to commit, whatever the epoch; still
+	// behind when that offset is the clamped one.
 	dst := offsets(kadm.Offset{Topic: "orders", Partition: 0, At: 100, LeaderEpoch: 12, Metadata: "m"})
 	p = Plan(src, dst, syncable, logs)
-	if len(p.Commit) != 0 || p.InSync != 1 {
+	if len(p.Commit) != 0 || p.InSync != 1 || p.Behind != 1 {
 		t.Fatalf("unchanged offset re-committed: %+v", p)
 	}
 	// Metadata differs: committed.
@@ -157,6 +162,7 @@ func TestOutcome(t *testing.T) {
 	}{
 		"synced":        {GroupPlan{InSync: 2}, 1, nil, statetopic.GroupSynced, ""},
 		"partly":        {GroupPlan{InSync: 1, NotSyncable: 2}, 0, nil, statetopic.GroupSynced, "2 committed partitions are not MIRRORING"},
+		"behind":        {GroupPlan{InSync: 1, Behind: 2}, 1, nil, statetopic.GroupBehind, "2 committed partitions are past what the copy has reached"},
 		"idle":          {GroupPlan{NotSyncable: 2}, 0, nil, statetopic.GroupIdle, "none of its 2 committed partitions"},
 		"no bounds":     {GroupPlan{NoBounds: 1}, 0, nil, statetopic.GroupFailed, "could not be read"},
 		"joined":        {GroupPlan{}, 0, kerr.UnknownMemberID, statetopic.GroupActive, "got members on the destination"},

@@ -26,8 +26,16 @@ type GroupSyncState string
 
 const (
 	// GroupSynced: every MIRRORING partition the group committed on the
-	// source has the same (clamped) offset on the destination.
+	// source has the same offset on the destination (raised to the
+	// destination's log start where the source's is below it): a consumer
+	// started on the destination resumes exactly where it stopped.
 	GroupSynced GroupSyncState = "SYNCED"
+	// GroupBehind: the group committed, on some MIRRORING partition, past
+	// what the copy has reached. Those partitions are committed at the
+	// destination's high watermark for now (never past the mirrored data),
+	// so a consumer started there now would read some records again; the
+	// group is SYNCED once the copy reaches its offsets.
+	GroupBehind GroupSyncState = "BEHIND"
 	// GroupActive: the group has members on the destination; its offsets
 	// there are left alone.
 	GroupActive GroupSyncState = "ACTIVE"

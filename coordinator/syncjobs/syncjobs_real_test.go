@@ -293,6 +293,11 @@ func (e *syncEnv) groupOffsets(t *testing.T) {
 	if group(m, "gs-skip-me") != nil {
 		t.Fatalf("describe lists the excluded group: %+v", m.Groups)
 	}
+	// Committed past the copy: held at the destination's end, and not SYNCED
+	// (a consumer moved now would re-read).
+	if g := group(m, "gs-ahead"); g == nil || g.State != "BEHIND" || g.Partitions != 0 || !strings.Contains(deref(g.Message), "past what the copy has reached") {
+		t.Fatalf("describe shows gs-ahead, committed at 5000 with the copy at 100, as %+v, want BEHIND with 0 partitions in sync", g)
+	}
 	// What `kmirror mirrors --describe [--json]` prints of it.
 	var table strings.Builder
 	if err := mirrorcli.RenderDescribeTable(&table, &protocol.DescribeMirrorsResponse{Mirrors: []protocol.DescribeMirrorsResponseMirror{m}}, false); err != nil {
