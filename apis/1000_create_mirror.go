@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator"
-	"github.com/kmirror/kmirror/coordinator/compat"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
@@ -78,7 +77,7 @@ func (b *Backend) createMirror(ctx context.Context, req *protocol.CreateMirrorRe
 	if err != nil {
 		return err
 	}
-	if err := compat.Refuse(ctx, b.Log, req.MirrorName, src, b.Destination); err != nil {
+	if err := b.compat.Refuse(ctx, b.Log, req.MirrorName, true, src, b.Destination); err != nil {
 		return err
 	}
 	if err := b.Coord.EnsureStateTopic(ctx); err != nil {
