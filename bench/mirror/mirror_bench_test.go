@@ -78,6 +78,13 @@ var (
 	paths           = []string{"raw-produce", "kmirror", "mirrormaker2"}
 )
 
+// benchCase reports whether the case runs: every case, or those KMIRROR_BENCH_CASES names
+// ("zstd/64,none/1"), for paired rounds of the cases in question alone.
+func benchCase(codec string, parts int32) bool {
+	only := os.Getenv("KMIRROR_BENCH_CASES")
+	return only == "" || slices.Contains(strings.Split(only, ","), fmt.Sprintf("%s/%d", codec, parts))
+}
+
 // env is what every run shares.
 type env struct {
 	src, dst *kafkatest.Cluster
@@ -150,6 +157,9 @@ func BenchmarkMirror(b *testing.B) {
 	turn := 0
 	for _, c := range codecs {
 		for _, parts := range partitionCounts {
+			if !benchCase(c.name, parts) {
+				continue
+			}
 			for round := 1; round <= int(mirrorRounds); round++ {
 				// A round copies a source topic of its own (the same records):
 				// every path writes a fresh destination topic.

@@ -463,6 +463,11 @@ func startKmirror(b *testing.B, e *env, bin, name string) *kmirrorProc {
 		b.Fatal(err)
 	}
 	k.cmd.Stdout, k.cmd.Stderr = logf, logf
+	if dir := os.Getenv("KMIRROR_BENCH_CPUPROFILE"); dir != "" {
+		// The copier's CPU profile over its whole life (cmd/kmirror/cpuprofile.go), one
+		// file per binary and case: `go tool pprof -diff_base` compares two builds.
+		k.cmd.Env = append(os.Environ(), "KMIRROR_CPUPROFILE="+filepath.Join(dir, filepath.Base(bin)+"-"+name+".pprof"))
+	}
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := k.cmd.Start(); err != nil {
 		logf.Close()
