@@ -89,6 +89,10 @@ func runKmirrorBinary(ctx context.Context, b *testing.B, e *env, s spec, bin, pa
 	add.MirrorName = mirror
 	add.Topics = []protocol.AddTopicsToMirrorRequestTopic{{Name: s.topic, NumPartitions: -1}}
 	began := time.Now()
+	cpuAdd, err := cpuOf(k.pid())
+	if err != nil {
+		b.Fatal(err)
+	}
 	if ar := request[*protocol.AddTopicsToMirrorResponse](ctx, b, adm, add); ar.ErrorCode != 0 || len(ar.Topics) != 1 || ar.Topics[0].ErrorCode != 0 {
 		b.Fatalf("add %s to mirror: %s %+v", s.topic, deref(ar.ErrorMessage), ar.Topics)
 	}
@@ -101,6 +105,7 @@ func runKmirrorBinary(ctx context.Context, b *testing.B, e *env, s spec, bin, pa
 		return r
 	}
 	r.setWindow(began, w)
+	r.cpuFromAdd = w.cpuDone - cpuAdd
 	b.Logf("%s: %s", path, w.describe(s.bytes))
 	r.p50, r.p99 = probeLag(ctx, b, e.src, s.topic, e.dst, s.topic, s)
 	if r.rss, err = peakRSS(k.pid()); err != nil {
