@@ -102,3 +102,20 @@ func TestOneKeyReadersAgreeWithParse(t *testing.T) {
 		}
 	}
 }
+
+// What a partition worker's event cost in config reading before (Parse) and after (the
+// three retry keys): bench/README.md's architecture section.
+func BenchmarkRetryKeys(b *testing.B) {
+	configs := map[string]string{"bootstrap.servers": "b:9092", "topics.include": "orders.*,payments", "groups.include": ".*"}
+	b.Run("Parse", func(b *testing.B) {
+		for b.Loop() {
+			_ = Parse(configs).RetryMaxAttempts
+		}
+	})
+	b.Run("keys", func(b *testing.B) {
+		for b.Loop() {
+			_ = Millis(configs, "failed.retry.initial.backoff.ms") + Millis(configs, "failed.retry.max.backoff.ms")
+			_ = Number(configs, "failed.retry.max.attempts")
+		}
+	})
+}
