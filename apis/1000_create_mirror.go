@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator"
-	"github.com/kmirror/kmirror/coordinator/compat"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
@@ -69,16 +68,12 @@ func (b *Backend) createMirror(ctx context.Context, req *protocol.CreateMirrorRe
 	}
 
 	// One connection to the source answers both checks: its cluster id and its release.
-	src, err := oneOffSourceClient(resolved)
+	src, clusterID, err := checkedSource(ctx, configs, resolved)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	clusterID, err := checkedClusterID(ctx, src, configs)
-	if err != nil {
-		return err
-	}
-	if err := compat.Refuse(ctx, b.Log, req.MirrorName, src, b.Destination); err != nil {
+	if err := b.compat.Refuse(ctx, b.Log, req.MirrorName, true, src, b.Destination); err != nil {
 		return err
 	}
 	if err := b.Coord.EnsureStateTopic(ctx); err != nil {
@@ -93,6 +88,22 @@ func (b *Backend) createMirror(ctx context.Context, req *protocol.CreateMirrorRe
 	}
 	b.Log.Info("mirror created", "mirror", req.MirrorName, "source", configs["bootstrap.servers"], "source_cluster_id", clusterID)
 	return nil
+}
+
+// checkedSource is a client of the source the configs describe (resolved:
+// what this instance connects with) and its cluster id, checked by
+// checkedClusterID; the caller closes the client.
+func checkedSource(ctx context.Context, configs, resolved map[string]string) (*kgo.Client, string, error) {
+	src, err := oneOffSourceClient(resolved)
+	if err != nil {
+		return nil, "", err
+	}
+	clusterID, err := checkedClusterID(ctx, src, configs)
+	if err != nil {
+		src.Close()
+		return nil, "", err
+	}
+	return src, clusterID, nil
 }
 
 // checkedClusterID is the cluster id of the source reached through src,

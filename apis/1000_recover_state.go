@@ -38,15 +38,11 @@ func (b *Backend) recoverState(ctx context.Context, name string, configs, stored
 	if lost == nil {
 		return protocol.ErrInvalidRequest.WithMessage("mirror %q has no lost state to recover; `kmirror mirrors --list` names the mirrors whose state was lost", name)
 	}
-	src, err := oneOffSourceClient(resolved)
+	src, clusterID, err := checkedSource(ctx, configs, resolved)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	clusterID, err := checkedClusterID(ctx, src, configs)
-	if err != nil {
-		return err
-	}
 	topics := slices.Sorted(maps.Keys(lost))
 	for _, t := range topics {
 		if was := lost[t].SourceClusterID; was != "" && was != clusterID {

@@ -50,7 +50,7 @@ func (b *Backend) addTopics(ctx context.Context, req *protocol.AddTopicsToMirror
 	if err != nil {
 		return nil, err
 	}
-	if err := compat.Refuse(ctx, b.Log, m.Name, src, b.Destination); err != nil {
+	if err := b.compat.Refuse(ctx, b.Log, m.Name, false, src, b.Destination); err != nil {
 		return nil, err
 	}
 	source, err := listTopics(ctx, src)
@@ -58,20 +58,29 @@ func (b *Backend) addTopics(ctx context.Context, req *protocol.AddTopicsToMirror
 		return nil, protocol.ErrCoordinatorNotAvailable.WithMessage("listing topics of the source cluster %s: %v; retry", m.Config.Configs["bootstrap.servers"], err)
 	}
 	a := b.newAdder(m, src, source, true)
-	var results []protocol.TopicResult
-	explicit := map[string]bool{}
+	explicit, names := map[string]bool{}, make([]string, 0, len(req.Topics))
 	for _, t := range req.Topics {
-		explicit[t.Name] = true
-		results = append(results, topicResult(t.Name, a.addOne(ctx, t.Name, t.TopicID, t.NumPartitions)))
+		explicit[t.Name], names = true, append(names, t.Name)
 	}
+	// Topics already in the mirror are left out: re-adding a failed-over
+	// topic is explicit.
+	var matched []string
 	if len(req.IncludePatterns) > 0 {
-		// Topics already in the mirror are left out: re-adding a failed-over
-		// topic is explicit.
 		for _, name := range a.matching(req.IncludePatterns, req.ExcludePatterns) {
 			if !explicit[name] {
-				results = append(results, topicResult(name, a.addOne(ctx, name, [16]byte{}, -1)))
+				matched = append(matched, name)
 			}
 		}
+	}
+	a.readFormats(ctx, append(names, matched...))
+	var results []protocol.TopicResult
+	for _, t := range req.Topics {
+		results = append(results, topicResult(t.Name, a.addOne(ctx, t.Name, t.TopicID, t.NumPartitions)))
+	}
+	for _, name := range matched {
+		results = append(results, topicResult(name, a.addOne(ctx, name, [16]byte{}, -1)))
+	}
+	if len(req.IncludePatterns) > 0 {
 		conf := *m.Config
 		conf.IncludePatterns = mirrorconfig.AppendNew(conf.IncludePatterns, req.IncludePatterns)
 		conf.ExcludePatterns = mirrorconfig.AppendNew(conf.ExcludePatterns, req.ExcludePatterns)
@@ -99,8 +108,21 @@ type adder struct {
 	source      kadm.TopicDetails
 	otherMirror map[string]string // topic -> the other mirror that has it
 	now         time.Time
-	clusterID   string // the destination's, once asked
+	clusterID   string           // the destination's, once asked
+	refused     map[string]error // source topics in v0/v1 message sets (readFormats)
 	recs        []coordinator.Record
+}
+
+// readFormats reads the message formats of the topics among names the source has, all
+// in one request (compat.RefuseTopics), for addOne to refuse those in v0/v1 message sets.
+func (a *adder) readFormats(ctx context.Context, names []string) {
+	var onSource []string
+	for _, name := range names {
+		if _, ok := a.source[name]; ok {
+			onSource = append(onSource, name)
+		}
+	}
+	a.refused = compat.RefuseTopics(ctx, a.src, onSource)
 }
 
 // newAdder adds source topics to m, knowing which topics other mirrors
@@ -152,7 +174,7 @@ func (a *adder) addOne(ctx context.Context, name string, wantID [16]byte, wantPa
 	if err != nil {
 		return err
 	}
-	if err := compat.RefuseTopic(ctx, a.src, name); err != nil {
+	if err := a.refused[name]; err != nil {
 		return err
 	}
 	if other, taken := a.otherMirror[name]; taken {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/kmirror/kmirror/coordinator/compat"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
@@ -106,7 +105,7 @@ func (b *Backend) describeMirror(ctx context.Context, name string) protocol.Desc
 	}
 	out.Groups, out.Syncs = syncs(m, now)
 	if srcErr == nil {
-		out.Clusters = compat.Describe(ctx, src, b.Destination)
+		out.Clusters = b.compat.Describe(ctx, name, src, b.Destination)
 	}
 	return out
 }

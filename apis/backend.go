@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/compat"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
@@ -26,6 +27,11 @@ type Backend struct {
 	Destination *kadm.Client // the destination cluster, reached directly
 	Log         *slog.Logger
 	Now         func() time.Time
+
+	// compat keeps each mirror's cluster verdict (ApiVersions of every broker of both
+	// clusters) for a minute: AddTopicsToMirror and DescribeMirrors reuse it, CreateMirror
+	// renews it.
+	compat compat.Cache
 }
 
 // rpcTimeout bounds one RPC's work against the clusters.

@@ -45,9 +45,7 @@ func withKeys(t *testing.T, e *env, lines ...string) {
 	}
 	sources := sourceclient.NewCache().WithSecrets(r, e.b.Log)
 	t.Cleanup(sources.Close)
-	b := *e.b
-	b.Sources = sources
-	e.b = &b
+	e.b = &apis.Backend{Coord: e.b.Coord, Sources: sources, Destination: e.b.Destination, Log: e.b.Log, Now: e.b.Now}
 }
 
 // saslSource is a kfake source cluster that only lets user in with pass.

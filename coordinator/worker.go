@@ -278,6 +278,8 @@ func retryPolicy(cfg *statetopic.MirrorConfig) RetryPolicy {
 	if cfg == nil {
 		cfg = &statetopic.MirrorConfig{}
 	}
-	c := mirrorconfig.Parse(cfg.Configs)
-	return RetryPolicy{InitialBackoff: c.RetryInitialBackoff, MaxBackoff: c.RetryMaxBackoff, MaxAttempts: c.RetryMaxAttempts}
+	// The three keys alone: this runs on every event of every partition worker.
+	return RetryPolicy{InitialBackoff: mirrorconfig.Millis(cfg.Configs, "failed.retry.initial.backoff.ms"),
+		MaxBackoff:  mirrorconfig.Millis(cfg.Configs, "failed.retry.max.backoff.ms"),
+		MaxAttempts: int16(min(mirrorconfig.Number(cfg.Configs, "failed.retry.max.attempts"), 32767))}
 }

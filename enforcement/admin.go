@@ -146,12 +146,18 @@ func (a *adminCheck) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsReque
 	return resp, nil
 }
 
+// topicRefusals names a request's topics and gives each its refusal (topicWhy, collect),
+// or nil reasons when none is refused.
+func topicRefusals[T any](a *adminCheck, topics []T, name func(T) string) (names, reasons []string) {
+	names = mapSlice(topics, name)
+	return names, a.collect(names, a.topicWhy)
+}
+
 // createTopics refuses creating a refused topic (only the internals guard
 // refuses topics that may not exist yet: kmirror creates its state topic
 // itself, with compaction).
 func (a *adminCheck) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
-	names := mapSlice(r.Topics, func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic })
-	reasons := a.collect(names, a.topicWhy)
+	names, reasons := topicRefusals(a, r.Topics, func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic })
 	if reasons == nil {
 		return nil
 	}
@@ -166,8 +172,7 @@ func (a *adminCheck) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 }
 
 func (a *adminCheck) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
-	names := mapSlice(r.Topics, func(t kmsg.DeleteRecordsRequestTopic) string { return t.Topic })
-	reasons := a.collect(names, a.topicWhy)
+	_, reasons := topicRefusals(a, r.Topics, func(t kmsg.DeleteRecordsRequestTopic) string { return t.Topic })
 	if reasons == nil {
 		return nil
 	}

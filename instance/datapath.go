@@ -277,7 +277,7 @@ func (d *DataPath) ConfigureMirror(name string, cfg *statetopic.MirrorConfig) {
 	mc := d.copiers[name]
 	d.mu.Unlock()
 	if mc != nil && cfg != nil {
-		mc.copier.SetRateLimit(mirrorconfig.Parse(cfg.Configs).ThrottledRate)
+		mc.copier.SetRateLimit(mirrorconfig.Number(cfg.Configs, "replication.throttled.rate"))
 	}
 }
 

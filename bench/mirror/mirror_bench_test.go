@@ -78,6 +78,13 @@ var (
 	paths           = []string{"raw-produce", "kmirror", "mirrormaker2"}
 )
 
+// benchCase reports whether the case runs: every case, or those KMIRROR_BENCH_CASES names
+// ("zstd/64,none/1"), for paired rounds of the cases in question alone.
+func benchCase(codec string, parts int32) bool {
+	only := os.Getenv("KMIRROR_BENCH_CASES")
+	return only == "" || slices.Contains(strings.Split(only, ","), fmt.Sprintf("%s/%d", codec, parts))
+}
+
 // env is what every run shares.
 type env struct {
 	src, dst *kafkatest.Cluster
@@ -112,6 +119,9 @@ type result struct {
 	// The second half of the copy alone (see watched.secondHalf).
 	records2    int64
 	copy2, cpu2 time.Duration
+	// kmirror's CPU from AddTopicsToMirror to the last record readable: the
+	// window's CPU plus the partitions' start, wherever the first record lands.
+	cpuFromAdd time.Duration
 	// The source and destination brokers' CPU over the window.
 	srcBrokerCPU, dstBrokerCPU time.Duration
 }
@@ -150,6 +160,9 @@ func BenchmarkMirror(b *testing.B) {
 	turn := 0
 	for _, c := range codecs {
 		for _, parts := range partitionCounts {
+			if !benchCase(c.name, parts) {
+				continue
+			}
 			for round := 1; round <= int(mirrorRounds); round++ {
 				// A round copies a source topic of its own (the same records):
 				// every path writes a fresh destination topic.
@@ -368,7 +381,11 @@ func warmPaths(ctx context.Context, b *testing.B, e *env) {
 		b.Fatalf("fill %s: %v", s.topic, err)
 	}
 	s.bytes = logBytes(ctx, b, e.src, s.topic)
-	for _, run := range []func(context.Context, *testing.B, *env, spec) result{runRaw, runKmirror, runMM2} {
+	runs := []func(context.Context, *testing.B, *env, spec) result{runRaw, runKmirror, runMM2}
+	if baselineBin != "" {
+		runs = runs[:2] // build against build: MirrorMaker 2 does not run
+	}
+	for _, run := range runs {
 		if r := run(ctx, b, e, s); r.failure != "" {
 			b.Fatalf("warm-up run failed: %s", r.failure)
 		}

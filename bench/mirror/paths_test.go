@@ -89,6 +89,10 @@ func runKmirrorBinary(ctx context.Context, b *testing.B, e *env, s spec, bin, pa
 	add.MirrorName = mirror
 	add.Topics = []protocol.AddTopicsToMirrorRequestTopic{{Name: s.topic, NumPartitions: -1}}
 	began := time.Now()
+	cpuAdd, err := cpuOf(k.pid())
+	if err != nil {
+		b.Fatal(err)
+	}
 	if ar := request[*protocol.AddTopicsToMirrorResponse](ctx, b, adm, add); ar.ErrorCode != 0 || len(ar.Topics) != 1 || ar.Topics[0].ErrorCode != 0 {
 		b.Fatalf("add %s to mirror: %s %+v", s.topic, deref(ar.ErrorMessage), ar.Topics)
 	}
@@ -101,6 +105,7 @@ func runKmirrorBinary(ctx context.Context, b *testing.B, e *env, s spec, bin, pa
 		return r
 	}
 	r.setWindow(began, w)
+	r.cpuFromAdd = w.cpuDone - cpuAdd
 	b.Logf("%s: %s", path, w.describe(s.bytes))
 	r.p50, r.p99 = probeLag(ctx, b, e.src, s.topic, e.dst, s.topic, s)
 	if r.rss, err = peakRSS(k.pid()); err != nil {
@@ -463,6 +468,11 @@ func startKmirror(b *testing.B, e *env, bin, name string) *kmirrorProc {
 		b.Fatal(err)
 	}
 	k.cmd.Stdout, k.cmd.Stderr = logf, logf
+	if dir := os.Getenv("KMIRROR_BENCH_CPUPROFILE"); dir != "" {
+		// The copier's CPU profile over its whole life (cmd/kmirror/cpuprofile.go), one
+		// file per binary and case: `go tool pprof -diff_base` compares two builds.
+		k.cmd.Env = append(os.Environ(), "KMIRROR_CPUPROFILE="+filepath.Join(dir, filepath.Base(bin)+"-"+name+".pprof"))
+	}
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := k.cmd.Start(); err != nil {
 		logf.Close()

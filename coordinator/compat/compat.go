@@ -182,15 +182,16 @@ func Check(source, destination Cluster) (Pair, error) {
 	return p, nil
 }
 
-// CheckClusters probes both clusters and checks the pair.
+// CheckClusters probes both clusters and checks the pair; a cluster that does not answer
+// is a *ProbeError.
 func CheckClusters(ctx context.Context, source, destination *kadm.Client) (Pair, error) {
 	s, err := Probe(ctx, source)
 	if err != nil {
-		return Pair{}, fmt.Errorf("source cluster: %w", err)
+		return Pair{}, &ProbeError{Side: "source", Err: err}
 	}
 	d, err := Probe(ctx, destination)
 	if err != nil {
-		return Pair{}, fmt.Errorf("destination cluster: %w", err)
+		return Pair{}, &ProbeError{Side: "destination", Err: err}
 	}
 	return Check(s, d)
 }

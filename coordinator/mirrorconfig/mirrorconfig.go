@@ -261,17 +261,9 @@ type Config struct {
 // Parse returns the typed configs; invalid values (which Validate refuses
 // before they are stored) fall back to defaults.
 func Parse(configs map[string]string) Config {
-	get := func(k string) string {
-		if v, ok := configs[k]; ok && specs[k].check(v) == nil {
-			return v
-		}
-		return specs[k].def
-	}
-	num := func(k string) int64 {
-		n, _ := strconv.ParseInt(strings.TrimSpace(get(k)), 10, 64)
-		return n
-	}
-	ms := func(k string) time.Duration { return time.Duration(num(k)) * time.Millisecond }
+	get := func(k string) string { return Value(configs, k) }
+	num := func(k string) int64 { return Number(configs, k) }
+	ms := func(k string) time.Duration { return Millis(configs, k) }
 	c := Config{
 		Bootstrap:             List(get("bootstrap.servers")),
 		SourceClusterID:       get("source.cluster.id"),
@@ -304,16 +296,33 @@ func Parse(configs map[string]string) Config {
 	return c
 }
 
+// Value is one key's value as Parse reads it: the mirror's if valid, else the default.
+// Value, Number and Millis are for the loops that look at one or two keys of every mirror
+// or partition often (the refresh scheduler, a partition worker's every event, the data
+// path's rate limit): Parse compiles every pattern list, and called per partition event it
+// was 16 % of a 64-partition copy's CPU.
+func Value(configs map[string]string, key string) string {
+	if v, ok := configs[key]; ok && specs[key].check(v) == nil {
+		return v
+	}
+	return specs[key].def
+}
+
+// Number is a numeric key's value as Parse reads it.
+func Number(configs map[string]string, key string) int64 {
+	n, _ := strconv.ParseInt(strings.TrimSpace(Value(configs, key)), 10, 64)
+	return n
+}
+
+// Millis is a key in milliseconds as Parse reads it.
+func Millis(configs map[string]string, key string) time.Duration {
+	return time.Duration(Number(configs, key)) * time.Millisecond
+}
+
 // RefreshInterval is metadata.refresh.interval.ms alone, for the refresh
 // loop's frequent looks (Parse compiles every pattern).
 func RefreshInterval(configs map[string]string) time.Duration {
-	const k = "metadata.refresh.interval.ms"
-	v, ok := configs[k]
-	if !ok || specs[k].check(v) != nil {
-		v = specs[k].def
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	return time.Duration(n) * time.Millisecond
+	return Millis(configs, "metadata.refresh.interval.ms")
 }
 
 // Matcher matches names against include and exclude regexes (whole-name

@@ -70,3 +70,52 @@ func TestIsSecretIsTheOneList(t *testing.T) {
 		}
 	}
 }
+
+// The one-key readers the hot loops use read what Parse reads: the mirror's valid value,
+// else the default.
+func TestOneKeyReadersAgreeWithParse(t *testing.T) {
+	for _, configs := range []map[string]string{
+		{"bootstrap.servers": "b:9092"},
+		{"bootstrap.servers": "b:9092", "failed.retry.initial.backoff.ms": "250", "failed.retry.max.backoff.ms": "9000",
+			"failed.retry.max.attempts": "99999", "replication.throttled.rate": "1048576", "metadata.refresh.interval.ms": "1234"},
+		{"bootstrap.servers": "b:9092", "failed.retry.initial.backoff.ms": "soon", "failed.retry.max.attempts": "-3",
+			"replication.throttled.rate": "lots", "metadata.refresh.interval.ms": ""},
+	} {
+		c := Parse(configs)
+		if got := Millis(configs, "failed.retry.initial.backoff.ms"); got != c.RetryInitialBackoff {
+			t.Errorf("%v: initial backoff %v, Parse %v", configs, got, c.RetryInitialBackoff)
+		}
+		if got := Millis(configs, "failed.retry.max.backoff.ms"); got != c.RetryMaxBackoff {
+			t.Errorf("%v: max backoff %v, Parse %v", configs, got, c.RetryMaxBackoff)
+		}
+		if got := int16(min(Number(configs, "failed.retry.max.attempts"), 32767)); got != c.RetryMaxAttempts {
+			t.Errorf("%v: max attempts %v, Parse %v", configs, got, c.RetryMaxAttempts)
+		}
+		if got := Number(configs, "replication.throttled.rate"); got != c.ThrottledRate {
+			t.Errorf("%v: throttled rate %v, Parse %v", configs, got, c.ThrottledRate)
+		}
+		if got := RefreshInterval(configs); got != c.RefreshInterval {
+			t.Errorf("%v: refresh interval %v, Parse %v", configs, got, c.RefreshInterval)
+		}
+		if got := Value(configs, "security.protocol"); got != c.SecurityProtocol {
+			t.Errorf("%v: security.protocol %q, Parse %q", configs, got, c.SecurityProtocol)
+		}
+	}
+}
+
+// What a partition worker's event cost in config reading before (Parse) and after (the
+// three retry keys): bench/README.md's architecture section.
+func BenchmarkRetryKeys(b *testing.B) {
+	configs := map[string]string{"bootstrap.servers": "b:9092", "topics.include": "orders.*,payments", "groups.include": ".*"}
+	b.Run("Parse", func(b *testing.B) {
+		for b.Loop() {
+			_ = Parse(configs).RetryMaxAttempts
+		}
+	})
+	b.Run("keys", func(b *testing.B) {
+		for b.Loop() {
+			_ = Millis(configs, "failed.retry.initial.backoff.ms") + Millis(configs, "failed.retry.max.backoff.ms")
+			_ = Number(configs, "failed.retry.max.attempts")
+		}
+	})
+}
