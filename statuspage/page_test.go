@@ -100,7 +100,7 @@ func TestPageShowsTheLastSample(t *testing.T) {
 		`data-topic="orders" data-partition="0" data-state="MIRRORING" data-lag="30"`,
 		`id="failed-count">1<`,
 		`id="total-lag">30<`,
-		`<td>groups</td><td>never ago</td><td>4 s ago</td><td><span class="error">GROUP_AUTHORIZATION_FAILED</span>`,
+		`<td>groups</td><td>never</td><td>4 s ago</td><td><span class="error">GROUP_AUTHORIZATION_FAILED</span>`,
 		`<td>topics</td><td>5 s ago</td>`,
 		`this instance`, `0-2, 5`, `m1 orders: 0-1`, `10.0.0.1`,
 		`&lt;script&gt;alert(1)&lt;/script&gt;`,

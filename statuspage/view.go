@@ -100,11 +100,11 @@ func mirrorOf(m protocol.DescribeMirrorsResponseMirror, since time.Duration) mir
 		mv.Topics = append(mv.Topics, tv)
 	}
 	for _, s := range m.Syncs {
-		mv.Syncs = append(mv.Syncs, syncView{Job: s.Job, LastSuccess: age(s.LastSuccessAgeMs, since),
-			LastRun: age(s.LastRunAgeMs, since), Error: deref(s.ErrorMessage), Message: deref(s.Message)})
+		mv.Syncs = append(mv.Syncs, syncView{Job: s.Job, LastSuccess: ago(s.LastSuccessAgeMs, since),
+			LastRun: ago(s.LastRunAgeMs, since), Error: deref(s.ErrorMessage), Message: deref(s.Message)})
 	}
 	for _, g := range m.Groups {
-		mv.Groups = append(mv.Groups, groupView{Name: g.Name, State: g.State, LastSync: age(g.LastSyncAgeMs, since), Message: deref(g.Message)})
+		mv.Groups = append(mv.Groups, groupView{Name: g.Name, State: g.State, LastSync: ago(g.LastSyncAgeMs, since), Message: deref(g.Message)})
 	}
 	return mv
 }
@@ -179,12 +179,22 @@ func age(ms int64, since time.Duration) string {
 	return duration(time.Duration(ms)*time.Millisecond + since)
 }
 
+// ago is age for a past event: "12 s ago", or "never".
+func ago(ms int64, since time.Duration) string {
+	if ms < 0 {
+		return "never"
+	}
+	return age(ms, since) + " ago"
+}
+
 func duration(d time.Duration) string {
 	switch {
 	case d < time.Minute:
 		return fmt.Sprintf("%d s", int(d.Seconds()))
 	case d < time.Hour:
 		return fmt.Sprintf("%d min %d s", int(d.Minutes()), int(d.Seconds())%60)
+	case int(d.Minutes())%60 == 0:
+		return fmt.Sprintf("%d h", int(d.Hours()))
 	default:
 		return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
 	}
