@@ -102,7 +102,7 @@ func TestPageShowsTheLastSample(t *testing.T) {
 		`id="total-lag">30<`,
 		`<td>groups</td><td>never</td><td>4 s ago</td><td><span class="error">GROUP_AUTHORIZATION_FAILED</span>`,
 		`<td>topics</td><td>5 s ago</td>`,
-		`this instance`, `0-2, 5`, `m1 orders: 0-1`, `10.0.0.1`,
+		`this instance`, `0-2, 5`, `m1 / orders: 0-1`, `10.0.0.1`,
 		`&lt;script&gt;alert(1)&lt;/script&gt;`,
 		`id="chart-throughput" data-samples="1"`, `now 3</span>`, // 30 records in 10 s
 		`id="chart-lag" data-samples="2"`,

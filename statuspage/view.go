@@ -48,6 +48,7 @@ type partView struct {
 	Lag, SourceHW, DestinationHW, AtRisk    int64
 	AtRiskMs                                int64
 	LagText, AtRiskText, AtRiskAge, Retries string
+	SourceText, DestinationText             string
 }
 
 type syncView struct{ Job, LastSuccess, LastRun, Error, Message string }
@@ -112,7 +113,8 @@ func mirrorOf(m protocol.DescribeMirrorsResponseMirror, since time.Duration) mir
 func partOf(p protocol.DescribeMirrorsResponsePartition, since time.Duration) partView {
 	pv := partView{Partition: p.Partition, State: p.State, Message: deref(p.ErrorMessage), Lag: p.Lag,
 		SourceHW: p.SourceHighWatermark, DestinationHW: p.DestinationHighWatermark, AtRisk: p.RecordsAtRisk, AtRiskMs: p.AtRiskAgeMs,
-		LagText: count(p.Lag), AtRiskText: count(p.RecordsAtRisk), AtRiskAge: "–"}
+		LagText: count(p.Lag), AtRiskText: count(p.RecordsAtRisk), AtRiskAge: "–",
+		SourceText: count(p.SourceHighWatermark), DestinationText: count(p.DestinationHighWatermark)}
 	switch {
 	case p.RecordsAtRisk == 0:
 		pv.AtRiskAge = "0 s"
@@ -136,7 +138,7 @@ func instanceOf(m coordinator.Member) instanceView {
 		}
 	}
 	for _, p := range m.Partitions {
-		if k := p.Mirror + " " + p.Topic; k != cur {
+		if k := p.Mirror + " / " + p.Topic; k != cur {
 			flush()
 			cur, parts = k, nil
 		}
