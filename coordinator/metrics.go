@@ -171,7 +171,8 @@ func registerSyncMetrics(meter metric.Meter, store *Store) error {
 					continue
 				}
 				for job, j := range m.Sync.Jobs {
-					attrs := metric.WithAttributes(attribute.String("mirror", name), attribute.String("job", job))
+					// Not "job": Prometheus renames a scraped job label to exported_job.
+					attrs := metric.WithAttributes(attribute.String("mirror", name), attribute.String("sync_job", job))
 					if !j.LastSuccessAt.IsZero() {
 						o.ObserveFloat64(jobAge, max(0, now.Sub(j.LastSuccessAt).Seconds()), attrs)
 					}

@@ -27,6 +27,7 @@ import (
 	"github.com/kmirror/kmirror/enforcement"
 	"github.com/kmirror/kmirror/internal/clientid"
 	"github.com/kmirror/kmirror/proxy"
+	"github.com/kmirror/kmirror/statuspage"
 )
 
 // Config configures an instance.
@@ -49,7 +50,9 @@ type Config struct {
 	// upstream_sasl credentials of a super user; every instance of a
 	// destination must have the same setting.
 	BrokerACLs bool
-	Logger     *slog.Logger
+	// StatusPageEvery is how often the status page samples (default 10 s).
+	StatusPageEvery time.Duration
+	Logger          *slog.Logger
 }
 
 // Instance is a running kmirror.
@@ -64,6 +67,7 @@ type Instance struct {
 	dstCl   *kgo.Client
 	data    *DataPath
 	rpo     *apis.RPOSampler
+	page    *statuspage.Page
 }
 
 // New builds an instance; Run starts it.
@@ -139,6 +143,7 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	if err := errors.Join(in.Coord.RegisterMetrics(meter), in.rpo.RegisterMetrics(meter), in.sources.Throttles().RegisterMetrics(meter)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	in.newStatusPage()
 	return in, nil
 }
 
@@ -229,7 +234,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var coordErr error
-	wg.Add(4)
+	wg.Add(5)
 	go func() {
 		defer wg.Done()
 		coordErr = in.Coord.Run(mctx)
@@ -246,6 +251,10 @@ func (in *Instance) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		in.rpo.Run(mctx)
+	}()
+	go func() {
+		defer wg.Done()
+		in.page.Run(mctx)
 	}()
 	err := in.Proxy.Run(ctx)
 	cancel()

@@ -38,6 +38,10 @@ type metrics struct {
 	inAttr     metric.MeasurementOption
 	outAttr    metric.MeasurementOption
 	unknownKey metric.MeasurementOption
+
+	// home serves every other path of the metrics address (the status
+	// page, package statuspage); nil: only /metrics.
+	home http.Handler
 }
 
 func newMetrics() (*metrics, error) {
@@ -136,6 +140,12 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
+// SetStatusPage serves h at / (and every path the metrics address does not
+// serve otherwise) on the metrics address; call it before Start. The
+// address has no authentication: h must be read-only and carry no secrets
+// (docs/SECURITY.md).
+func (p *Proxy) SetStatusPage(h http.Handler) { p.metrics.home = h }
+
 // serveMetrics starts the /metrics HTTP endpoint.
 func (p *Proxy) serveMetrics() error {
 	ln, err := net.Listen("tcp", p.cfg.MetricsAddr)
@@ -144,6 +154,9 @@ func (p *Proxy) serveMetrics() error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", p.metrics.handler())
+	if p.metrics.home != nil {
+		mux.Handle("/", p.metrics.home)
+	}
 	sv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	p.mu.Lock()
 	p.metricsLn, p.metricsSv = ln, sv

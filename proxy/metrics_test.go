@@ -1,6 +1,10 @@
 package proxy
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +52,39 @@ func TestMetricsEndpoint(t *testing.T) {
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// The status page takes every path of the metrics address but /metrics.
+func TestMetricsAddressServesTheStatusPage(t *testing.T) {
+	c := startKfake(t, 1)
+	page := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "page %s", r.URL.Path) })
+	p, err := New(Config{Upstream: c.ListenAddrs(), Listen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0"}, WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetStatusPage(page) // before Start, as instance.New does
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Shutdown(ctx); err != nil {
+			t.Errorf("proxy shutdown: %v", err)
+		}
+	}()
+	// /metrics stays Prometheus's (empty: nothing was recorded yet).
+	for path, want := range map[string]string{"/": "page /", "/static/style.css": "page /static/style.css", "/metrics": ""} {
+		resp, err := http.Get("http://" + p.MetricsAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != want {
+			t.Errorf("GET %s: %.60q, want %q", path, b, want)
 		}
 	}
 }

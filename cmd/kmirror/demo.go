@@ -143,6 +143,7 @@ func (d *demo) banner(out io.Writer) {
   destination cluster (embedded):  %s
   kmirror (in front of it):        %s   mirror "demo" copies topic "demo"
   metrics:                         http://%s/metrics
+  status page:                     http://%[6]s/
   audit log (one line per mirror RPC and refusal, deleted at exit): %s
 
 Try, in another terminal:

@@ -325,7 +325,7 @@ func (e *syncEnv) groupOffsets(t *testing.T) {
 	if s := series.FindStringSubmatch(body); s == nil {
 		t.Fatalf("no group sync age metric for gs-billing in:\n%s", grep(body, "kmirror_mirror_"))
 	}
-	if !regexp.MustCompile(`(?m)^kmirror_mirror_sync_failing\{[^}]*job="groups"[^}]*mirror="gs"[^}]*\} 0$`).MatchString(body) {
+	if !regexp.MustCompile(`(?m)^kmirror_mirror_sync_failing\{[^}]*mirror="gs"[^}]*sync_job="groups"[^}]*\} 0$`).MatchString(body) {
 		t.Fatalf("no healthy groups job metric in:\n%s", grep(body, "kmirror_mirror_sync"))
 	}
 }
