@@ -144,6 +144,7 @@ func (p *Proxy) serveMetrics() error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", p.metrics.handler())
+	p.handleHealth(mux) // /healthz, /ready (ready.go)
 	sv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	p.mu.Lock()
 	p.metricsLn, p.metricsSv = ln, sv
