@@ -166,6 +166,8 @@ func (h *gnetHandler) OnClose(c gnet.Conn, err error) gnet.Action {
 			err = errClientClosed
 		}
 		s.closeWith(err)
+	} else if w, ok := c.Context().(*proxyHeaderWait); ok {
+		w.closed() // proxyproto.go: closed before its header
 	}
 	return gnet.None
 }

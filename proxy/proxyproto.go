@@ -192,6 +192,13 @@ func (h *gnetHandler) awaitProxyHeader(c gnet.Conn) gnet.Action {
 	return gnet.None
 }
 
+// closed settles a connection that closed before its header arrived: no timeout to report.
+func (w *proxyHeaderWait) closed() {
+	if w.settled.CompareAndSwap(false, true) {
+		w.timer.Stop()
+	}
+}
+
 // takeProxyHeader consumes the PROXY header from c's first bytes and opens the session under
 // the client address it names. It returns the session, or nil and what gnet is to do: wait
 // for more bytes, or close a connection whose bytes are not a header.
