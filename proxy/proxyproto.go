@@ -30,8 +30,8 @@ import (
 // loop. parseProxyHeader tells "need more bytes" (errProxyIncomplete) from "not a header".
 
 // proxyHeaderTimeout bounds how long a connection may take to send its PROXY header; a
-// balancer sends it with the connection's first bytes.
-const proxyHeaderTimeout = 10 * time.Second
+// balancer sends it with the connection's first bytes. A variable for tests only.
+var proxyHeaderTimeout = 10 * time.Second
 
 // proxyV2MaxBody bounds a v2 header's address and TLV part. The format allows 65535 bytes;
 // HAProxy's largest (with every TLV) is well under 1 KiB, and a bound keeps an unauthenticated

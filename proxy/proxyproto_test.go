@@ -248,3 +248,18 @@ func TestProxyProtocolTLSListener(t *testing.T) {
 		t.Fatal("a TLS client without a PROXY header completed its handshake")
 	}
 }
+
+// A connection that sends nothing is closed once the header timeout passes, on the gnet and
+// the TLS listener.
+func TestProxyProtocolHeaderTimeout(t *testing.T) {
+	defer func(d time.Duration) { proxyHeaderTimeout = d }(proxyHeaderTimeout)
+	proxyHeaderTimeout = 500 * time.Millisecond
+	pki := newTestPKI(t)
+	plain, _ := proxyProtoFixture(t)
+	tlsP, _ := proxyProtoFixture(t, func(cfg *Config) {
+		cfg.TLS = ListenerTLS{CertFile: pki.serverCert, KeyFile: pki.serverKey}
+	})
+	for name, p := range map[string]*Proxy{"plaintext": plain, "tls": tlsP} {
+		expectClosed(t, rawDial(t, p.Addr()), name+" connection that never sends a PROXY header")
+	}
+}
