@@ -252,7 +252,8 @@ func TestProxyProtocolTLSListener(t *testing.T) {
 // A connection that sends nothing is closed once the header timeout passes, on the gnet and
 // the TLS listener.
 func TestProxyProtocolHeaderTimeout(t *testing.T) {
-	defer func(d time.Duration) { proxyHeaderTimeout = d }(proxyHeaderTimeout)
+	saved := proxyHeaderTimeout
+	t.Cleanup(func() { proxyHeaderTimeout = saved }) // registered first: runs after the proxies stop
 	proxyHeaderTimeout = 500 * time.Millisecond
 	pki := newTestPKI(t)
 	plain, _ := proxyProtoFixture(t)
