@@ -27,6 +27,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/instance/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/metricstest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/internal/syncbuf"
 	"github.com/kmirror/kmirror/protocol"
@@ -429,10 +430,13 @@ func TestHAProxyInFrontOfThreeInstances(t *testing.T) {
 		j := endOf(javaTopic)
 		return j >= nJava/2, fmt.Sprintf("ConsoleProducer at %d of %d\n%s", j, nJava/2, jprodOut)
 	})
+	// Kill the instance with the most open client connections: the kill must cut clients off.
+	victim, conns := busiestInstance(t, procs)
 	close(secondHalf)
-	procs[0].kill()
-	t.Logf("killed %s with %s at %d of %d records", procs[0].name, goTopic, endOf(goTopic), nGo)
-	lb.waitStatus(t, map[string]string{"kmirror-bootstrap/kmirror-1": "DOWN", "kmirror-brokers/kmirror-1": "DOWN"})
+	procs[victim].kill()
+	t.Logf("killed %s (%d open client connections) with %s at %d of %d records", procs[victim].name, conns, goTopic, endOf(goTopic), nGo)
+	lb.waitStatus(t, map[string]string{"kmirror-bootstrap/" + procs[victim].name: "DOWN", "kmirror-brokers/" + procs[victim].name: "DOWN"})
+	live := slices.Delete(slices.Clone(procs), victim, victim+1)
 	for i := nJava / 2; i < nJava; i++ {
 		fmt.Fprintf(jw, "j%d\n", i)
 	}
@@ -472,7 +476,34 @@ func TestHAProxyInFrontOfThreeInstances(t *testing.T) {
 	}
 
 	checkNoRealAddress(t, ctx, dst, l, seed, &rec)
-	checkAuditClientAddress(t, ctx, seed, &rec, procs[1:])
+	checkAuditClientAddress(t, ctx, seed, &rec, live)
+}
+
+var openConns = regexp.MustCompile(`(?m)^kmirror_proxy_connections\{[^}]*\} (\d+)`)
+
+// busiestInstance is the index of the instance with the most open client connections (its
+// kmirror_proxy_connections), which must be at least one.
+func busiestInstance(t *testing.T, procs []*process) (int, int) {
+	t.Helper()
+	best, most := 0, 0
+	for i, p := range procs {
+		body, err := metricstest.Scrape(p.mAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, m := range openConns.FindAllStringSubmatch(body, -1) {
+			v, _ := strconv.Atoi(m[1])
+			n += v
+		}
+		if n > most {
+			best, most = i, n
+		}
+	}
+	if most == 0 {
+		t.Fatal("no instance has an open client connection mid-run")
+	}
+	return best, most
 }
 
 func firstErr(first, err error) error {
