@@ -78,6 +78,8 @@ type Coordinator struct {
 	leaseUntil atomic.Int64
 	leaseNow   chan struct{} // renew at once: partitions were just assigned
 
+	joined atomic.Bool // assigned since the last loss of membership (ready.go)
+
 	mu            sync.Mutex
 	owned         map[int32]bool
 	numPartitions int32 // of the state topic, once it exists
@@ -116,7 +118,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 		kgo.MetadataMaxAge(5*time.Second),
 		kgo.OnPartitionsAssigned(c.assigned),
 		kgo.OnPartitionsRevoked(c.revoked),
-		kgo.OnPartitionsLost(c.revoked),
+		kgo.OnPartitionsLost(c.lost),
 	)...)
 	if err != nil {
 		c.store.Close()
@@ -237,6 +239,7 @@ func (c *Coordinator) poke() {
 }
 
 func (c *Coordinator) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	c.joined.Store(true) // kgo calls this after every join, with or without partitions
 	c.mu.Lock()
 	for _, p := range m[c.cfg.StateTopic] {
 		c.owned[p] = true

@@ -32,6 +32,7 @@ type process struct {
 	bin, name   string
 	addr, mAddr string
 	args        []string
+	logPath     string
 	cmd         *exec.Cmd
 	exited      chan struct{}
 }
@@ -64,6 +65,7 @@ func (p *process) start() {
 		p.t.Fatal(err)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.logPath = logf.Name()
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}

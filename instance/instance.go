@@ -136,6 +136,7 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	in.Guard.SetInternals(enforcement.Internals{StateTopic: in.Coord.StateTopic(), MarksTopic: in.Coord.MarksTopic(), GroupID: in.Coord.GroupID(),
 		TransactionalIDPrefix: coordinator.TransactionalIDPrefix})
 	p.SetGuard(in.Guard)
+	p.SetReadiness(in.Coord.Ready) // /ready: joined the group and caught up with the state
 	// Lost mirrors' topics are read-only from the first request on.
 	in.Guard.Update(enforcement.FromView(statetopic.NewView()).WithLost(in.Coord.Loss().Topics()))
 	meter := p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")

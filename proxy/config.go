@@ -79,6 +79,10 @@ type Config struct {
 	MTLSPolicy []MTLSGrant `yaml:"mtls_policy"`
 	// AuditLog is where audit lines go: "stderr" (default), "stdout", or a file appended to.
 	AuditLog string `yaml:"audit_log"`
+	// ProxyProtocol makes every client listener expect a PROXY protocol v1 or v2 header (a
+	// load balancer's, e.g. HAProxy's send-proxy-v2) and take the client address from it;
+	// connections without one are refused (proxyproto.go, docs/deploy.md).
+	ProxyProtocol bool `yaml:"proxy_protocol"`
 }
 
 // MTLSGrant gives a principal ("User:CN=ops,O=Example", as Kafka's default principal
@@ -291,6 +295,7 @@ func ParseArgsWith(name string, args []string, extra func(fs *flag.FlagSet)) (Co
 		clientCA = fs.String("tls-client-ca", "", "CA for client certificates (enables mutual TLS)")
 		auth     = fs.String("client-auth", "", "what clients prove before kmirror answers them itself: sasl, mtls or none (default from upstream_sasl / tls client CA)")
 		auditLog = fs.String("audit-log", "", "audit lines to stderr (default), stdout or a file")
+		proxyPro = fs.Bool("proxy-protocol", false, "expect a PROXY protocol v1/v2 header on every client connection (behind a load balancer)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -339,6 +344,8 @@ func ParseArgsWith(name string, args []string, extra func(fs *flag.FlagSet)) (Co
 			cfg.ClientAuth = *auth
 		case "audit-log":
 			cfg.AuditLog = *auditLog
+		case "proxy-protocol":
+			cfg.ProxyProtocol = *proxyPro
 		}
 	})
 	if err != nil {

@@ -118,14 +118,22 @@ func (h *gnetHandler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if h.p.draining.Load() {
 		return nil, gnet.Close
 	}
+	if h.p.cfg.ProxyProtocol {
+		return nil, h.awaitProxyHeader(c) // proxyproto.go: the session opens with the header
+	}
+	return nil, h.open(c, c.RemoteAddr())
+}
+
+// open starts the session of a client connection whose client address is remote.
+func (h *gnetHandler) open(c gnet.Conn, remote net.Addr) gnet.Action {
 	out, err := responseConn(c)
 	if err != nil {
-		h.p.log.Error("cannot set up the response path of a client connection; closing it", "client", c.RemoteAddr().String(), "err", err)
-		return nil, gnet.Close
+		h.p.log.Error("cannot set up the response path of a client connection; closing it", "client", remote.String(), "err", err)
+		return gnet.Close
 	}
-	s := h.p.newSession(h.route, &gnetClient{c: c, out: out, remote: c.RemoteAddr()})
+	s := h.p.newSession(h.route, &gnetClient{c: c, out: out, remote: remote})
 	c.SetContext(s)
-	return nil, gnet.None
+	return gnet.None
 }
 
 // responseConn returns a net.Conn on a duplicate of the client socket for writing responses.
@@ -158,6 +166,8 @@ func (h *gnetHandler) OnClose(c gnet.Conn, err error) gnet.Action {
 			err = errClientClosed
 		}
 		s.closeWith(err)
+	} else if w, ok := c.Context().(*proxyHeaderWait); ok {
+		w.closed() // proxyproto.go: closed before its header
 	}
 	return gnet.None
 }
@@ -170,7 +180,10 @@ var errClientClosed = net.ErrClosed
 func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 	s, ok := c.Context().(*session)
 	if !ok {
-		return gnet.Close
+		var action gnet.Action
+		if s, action = h.takeProxyHeader(c); s == nil {
+			return action
+		}
 	}
 	for {
 		if h.p.draining.Load() && s.streamLeft == 0 {

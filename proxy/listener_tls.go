@@ -66,6 +66,9 @@ func (p *Proxy) listenTLS(r route, addr string) (listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.cfg.ProxyProtocol {
+		raw = proxyProtoListener{raw} // the PROXY header precedes the TLS handshake
+	}
 	l := &tlsListener{ln: tls.NewListener(raw, cfg), done: make(chan struct{})}
 	p.wg.Add(1)
 	go func() {

@@ -154,6 +154,7 @@ func (p *Proxy) serveMetrics() error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", p.metrics.handler())
+	p.handleHealth(mux) // /healthz, /ready (ready.go)
 	if p.metrics.home != nil {
 		mux.Handle("/", p.metrics.home)
 	}

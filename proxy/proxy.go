@@ -49,6 +49,7 @@ type Proxy struct {
 	handedOff atomic.Int64
 	spliced   atomic.Int64 // Produce bodies spliced client to upstream (tests)
 	draining  atomic.Bool
+	readiness atomic.Pointer[func(context.Context) error] // SetReadiness (ready.go)
 
 	mu        sync.Mutex
 	bootstrap listener
