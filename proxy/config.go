@@ -55,6 +55,9 @@ type Config struct {
 	MetricsAddr string `yaml:"metrics_addr"`
 	// EventLoops is the number of gnet event loops per plaintext listener.
 	EventLoops int `yaml:"event_loops"`
+	// PlaintextEngine serves plaintext listeners: "netpoll" (default; Go's poller, a
+	// goroutine per connection, listener_tcp.go) or "gnet" (event loops).
+	PlaintextEngine string `yaml:"plaintext_engine"`
 
 	// TLS, when CertFile is set, makes every client listener TLS (crypto/tls).
 	TLS ListenerTLS `yaml:"tls"`
@@ -192,6 +195,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxFrameBytes < 1024 {
 		return fmt.Errorf("max_frame_bytes %d is too small (minimum 1024)", c.MaxFrameBytes)
+	}
+	if e := c.PlaintextEngine; e != "" && e != EngineNetpoll && e != EngineGnet {
+		return fmt.Errorf("plaintext_engine %q: want %q or %q", e, EngineNetpoll, EngineGnet)
 	}
 	if c.MaxInFlight < 1 {
 		return fmt.Errorf("max_in_flight %d must be at least 1", c.MaxInFlight)

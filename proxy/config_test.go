@@ -55,6 +55,8 @@ func TestParseArgsErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	_ = os.WriteFile(bad, []byte("upstream: [a:1]\nno_such_key: 1\n"), 0o600)
+	engine := filepath.Join(dir, "engine.yaml")
+	_ = os.WriteFile(engine, []byte("upstream: [a:1]\nplaintext_engine: epoll\n"), 0o600)
 	for name, args := range map[string][]string{
 		"no upstream":      {},
 		"bad upstream":     {"--upstream", "nohost"},
@@ -64,6 +66,7 @@ func TestParseArgsErrors(t *testing.T) {
 		"bad ports flag":   {"--upstream", "a:1", "--broker-ports", "x"},
 		"cert without key": {"--upstream", "a:1", "--tls-cert", "c.pem"},
 		"stray argument":   {"--upstream", "a:1", "extra"},
+		"unknown engine":   {"--config", engine},
 	} {
 		if _, err := ParseArgs("proxy", args); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -297,12 +297,12 @@ func (p *Proxy) Close() error {
 	return errors.Join(errs...)
 }
 
-// listen starts a listener for r on addr, TLS or gnet depending on the configuration.
+// listen starts a listener for r on addr, TLS or plaintext depending on the configuration.
 func (p *Proxy) listen(r route, addr string) (listener, error) {
 	if p.cfg.TLS.CertFile != "" {
 		return p.listenTLS(r, addr)
 	}
-	return p.listenGnet(r, addr)
+	return p.listenPlain(r, addr)
 }
 
 // advertise records a broker seen in an upstream response and returns the port clients

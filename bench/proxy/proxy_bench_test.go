@@ -212,7 +212,9 @@ func startProxy(b *testing.B, cluster *kafkatest.Cluster) (addr string, cpu func
 	// KMIRROR_BENCH_PROXY_WRAP runs the proxy under a tool, e.g. "valgrind --tool=callgrind
 	// --callgrind-out-file=/tmp/cg.out" for instruction counts that the machine's load does
 	// not change (the throughput figures of such a run mean nothing).
-	args = append(strings.Fields(os.Getenv("KMIRROR_BENCH_PROXY_WRAP")), args...)
+	wrap := strings.Fields(os.Getenv("KMIRROR_BENCH_PROXY_WRAP"))
+	// KMIRROR_BENCH_PROXY_ARGS adds flags, e.g. "--config gnet.yaml" for another engine.
+	args = append(append(wrap, args...), strings.Fields(os.Getenv("KMIRROR_BENCH_PROXY_ARGS"))...)
 	cmd := exec.Command(args[0], args[1:]...)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -231,7 +233,11 @@ func startProxy(b *testing.B, cluster *kafkatest.Cluster) (addr string, cpu func
 			<-exited
 		}
 	})
-	polltest.Eventually(b, 30*time.Second, "kmirror proxy listens on "+addr, func() (bool, string) {
+	boot := 30 * time.Second
+	if len(wrap) > 0 {
+		boot = 2 * time.Minute // under valgrind the proxy starts tens of times slower
+	}
+	polltest.Eventually(b, boot, "kmirror proxy listens on "+addr, func() (bool, string) {
 		select {
 		case <-exited:
 			b.Fatalf("kmirror proxy exited at start:\n%s", logs.String())
