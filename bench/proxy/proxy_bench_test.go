@@ -295,9 +295,25 @@ func createTopic(ctx context.Context, b *testing.B, bootstrap, topic string) {
 		b.Fatal(err)
 	}
 	defer adm.Close()
-	if _, err := kadm.NewClient(adm).CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+	kadmin := kadm.NewClient(adm)
+	if _, err := kadmin.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
 		b.Fatalf("create %s: %v", topic, err)
 	}
+	// On a loaded machine the broker can answer the creation before it hosts the partitions;
+	// a producer then gives up after its unknown-topic retries.
+	polltest.Eventually(b, time.Minute, "a leader for every partition of "+topic, func() (bool, string) {
+		md, err := kadmin.Metadata(ctx, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		parts := md.Topics[topic].Partitions
+		for _, p := range parts {
+			if p.Leader < 0 || p.Err != nil {
+				return false, fmt.Sprintf("partition %d: %+v", p.Partition, p)
+			}
+		}
+		return len(parts) == 3, fmt.Sprintf("%d partitions", len(parts))
+	})
 }
 
 // measureLatency produces 1000 records one at a time on each path, acks=all, so each sample
