@@ -48,6 +48,7 @@ type Proxy struct {
 	// connections moved from gnet to a goroutine of their own to splice Produce (tests)
 	handedOff atomic.Int64
 	spliced   atomic.Int64 // Produce bodies spliced client to upstream (tests)
+	fromBuf   atomic.Int64 // responses written from the reader's buffer (tests)
 	draining  atomic.Bool
 
 	mu        sync.Mutex
