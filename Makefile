@@ -66,7 +66,7 @@ bench: test-deps build
 # ROUNDS=2 for a quick loop, SCENARIO=small or large for one workload.
 bench-proxy: build
 	KMIRROR_BIN=$(abspath $(BIN)) KMIRROR_BENCH_ROUNDS=$(or $(ROUNDS),7) KMIRROR_BENCH_PROXY_SCENARIO=$(SCENARIO) \
-	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/proxy/
+	  $(GO) test -v -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/proxy/
 
 clean:
 	rm -rf bin
