@@ -55,8 +55,8 @@ type Config struct {
 	MetricsAddr string `yaml:"metrics_addr"`
 	// EventLoops is the number of gnet event loops per plaintext listener.
 	EventLoops int `yaml:"event_loops"`
-	// PlaintextEngine serves plaintext listeners: "netpoll" (default; Go's poller, a
-	// goroutine per connection, listener_tcp.go) or "gnet" (event loops).
+	// PlaintextEngine serves plaintext listeners: "gnet" (default; event loops) or
+	// "netpoll" (Go's poller, a goroutine per connection, listener_tcp.go).
 	PlaintextEngine string `yaml:"plaintext_engine"`
 
 	// TLS, when CertFile is set, makes every client listener TLS (crypto/tls).
