@@ -8,7 +8,7 @@ BIN       := bin/kmirror
 SHELL     := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: all build run test test-deps test-short lint fuzz bench matrix clean
+.PHONY: all build run test test-deps test-short lint fuzz bench bench-proxy matrix clean
 
 all: lint test
 
@@ -61,6 +61,12 @@ fuzz:
 # that the benchmark packages never run at the same time (they would share the cores).
 bench: test-deps build
 	KMIRROR_BIN=$(abspath $(BIN)) $(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/...
+
+# The proxy benchmark alone (bench/README.md, Proxy): ROUNDS paired rounds (default 7);
+# ROUNDS=2 for a quick loop, SCENARIO=small or large for one workload.
+bench-proxy: build
+	KMIRROR_BIN=$(abspath $(BIN)) KMIRROR_BENCH_ROUNDS=$(or $(ROUNDS),7) KMIRROR_BENCH_PROXY_SCENARIO=$(SCENARIO) \
+	  $(GO) test -v -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/proxy/
 
 clean:
 	rm -rf bin

@@ -26,9 +26,16 @@ import (
 // order, none for acks=0, every record must land at the offset its place in the stream
 // gives it and read back byte for byte, and a bad frame must still close the connection
 // without disturbing another. (Real Kafka: kfake stops answering a connection whose Produce
-// follows another request in the same write.)
+// follows another request in the same write.) The netpoll engine (listener_tcp.go) serves
+// every plaintext connection as a handed-off one from its first byte: the same checks hold.
 func TestRealBulkHandOffKeepsOrder(t *testing.T) {
-	p, _, _ := realProxy(t)
+	for _, engine := range []string{EngineGnet, EngineNetpoll} {
+		t.Run(engine, func(t *testing.T) { bulkKeepsOrder(t, engine) })
+	}
+}
+
+func bulkKeepsOrder(t *testing.T, engine string) {
+	p, _, _ := realProxy(t, func(c *Config) { c.PlaintextEngine = engine })
 	// Room for the replica wait, the pipelined responses and the read back on a slow machine.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -135,7 +142,7 @@ func TestRealBulkHandOffKeepsOrder(t *testing.T) {
 	if err := <-wrote; err != nil {
 		t.Fatal(err)
 	}
-	if got := p.handedOff.Load(); got != 1 {
+	if got := p.handedOff.Load(); engine == EngineGnet && got != 1 {
 		t.Fatalf("%d connections handed off, want 1", got)
 	}
 	if p.spliced.Load() == 0 {

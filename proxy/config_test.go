@@ -55,15 +55,21 @@ func TestParseArgsErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	_ = os.WriteFile(bad, []byte("upstream: [a:1]\nno_such_key: 1\n"), 0o600)
+	engine := filepath.Join(dir, "engine.yaml")
+	_ = os.WriteFile(engine, []byte("upstream: [a:1]\nplaintext_engine: epoll\n"), 0o600)
+	netpollProxyProto := filepath.Join(dir, "netpoll-proxyproto.yaml")
+	_ = os.WriteFile(netpollProxyProto, []byte("upstream: [a:1]\nplaintext_engine: netpoll\nproxy_protocol: true\n"), 0o600)
 	for name, args := range map[string][]string{
-		"no upstream":      {},
-		"bad upstream":     {"--upstream", "nohost"},
-		"unknown yaml key": {"--config", bad},
-		"missing file":     {"--config", filepath.Join(dir, "absent.yaml")},
-		"bad port range":   {"--upstream", "a:1", "--broker-ports", "65500+100"},
-		"bad ports flag":   {"--upstream", "a:1", "--broker-ports", "x"},
-		"cert without key": {"--upstream", "a:1", "--tls-cert", "c.pem"},
-		"stray argument":   {"--upstream", "a:1", "extra"},
+		"no upstream":                 {},
+		"bad upstream":                {"--upstream", "nohost"},
+		"unknown yaml key":            {"--config", bad},
+		"missing file":                {"--config", filepath.Join(dir, "absent.yaml")},
+		"bad port range":              {"--upstream", "a:1", "--broker-ports", "65500+100"},
+		"bad ports flag":              {"--upstream", "a:1", "--broker-ports", "x"},
+		"cert without key":            {"--upstream", "a:1", "--tls-cert", "c.pem"},
+		"stray argument":              {"--upstream", "a:1", "extra"},
+		"unknown engine":              {"--config", engine},
+		"netpoll with PROXY protocol": {"--config", netpollProxyProto},
 	} {
 		if _, err := ParseArgs("proxy", args); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -182,15 +182,24 @@ func checkAddressRewrites(t *testing.T, p *Proxy, realAddrs []string) {
 
 // TestKfakeLargeFetchStreamed produces and consumes requests and responses far larger than
 // the relay pieces, so both cross the proxy cut-through, and checks every byte of every record.
+// On gnet a connection is handed off to splice; on netpoll every connection splices from
+// the start.
 func TestKfakeLargeFetchStreamed(t *testing.T) {
-	c := startKfake(t, 1)
-	p := startProxy(t, c.ListenAddrs())
-	largeRoundTrip(t, p)
-	if p.streamed.Load() == 0 {
-		t.Fatal("no Produce request was forwarded cut-through")
-	}
-	if p.handedOff.Load() == 0 {
-		t.Fatal("no connection was handed off to splice its Produce requests")
+	for _, engine := range []string{EngineGnet, EngineNetpoll} {
+		t.Run(engine, func(t *testing.T) {
+			c := startKfake(t, 1)
+			p := startProxy(t, c.ListenAddrs(), func(c *Config) { c.PlaintextEngine = engine })
+			largeRoundTrip(t, p)
+			if p.streamed.Load() == 0 {
+				t.Fatal("no Produce request was forwarded cut-through")
+			}
+			if engine == EngineGnet && p.handedOff.Load() == 0 {
+				t.Fatal("no connection was handed off to splice its Produce requests")
+			}
+			if p.spliced.Load() == 0 {
+				t.Fatal("no Produce body was spliced")
+			}
+		})
 	}
 }
 

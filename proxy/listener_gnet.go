@@ -329,21 +329,14 @@ type gnetClient struct {
 }
 
 func (g *gnetClient) writeFrame(frame []byte, done func()) {
-	g.deadline.arm(g.out)
-	if _, err := g.out.Write(frame); err != nil {
+	if err := writeResponse(g.out, &g.deadline, frame); err != nil {
 		g.close()
 	}
 	done()
 }
 
 func (g *gnetClient) relay(head []byte, src io.Reader, n int64) error {
-	g.deadline.arm(g.out)
-	if _, err := g.out.Write(head); err != nil {
-		return err
-	}
-	// *net.TCPConn to *net.TCPConn through io.LimitedReader: the runtime splices.
-	_, err := io.CopyN(g.out, src, n)
-	return err
+	return relayTo(g.out, &g.deadline, head, src, n)
 }
 
 func (g *gnetClient) resume() {

@@ -69,28 +69,7 @@ func (p *Proxy) listenTLS(r route, addr string) (listener, error) {
 	if p.cfg.ProxyProtocol {
 		raw = proxyProtoListener{raw} // the PROXY header precedes the TLS handshake
 	}
-	l := &tlsListener{ln: tls.NewListener(raw, cfg), done: make(chan struct{})}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		defer close(l.done)
-		for {
-			c, err := l.ln.Accept()
-			if err != nil {
-				if !errors.Is(err, net.ErrClosed) {
-					p.log.Error("accept failed; listener stops", "listener", r.String(), "err", err)
-				}
-				return
-			}
-			if p.draining.Load() {
-				_ = c.Close()
-				continue
-			}
-			p.wg.Add(1)
-			go p.serveTLSConn(r, c.(*tls.Conn))
-		}
-	}()
-	return l, nil
+	return p.serveListener(r, tls.NewListener(raw, cfg), func(c net.Conn) { p.serveTLSConn(r, c.(*tls.Conn)) }), nil
 }
 
 // serveTLSConn reads frames until the connection ends; acquire blocks while every in-flight
@@ -138,8 +117,7 @@ type tlsClient struct {
 
 func (t *tlsClient) writeFrame(frame []byte, done func()) {
 	t.mu.Lock()
-	t.deadline.arm(t.c)
-	_, err := t.c.Write(frame)
+	err := writeResponse(t.c, &t.deadline, frame)
 	t.mu.Unlock()
 	if err != nil {
 		_ = t.c.Close()
@@ -150,12 +128,7 @@ func (t *tlsClient) writeFrame(frame []byte, done func()) {
 func (t *tlsClient) relay(head []byte, src io.Reader, n int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.deadline.arm(t.c)
-	if _, err := t.c.Write(head); err != nil {
-		return err
-	}
-	_, err := io.CopyN(t.c, src, n)
-	return err
+	return relayTo(t.c, &t.deadline, head, src, n)
 }
 
 func (t *tlsClient) resume()              {}

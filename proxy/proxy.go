@@ -48,6 +48,7 @@ type Proxy struct {
 	// connections moved from gnet to a goroutine of their own to splice Produce (tests)
 	handedOff atomic.Int64
 	spliced   atomic.Int64 // Produce bodies spliced client to upstream (tests)
+	fromBuf   atomic.Int64 // responses written from the reader's buffer (tests)
 	draining  atomic.Bool
 	readiness atomic.Pointer[func(context.Context) error] // SetReadiness (ready.go)
 
@@ -298,12 +299,12 @@ func (p *Proxy) Close() error {
 	return errors.Join(errs...)
 }
 
-// listen starts a listener for r on addr, TLS or gnet depending on the configuration.
+// listen starts a listener for r on addr, TLS or plaintext depending on the configuration.
 func (p *Proxy) listen(r route, addr string) (listener, error) {
 	if p.cfg.TLS.CertFile != "" {
 		return p.listenTLS(r, addr)
 	}
-	return p.listenGnet(r, addr)
+	return p.listenPlain(r, addr)
 }
 
 // advertise records a broker seen in an upstream response and returns the port clients

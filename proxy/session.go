@@ -39,7 +39,9 @@ import (
 // clientSide is the transport to the client: gnet (plaintext) or a net.Conn (TLS).
 type clientSide interface {
 	// writeFrame sends one response frame; done runs once the frame has left the
-	// session's hands (written or buffered by the transport, or failed).
+	// session's hands (written or buffered by the transport, or failed). The frame may be
+	// the response reader's buffer (deliverBuffered): the transport must be done with it
+	// when writeFrame returns.
 	writeFrame(frame []byte, done func())
 	// relay writes head, then n bytes read from src, blocking until done.
 	relay(head []byte, src io.Reader, n int64) error
@@ -492,11 +494,13 @@ const relayMinBytes = 64 << 10
 func (s *session) relayResponse(p *pending, br *bufio.Reader, conn net.Conn) error {
 	upstream := conn.RemoteAddr()
 	var head [8]byte
-	if _, err := io.ReadFull(br, head[:]); err != nil {
+	if hb, err := br.Peek(8); err != nil {
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("upstream %s closed the connection with %s v%d in flight", upstream, kmsg.NameForKey(p.key), p.version)
 		}
 		return fmt.Errorf("reading %s response from %s: %w", kmsg.NameForKey(p.key), upstream, err)
+	} else {
+		copy(head[:], hb)
 	}
 	size := int32(binary.BigEndian.Uint32(head[:]))
 	if size < 4 || size > s.p.cfg.MaxFrameBytes {
@@ -506,6 +510,10 @@ func (s *session) relayResponse(p *pending, br *bufio.Reader, conn net.Conn) err
 		return fmt.Errorf("upstream %s answered correlation id %d while %d (%s) was next", upstream, corrID, p.corrID, kmsg.NameForKey(p.key))
 	}
 	total := 4 + int(size)
+	if p.intercept == nil && !p.sasl && total <= br.Buffered() {
+		return s.deliverBuffered(p, br, total)
+	}
+	_, _ = br.Discard(8)
 
 	if p.intercept != nil || p.sasl {
 		frame := make([]byte, total)
@@ -565,6 +573,26 @@ func (s *session) relayResponse(p *pending, br *bufio.Reader, conn net.Conn) err
 	s.p.metrics.bytesOut(total)
 	s.p.metrics.latencyOf(p.key, time.Since(p.start))
 	s.release()
+	return nil
+}
+
+// deliverBuffered hands the client a response that the reader's buffer holds whole (most
+// small ones: one read takes a response, often several): it is written from the buffer,
+// rewritten first if its key needs it, without a copy into a frame of its own.
+func (s *session) deliverBuffered(p *pending, br *bufio.Reader, total int) error {
+	frame, _ := br.Peek(total)
+	s.p.fromBuf.Add(1)
+	defer br.Discard(total) // Buffered said the bytes are there
+	if !needsRewrite(p.key, p.version) && p.merge == nil {
+		s.deliver(p, frame, false, true)
+		return nil
+	}
+	rewritten, err := s.p.rewriteResponse(p, frame)
+	if err != nil {
+		return err
+	}
+	// A rewrite encodes into a buffer of its own; an unchanged response is still the buffer's.
+	s.deliver(p, rewritten, false, true)
 	return nil
 }
 

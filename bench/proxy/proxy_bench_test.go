@@ -99,85 +99,7 @@ func BenchmarkProxy(b *testing.B) {
 		for round := range benchRounds() + 1 {
 			rounds = append(rounds, runRound(b, paths, cpus, sc, round))
 		}
-		rounds = rounds[1:]
-		med := func(path string, f func(result) float64) float64 {
-			var v []float64
-			for _, r := range rounds {
-				v = append(v, f(r[path]))
-			}
-			return median(v)
-		}
-		// ratios returns the median, minimum and maximum over the rounds of path/base.
-		ratios := func(path, base string, f func(result) float64) (float64, float64, float64) {
-			var v []float64
-			for _, r := range rounds {
-				v = append(v, f(r[path])/f(r[base]))
-			}
-			slices.Sort(v)
-			return median(v), v[0], v[len(v)-1]
-		}
-		prodMBs := func(r result) float64 { return r.produceMBs }
-		consMBs := func(r result) float64 { return r.consumeMBs }
-		p50 := func(r result) float64 { return float64(r.p50.Microseconds()) }
-		p99 := func(r result) float64 { return float64(r.p99.Microseconds()) }
-		added := func(path string, f func(result) float64) float64 {
-			var v []float64
-			for _, r := range rounds {
-				v = append(v, f(r[path])-f(r["direct"]))
-			}
-			return median(v)
-		}
-		fetchFirst := func(r result) float64 { return float64(r.fetchFirst.Microseconds()) }
-		fetchTotal := func(r result) float64 { return float64(r.fetchTotal.Microseconds()) }
-		prodCPU := func(r result) float64 { return float64(r.produceCPU.Milliseconds()) }
-		consCPU := func(r result) float64 { return float64(r.consumeCPU.Milliseconds()) }
-		for _, path := range pathNames {
-			b.Run(sc.name+"/"+path, func(b *testing.B) {
-				b.ReportMetric(med(path, prodMBs), "produce-MB/s")
-				b.ReportMetric(med(path, consMBs), "consume-MB/s")
-				b.ReportMetric(med(path, p50), "p50-µs")
-				b.ReportMetric(med(path, p99), "p99-µs")
-				b.ReportMetric(med(path, fetchFirst), "fetch-first-byte-µs")
-				b.ReportMetric(med(path, fetchTotal), "fetch-µs")
-				if path == "direct" {
-					return
-				}
-				// The paired figures, so that `make bench` output alone answers the targets.
-				pm, _, _ := ratios(path, "direct", prodMBs)
-				cm, _, _ := ratios(path, "direct", consMBs)
-				b.ReportMetric(100*pm, "produce-%-of-direct")
-				b.ReportMetric(100*cm, "consume-%-of-direct")
-				b.ReportMetric(added(path, p99), "added-p99-µs")
-				b.ReportMetric(med(path, prodCPU), "produce-CPU-ms/GiB")
-				b.ReportMetric(med(path, consCPU), "consume-CPU-ms/GiB")
-				if path == "proxy" {
-					pr, _, _ := ratios("proxy", "relay", prodMBs)
-					cr, _, _ := ratios("proxy", "relay", consMBs)
-					b.ReportMetric(100*pr, "produce-%-of-relay")
-					b.ReportMetric(100*cr, "consume-%-of-relay")
-				}
-			})
-		}
-		for _, path := range pathNames[1:] {
-			pm, plo, phi := ratios(path, "direct", prodMBs)
-			cm, clo, chi := ratios(path, "direct", consMBs)
-			b.Logf("%-5s %-5s medians of %d rounds: produce %.1f -> %.1f MB/s (of direct %.0f%%, rounds %.0f…%.0f%%), consume %.1f -> %.1f MB/s (%.0f%%, rounds %.0f…%.0f%%), p50 %.0f -> %.0f µs (added %+.0f µs), p99 %.0f -> %.0f µs (added %+.0f µs), CPU per GiB forwarded: produce %.0f ms, consume %.0f ms",
-				sc.name, path, len(rounds), med("direct", prodMBs), med(path, prodMBs), 100*pm, 100*plo, 100*phi,
-				med("direct", consMBs), med(path, consMBs), 100*cm, 100*clo, 100*chi,
-				med("direct", p50), med(path, p50), added(path, p50),
-				med("direct", p99), med(path, p99), added(path, p99),
-				med(path, prodCPU), med(path, consCPU))
-		}
-		var trips []string
-		for _, path := range pathNames {
-			trips = append(trips, fmt.Sprintf("%s %.0f / %.0f µs", path, med(path, fetchFirst), med(path, fetchTotal)))
-		}
-		b.Logf("%-5s consumer's Fetch round trips (medians of the rounds' means), first response byte / last: %s",
-			sc.name, strings.Join(trips, ", "))
-		pr, prlo, prhi := ratios("proxy", "relay", prodMBs)
-		cr, crlo, crhi := ratios("proxy", "relay", consMBs)
-		b.Logf("%-5s proxy/relay: produce %.0f%% (rounds %.0f…%.0f%%), consume %.0f%% (rounds %.0f…%.0f%%)",
-			sc.name, 100*pr, 100*prlo, 100*prhi, 100*cr, 100*crlo, 100*crhi)
+		report(b, sc, rounds[1:])
 	}
 }
 
@@ -284,9 +206,16 @@ func startProxy(b *testing.B, cluster *kafkatest.Cluster) (addr string, cpu func
 	}
 	addr = l.Addr().String()
 	_ = l.Close()
-	cmd := exec.Command(bin, "proxy", "--upstream", cluster.BootstrapString(), "--listen", addr,
+	args := []string{bin, "proxy", "--upstream", cluster.BootstrapString(), "--listen", addr,
 		"--advertised-host", "127.0.0.1", "--broker-ports", "0", "--idle-timeout", "1h",
-		"--mirroring=false", "--log-level", "warn")
+		"--mirroring=false", "--log-level", "warn"}
+	// KMIRROR_BENCH_PROXY_WRAP runs the proxy under a tool, e.g. "valgrind --tool=callgrind
+	// --callgrind-out-file=/tmp/cg.out" for instruction counts that the machine's load does
+	// not change (the throughput figures of such a run mean nothing).
+	wrap := strings.Fields(os.Getenv("KMIRROR_BENCH_PROXY_WRAP"))
+	// KMIRROR_BENCH_PROXY_ARGS adds flags, e.g. "--config gnet.yaml" for another engine.
+	args = append(append(wrap, args...), strings.Fields(os.Getenv("KMIRROR_BENCH_PROXY_ARGS"))...)
+	cmd := exec.Command(args[0], args[1:]...)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -304,7 +233,11 @@ func startProxy(b *testing.B, cluster *kafkatest.Cluster) (addr string, cpu func
 			<-exited
 		}
 	})
-	polltest.Eventually(b, 30*time.Second, "kmirror proxy listens on "+addr, func() (bool, string) {
+	boot := 30 * time.Second
+	if len(wrap) > 0 {
+		boot = 2 * time.Minute // under valgrind the proxy starts tens of times slower
+	}
+	polltest.Eventually(b, boot, "kmirror proxy listens on "+addr, func() (bool, string) {
 		select {
 		case <-exited:
 			b.Fatalf("kmirror proxy exited at start:\n%s", logs.String())
@@ -338,13 +271,14 @@ func processCPU(pid int) time.Duration {
 	return sum
 }
 
-// benchRounds is the number of paired trials per scenario (KMIRROR_BENCH_ROUNDS, default 5);
-// medians are reported.
+// benchRounds is the number of paired trials per scenario (KMIRROR_BENCH_ROUNDS, default 7:
+// issue 19's targets are medians of at least seven); medians are reported. For quick loops,
+// KMIRROR_BENCH_ROUNDS=2 (make bench-proxy ROUNDS=2).
 func benchRounds() int {
 	if n, err := strconv.Atoi(os.Getenv("KMIRROR_BENCH_ROUNDS")); err == nil && n > 0 {
 		return n
 	}
-	return 5
+	return 7
 }
 
 func median(v []float64) float64 {
@@ -361,9 +295,25 @@ func createTopic(ctx context.Context, b *testing.B, bootstrap, topic string) {
 		b.Fatal(err)
 	}
 	defer adm.Close()
-	if _, err := kadm.NewClient(adm).CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+	kadmin := kadm.NewClient(adm)
+	if _, err := kadmin.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
 		b.Fatalf("create %s: %v", topic, err)
 	}
+	// On a loaded machine the broker can answer the creation before it hosts the partitions;
+	// a producer then gives up after its unknown-topic retries.
+	polltest.Eventually(b, time.Minute, "a leader for every partition of "+topic, func() (bool, string) {
+		md, err := kadmin.Metadata(ctx, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		parts := md.Topics[topic].Partitions
+		for _, p := range parts {
+			if p.Leader < 0 || p.Err != nil {
+				return false, fmt.Sprintf("partition %d: %+v", p.Partition, p)
+			}
+		}
+		return len(parts) == 3, fmt.Sprintf("%d partitions", len(parts))
+	})
 }
 
 // measureLatency produces 1000 records one at a time on each path, acks=all, so each sample
