@@ -158,6 +158,9 @@ func (c *Copier) endTxn(p *partition, o *op) error {
 // answered as a retry and a stale epoch is fenced, never with a second
 // marker.
 func (c *Copier) fillMarkers(p *partition, o *op) error {
+	if err := c.settleFillers(p); err != nil {
+		return err
+	}
 	end, err := c.logEnd(p)
 	if err != nil {
 		return err
@@ -199,6 +202,33 @@ func (c *Copier) fillMarkers(p *partition, o *op) error {
 	c.mu.Lock()
 	p.progress.DestinationLogEnd = target
 	c.mu.Unlock()
+	return nil
+}
+
+// settleFillers makes every filler id whose identity is unknown known
+// before the log end is read: a fresh owner's (an earlier owner may have
+// ended a filler transaction just before it died) and one whose last EndTxn
+// failed (a timed-out EndTxn may still have been applied). EndTxn answers
+// before its marker is written, so such a marker can land after the log end
+// is read, and the markers counted from that log end would then be one too
+// many: the partition's offsets would drift by one (found by the soak and
+// the version matrix under load). identify waits out PrepareAbort, after
+// which the marker is in the log and the log end counts it.
+func (c *Copier) settleFillers(p *partition) error {
+	for _, f := range p.fillers {
+		c.mu.Lock()
+		id := identityLocked(f)
+		c.mu.Unlock()
+		if id.known {
+			continue
+		}
+		if _, err := c.txn.identify(c.ctx, &id, p.tp.topic, p.tp.partition); err != nil {
+			return fmt.Errorf("settling filler transaction %s before filling: %w", id.id, err)
+		}
+		c.mu.Lock()
+		f.known, f.pid, f.epoch = true, id.pid, id.epoch
+		c.mu.Unlock()
+	}
 	return nil
 }
 
