@@ -61,17 +61,7 @@ func TestRefusedWritesMetric(t *testing.T) {
 		`kmirror_proxy_refused_writes_total{reason="mirror_topic_admin"} 1`,
 	} {
 		if !strings.Contains(body, want) {
-			t.Errorf("metrics lack %s:\n%s", want, grepLines(body, "refused_writes"))
+			t.Errorf("metrics lack %s:\n%s", want, metricstest.Grep(body, "refused_writes"))
 		}
 	}
-}
-
-func grepLines(body, sub string) string {
-	var out []string
-	for _, l := range strings.Split(body, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }

@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -272,17 +273,8 @@ func formatStatus(now time.Time, resp *protocol.DescribeMirrorsResponse) string 
 		return line + "; no partitions"
 	}
 	var st []string
-	for _, s := range sortedStates(states) {
+	for _, s := range slices.Sorted(maps.Keys(states)) {
 		st = append(st, fmt.Sprintf("%d %s", states[s], s))
 	}
 	return line + "; " + strings.Join(st, ", ")
-}
-
-func sortedStates(states map[string]int) []string {
-	out := make([]string, 0, len(states))
-	for s := range states {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
 }
