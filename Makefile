@@ -8,7 +8,7 @@ BIN       := bin/kmirror
 SHELL     := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: all build run test test-deps test-short lint fuzz bench bench-proxy matrix clean
+.PHONY: all build run test test-deps test-short lint fuzz bench bench-proxy matrix release clean
 
 all: lint test
 
@@ -67,6 +67,23 @@ bench: test-deps build
 bench-proxy: build
 	KMIRROR_BIN=$(abspath $(BIN)) KMIRROR_BENCH_ROUNDS=$(or $(ROUNDS),7) KMIRROR_BENCH_PROXY_SCENARIO=$(SCENARIO) \
 	  $(GO) test -v -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/proxy/
+
+# Static linux binaries (amd64, arm64) with version, commit and build date in
+# `kmirror version`, and SHA256SUMS, in bin/release/; then checks them
+# (scripts/release-check.sh). VERSION defaults to `git describe`.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+DATE    := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+RELEASE_LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
+
+release:
+	rm -rf bin/release && mkdir -p bin/release
+	for arch in amd64 arm64; do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(RELEASE_LDFLAGS)' \
+	    -o bin/release/kmirror-$(VERSION)-linux-$$arch ./cmd/kmirror || exit 1; \
+	done
+	cd bin/release && sha256sum kmirror-* > SHA256SUMS
+	./scripts/release-check.sh bin/release $(VERSION) $(COMMIT) $(DATE)
 
 clean:
 	rm -rf bin

@@ -52,19 +52,18 @@ func (r *runner) alter(ctx context.Context, fromFile []protocol.CreateMirrorRequ
 	return nil
 }
 
+// configValueWidth is how much of a config value --describe --configs
+// shows without --full: a list of patterns or ACL rules can run to hundreds
+// of characters and would wrap every row of the table.
+const configValueWidth = 60
+
 func (r *runner) describeConfigs(ctx context.Context) error {
-	res := kmsg.NewDescribeConfigsRequestResource()
-	res.ResourceType, res.ResourceName = mirrorResourceType, r.a.Mirror
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	req.Resources = append(req.Resources, res)
-	resp, err := r.c.request(ctx, req)
+	resources, err := r.mirrorConfigs(ctx, []string{r.a.Mirror})
 	if err != nil {
 		return err
 	}
-	for _, rr := range resp.(*kmsg.DescribeConfigsResponse).Resources {
-		if err := protocol.ResponseError(rr.ErrorCode, rr.ErrorMessage); err != nil {
-			return fmt.Errorf("mirror %s: %w", r.a.Mirror, err)
-		}
+	shortened := false
+	for _, rr := range resources {
 		cs := rr.Configs
 		sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
 		w := tabwriter.NewWriter(r.out, 0, 8, 2, ' ', 0)
@@ -77,6 +76,9 @@ func (r *runner) describeConfigs(ctx context.Context) error {
 			case c.Value != nil:
 				v = *c.Value
 			}
+			if !r.a.Full && len([]rune(v)) > configValueWidth {
+				v, shortened = string([]rune(v)[:configValueWidth-1])+"…", true
+			}
 			if c.Source == kmsg.ConfigSourceDefaultConfig {
 				source = "default"
 			}
@@ -88,6 +90,9 @@ func (r *runner) describeConfigs(ctx context.Context) error {
 		if err := w.Flush(); err != nil {
 			return err
 		}
+	}
+	if shortened {
+		fmt.Fprintf(r.out, "Values longer than %d characters end in …; --full prints them whole.\n", configValueWidth)
 	}
 	return nil
 }

@@ -56,4 +56,25 @@ func TestAlterAndDescribeConfigs(t *testing.T) {
 	mustContain(t, "bad pair", r.stderr, "KEY=VALUE")
 	r = mustRun(t, 2, run("--describe", "--configs"))
 	mustContain(t, "configs without mirror", r.stderr, "--describe --configs needs --mirror")
+
+	// A long value is shortened to fit a terminal, --full shows it whole.
+	long := "orders-[a-z]+," + strings.Repeat("payments-v[0-9]+,", 15) + "logs-.*"
+	mustRun(t, 0, run("--alter", "--mirror", "dr", "--add-config", "topics.exclude=x", "--mirror-config",
+		writeFile(t, "long.properties", "topics.include="+long+"\n")))
+	r = mustRun(t, 0, run("--describe", "--mirror", "dr", "--configs"))
+	if l := row("topics.include"); strings.Contains(l, long) || !strings.Contains(l, "…") {
+		t.Fatalf("long value not shortened: %q", l)
+	}
+	mustContain(t, "shortened note", r.stdout, "--full prints them whole")
+	r = mustRun(t, 0, run("--describe", "--mirror", "dr", "--configs", "--full"))
+	if l := row("topics.include"); !strings.Contains(l, long) {
+		t.Fatalf("--full: %q", l)
+	}
+
+	// An unknown mirror prints its error alone, no empty table.
+	r = mustRun(t, 1, run("--describe", "--mirror", "nope"))
+	if r.stdout != "" {
+		t.Fatalf("describe of an unknown mirror printed a table:\n%s", r)
+	}
+	mustContain(t, "unknown mirror", r.stderr, "UNKNOWN_MIRROR", "1 of 1 mirror could not be described")
 }

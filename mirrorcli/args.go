@@ -41,9 +41,14 @@ const (
 	// ActRecoverState rebuilds a mirror whose state was lost
 	// (__mirror_state deleted or replaced straight at a broker).
 	ActRecoverState Action = "recover-state"
+	// Mirrors as code: make the mirrors what a file declares, show what
+	// that would change, or write the file for what exists.
+	ActApply  Action = "apply"
+	ActDiff   Action = "diff"
+	ActExport Action = "export"
 )
 
-var actions = []Action{ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActList, ActDescribe, ActDelete, ActAlter, ActRecoverState}
+var actions = []Action{ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActList, ActDescribe, ActDelete, ActAlter, ActRecoverState, ActApply, ActDiff, ActExport}
 
 // MirrorsArgs is a parsed `kmirror mirrors` command line.
 type MirrorsArgs struct {
@@ -66,6 +71,13 @@ type MirrorsArgs struct {
 	DeleteConfig []string
 	// --describe --configs: the mirror's configs instead of its partitions.
 	Configs bool
+	// --full (with --describe --configs): values whole, not shortened.
+	Full bool
+	// -f FILE: the mirrors file of --apply and --diff, where --export writes.
+	File string
+	// --allow-destructive: --apply may pause, fail over and delete what the
+	// file says to.
+	AllowDestructive bool
 }
 
 // TopicSelection is a --topics value: either plain topic names or one
@@ -142,17 +154,20 @@ func ParseTopics(flagName, v string) (TopicSelection, error) {
 
 // flagUse lists which actions take each optional flag.
 var flagUse = map[string][]Action{
-	"mirror":        {ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActDescribe, ActDelete, ActAlter, ActRecoverState},
-	"mirror-config": {ActCreate, ActAlter, ActRecoverState},
-	"add-config":    {ActAlter},
-	"delete-config": {ActAlter},
-	"configs":       {ActDescribe},
-	"topics":        {ActAdd, ActRemove, ActPause, ActResume},
-	"exclude":       {ActAdd},
-	"failed":        {ActDescribe},
-	"json":          {ActDescribe, ActList},
-	"wait":          {ActRemove},
-	"wait-for-sync": {ActRemove},
+	"mirror":            {ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActDescribe, ActDelete, ActAlter, ActRecoverState, ActApply, ActDiff, ActExport},
+	"mirror-config":     {ActCreate, ActAlter, ActRecoverState, ActApply, ActDiff, ActExport},
+	"add-config":        {ActAlter},
+	"delete-config":     {ActAlter},
+	"configs":           {ActDescribe},
+	"topics":            {ActAdd, ActRemove, ActPause, ActResume},
+	"exclude":           {ActAdd},
+	"failed":            {ActDescribe},
+	"json":              {ActDescribe, ActList},
+	"wait":              {ActRemove},
+	"wait-for-sync":     {ActRemove},
+	"f":                 {ActApply, ActDiff, ActExport},
+	"allow-destructive": {ActApply},
+	"full":              {ActDescribe},
 }
 
 // ParseMirrorsArgs parses and validates a `kmirror mirrors` command line.
@@ -164,6 +179,7 @@ func ParseMirrorsArgs(args []string, help io.Writer) (*MirrorsArgs, error) {
 		return nil, err
 	}
 	f.fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	f.set["f"] = f.set["f"] || f.set["file"] // one flag, two spellings
 	for _, check := range []func(*MirrorsArgs) error{f.pickAction, f.checkApply, f.checkNeeds, f.parseAlter, f.parseTopics, f.parseExclude} {
 		if err := check(a); err != nil {
 			return nil, err
@@ -202,6 +218,10 @@ func newMirrorsFlags(a *MirrorsArgs) *mirrorsFlags {
 	fs.StringVar(&f.addConfig, "add-config", "", "")
 	fs.StringVar(&f.deleteConfig, "delete-config", "", "")
 	fs.BoolVar(&a.Configs, "configs", false, "")
+	fs.BoolVar(&a.Full, "full", false, "")
+	fs.StringVar(&a.File, "f", "", "")
+	fs.StringVar(&a.File, "file", "", "")
+	fs.BoolVar(&a.AllowDestructive, "allow-destructive", false, "")
 	fs.DurationVar(&a.Timeout, "timeout", 60*time.Second, "")
 	return f
 }
@@ -217,7 +237,7 @@ func (f *mirrorsFlags) pickAction(a *MirrorsArgs) error {
 	}
 	switch len(chosen) {
 	case 0:
-		return usagef("no action given; give exactly one of --create, --add, --remove, --pause, --resume, --list, --describe, --delete, --alter, --recover-state")
+		return usagef("no action given; give exactly one of %s", actionList(actions))
 	case 1:
 		return nil
 	}
@@ -229,7 +249,7 @@ func (f *mirrorsFlags) checkApply(a *MirrorsArgs) error {
 	if a.Bootstrap == "" {
 		return usagef("--bootstrap-server is required: give the kmirror proxy's address, e.g. --bootstrap-server localhost:9092")
 	}
-	for _, name := range []string{"mirror", "mirror-config", "topics", "exclude", "failed", "json", "wait", "wait-for-sync", "add-config", "delete-config", "configs"} {
+	for _, name := range []string{"mirror", "mirror-config", "topics", "exclude", "failed", "json", "wait", "wait-for-sync", "add-config", "delete-config", "configs", "f", "allow-destructive", "full"} {
 		if acts := flagUse[name]; f.set[name] && !hasAction(acts, a.Action) {
 			return usagef("--%s does not apply to --%s (it is used with %s); remove it", name, a.Action, actionList(acts))
 		}
@@ -242,8 +262,12 @@ func (f *mirrorsFlags) checkApply(a *MirrorsArgs) error {
 
 // checkNeeds asks for the flags the action cannot do without.
 func (f *mirrorsFlags) checkNeeds(a *MirrorsArgs) error {
-	needMirror := a.Action != ActList && a.Action != ActDescribe
+	needMirror := !hasAction([]Action{ActList, ActDescribe, ActApply, ActDiff, ActExport}, a.Action)
 	switch {
+	case (a.Action == ActApply || a.Action == ActDiff) && a.File == "":
+		return usagef("--%s needs -f FILE: the mirrors file (kmirror mirrors --export -f FILE writes one for what exists)", a.Action)
+	case a.Full && !a.Configs:
+		return usagef("--full goes with --describe --configs: it shows config values whole")
 	case needMirror && a.Mirror == "":
 		return usagef("--%s needs --mirror NAME; `kmirror mirrors --list` shows the mirrors", a.Action)
 	case f.set["mirror"] && a.Mirror == "":
@@ -497,7 +521,9 @@ Actions (exactly one):
         source.cluster.id, security.protocol, sasl.*, ssl.*) cannot change. Every
         alter re-saves the mirror's secrets with the answering instance's current
         key (after a key rotation, or to encrypt one an older kmirror stored in clear).
-  --describe --mirror M --configs       the mirror's configs, with defaults
+  --describe --mirror M --configs [--full]
+        the mirror's configs, with defaults; long values are shortened to fit
+        a terminal (…), --full prints them whole
   --recover-state --mirror M --mirror-config FILE
         rebuild mirror M after its state was lost (__mirror_state deleted or
         re-created straight at a broker; --list and --describe then say
@@ -505,6 +531,20 @@ Actions (exactly one):
         configs as given to --create. The topics kmirror still knows as M's are
         mirrored again from their destination log ends: nothing is copied twice.
         Add include patterns again with --add afterwards.
+
+Mirrors as code (docs/mirrors-as-code.md):
+  --apply -f FILE [--allow-destructive]
+        make the mirrors what FILE (YAML) declares: create missing mirrors, add
+        missing topics, set configs that differ, put configs the file leaves out
+        back to their defaults, resume topics the file does not pause. Prints
+        each change; a second apply prints "No changes". It pauses, fails over
+        (failed_over:) and deletes (deleted: true) only what the file says to,
+        and only with --allow-destructive; without it, it changes nothing.
+  --diff -f FILE                        what --apply would change (- and ! mark
+                                        destructive changes); changes nothing
+  --export [-f FILE]                    write the file for what exists (stdout
+                                        without -f); secrets as ${env:...}
+                                        references to fill in, never values
 
 TOPICS is either topic names separated by commas (orders,payments), or, when the
 value has any character a topic name cannot have, ONE regular expression matched

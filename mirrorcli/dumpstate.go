@@ -115,9 +115,9 @@ func DumpState(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "%d records (%d tombstones, %d control, %d undecodable)\n", d.records, d.tombstones, d.control, d.bad)
+	fmt.Fprintf(stderr, "%s (%d tombstones, %d control, %d undecodable)\n", plural(d.records, "record"), d.tombstones, d.control, d.bad)
 	if d.bad > 0 {
-		return fmt.Errorf("%d records could not be decoded; they are printed as UNDECODABLE with the reason", d.bad)
+		return fmt.Errorf("%s could not be decoded; they are printed as UNDECODABLE with the reason", plural(d.bad, "record"))
 	}
 	return nil
 }

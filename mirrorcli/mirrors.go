@@ -16,6 +16,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
+	pluralpkg "github.com/kmirror/kmirror/internal/plural"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -40,6 +41,12 @@ func RunMirrors(ctx context.Context, a *MirrorsArgs, stdout, stderr io.Writer) e
 	var configs []protocol.CreateMirrorRequestConfig
 	if a.Action == ActCreate || a.Action == ActRecoverState || (a.Action == ActAlter && a.MirrorConfig != "") {
 		if configs, err = readMirrorConfig(a.MirrorConfig); err != nil {
+			return err
+		}
+	}
+	var file *MirrorsFile
+	if a.Action == ActApply || a.Action == ActDiff {
+		if file, err = readMirrorsFile(a.File); err != nil {
 			return err
 		}
 	}
@@ -79,6 +86,12 @@ func RunMirrors(ctx context.Context, a *MirrorsArgs, stdout, stderr io.Writer) e
 		return r.alter(ctx, configs)
 	case ActRecoverState:
 		return r.recoverState(ctx, configs)
+	case ActApply:
+		return r.apply(ctx, file)
+	case ActDiff:
+		return r.diff(ctx, file)
+	case ActExport:
+		return r.export(ctx)
 	}
 	return usagef("unknown action %q", a.Action)
 }
@@ -496,12 +509,7 @@ func (r *runner) waitStopped(ctx context.Context, topics []string) (*protocol.De
 	}
 }
 
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
-}
+func plural(n int, what string) string { return pluralpkg.Of(n, what) }
 
 func truncate(s []string, n int) []string {
 	if len(s) <= n {
@@ -561,20 +569,23 @@ func (r *runner) describe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.a.JSON {
+	errs := MirrorErrors(dr)
+	switch {
+	case r.a.JSON:
 		err = RenderDescribeJSON(r.out, dr, r.a.Failed)
-	} else {
+	case len(errs) > 0 && len(errs) == len(dr.Mirrors):
+		// Nothing to tabulate: the errors alone, not an empty table's header.
+	default:
 		err = RenderDescribeTable(r.out, dr, r.a.Failed)
 	}
 	if err != nil {
 		return err
 	}
-	errs := MirrorErrors(dr)
 	for _, e := range errs {
 		fmt.Fprintf(r.errw, "error: %s\n", e)
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%d of %d mirrors could not be described", len(errs), len(dr.Mirrors))
+		return fmt.Errorf("%d of %s could not be described", len(errs), plural(len(dr.Mirrors), "mirror"))
 	}
 	return nil
 }

@@ -58,6 +58,9 @@ func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16
 			ctx, cancel := context.WithTimeout(s.ctx, guardTimeout)
 			d, err = g.FilterProduce(ctx, h.version, body)
 			cancel()
+			if d.Refused != nil {
+				s.p.metrics.refusedWrite(refusedMirrorTopic)
+			}
 		default:
 			return nil, frame, nil
 		}
@@ -96,6 +99,7 @@ func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16
 			return nil, nil, fmt.Errorf("checking %s against mirror topics: %w", kmsg.NameForKey(h.key), err)
 		}
 		if resp != nil {
+			s.p.metrics.refusedWrite(refusedMirrorTopicAdmin)
 			return appendResponseFrame(nil, h.corrID, hv, resp.AppendTo(nil)), nil, nil
 		}
 	}

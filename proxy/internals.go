@@ -20,6 +20,9 @@ func (p *Proxy) SetAudit(l *audit.Logger) { p.auditLog.Store(l) }
 func (s *session) refused(h requestHeader, ref *enforcement.Refusal) {
 	api := protocol.APIName(h.key)
 	s.p.metrics.refusal(h.key, ref.Kind)
+	if h.key == 0 { // a Produce: a write to kmirror's internals
+		s.p.metrics.refusedWrite(ref.Kind)
+	}
 	_, principal, _ := s.identity(time.Now())
 	e := audit.Event{Client: s.client.remoteAddr().String(), Listener: s.route.String(), Principal: principal,
 		API: api, APIKey: h.key, Decision: audit.Refused, Reason: ref.Kind + ": " + ref.Reason, ErrorCode: ref.Code}

@@ -31,6 +31,10 @@ type metrics struct {
 	bytes       metric.Int64Counter
 	latency     metric.Float64Histogram
 	refusals    metric.Int64Counter
+	// refusedWrites counts writes refused because they touch a read-only
+	// mirror topic or kmirror's internals (kmirror_proxy_refused_writes_total,
+	// alerted on by deploy/prometheus/rules.yml).
+	refusedWrites metric.Int64Counter
 
 	// Attribute options per API key are built once: the hot path must not allocate them.
 	keyAttrs   [256]metric.MeasurementOption // Kafka's keys (0..255)
@@ -73,6 +77,9 @@ func newMetrics() (*metrics, error) {
 	add(err)
 	m.refusals, err = meter.Int64Counter("kmirror.proxy.refusals",
 		metric.WithDescription("Requests the proxy refused on its own authority, by API and reason."))
+	add(err)
+	m.refusedWrites, err = meter.Int64Counter("kmirror.proxy.refused_writes",
+		metric.WithDescription("Produce requests (or their partitions of mirror topics) and admin mutations refused because they write to a read-only mirror topic or kmirror's internals, by reason."))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("creating proxy metrics: %w", err)
@@ -128,6 +135,16 @@ func (m *metrics) requestError(key int16) { m.errors.Add(bg, 1, m.key(key)) }
 // refusal counts a request refused by the proxy itself (rare: attributes built per call).
 func (m *metrics) refusal(key int16, reason string) {
 	m.refusals.Add(bg, 1, metric.WithAttributes(attribute.String("api", protocol.APIName(key)), attribute.String("reason", reason)))
+}
+
+// Reasons of refusedWrite besides the internals' refusal kinds.
+const (
+	refusedMirrorTopic      = "mirror_topic"       // Produce to a read-only mirror topic
+	refusedMirrorTopicAdmin = "mirror_topic_admin" // an admin mutation of one (DeleteRecords, CreatePartitions, configs, ...)
+)
+
+func (m *metrics) refusedWrite(reason string) {
+	m.refusedWrites.Add(bg, 1, metric.WithAttributes(attribute.String("reason", reason)))
 }
 
 func (m *metrics) bytesOut(n int) { m.bytes.Add(bg, int64(n), m.outAttr) }

@@ -35,4 +35,5 @@ if ((${#pkgs[@]})); then
 fi
 
 # Resolve the Kafka jars once, up front, so parallel test packages find them cached.
+echo "test-deps: resolving the Kafka jars (first run: ~100 MB from Maven Central, progress every 10 s)" >&2
 go run ./internal/kafkatest/kafkactl jars >/dev/null

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -146,14 +148,17 @@ func (d *demo) banner(out io.Writer) {
   status page:                     http://%[6]s/
   audit log (one line per mirror RPC and refusal, deleted at exit): %s
 
-Try, in another terminal:
-  go run ./cmd/kmirror mirrors --bootstrap-server %s --describe
-  kcat -b %s -C -t demo -o beginning -e -q | wc -l        (read the mirror through kmirror)
+Try, in another terminal (make run built bin/kmirror):
+  bin/kmirror mirrors --bootstrap-server %s --describe
+  kcat -b %s -C -t demo -o beginning -c 100 -q | wc -l   (read 100 mirrored records through kmirror)
   kcat -b %s -P -t demo <<< "refused"                     (mirror topics are read-only)
-  go run ./cmd/kmirror mirrors --bootstrap-server %s --remove --mirror demo --topics demo   (fail over)
+  bin/kmirror mirrors --bootstrap-server %s --remove --mirror demo --topics demo --wait   (fail over)
+  kcat -b %s -P -t demo <<< "after failover"              (produce again: now accepted)
+  bin/kmirror mirrors --bootstrap-server %s --delete --mirror demo
+The embedded clusters are franz-go's kfake (in memory, no JVM); everything else is the real kmirror.
 Ctrl-C stops.
 
-`, strings.Join(d.src.ListenAddrs(), ","), d.partitions, d.rate, strings.Join(d.dst.ListenAddrs(), ","), addr, d.in.Proxy.MetricsAddr(), d.auditLog, addr, addr, addr, addr)
+`, strings.Join(d.src.ListenAddrs(), ","), d.partitions, d.rate, strings.Join(d.dst.ListenAddrs(), ","), addr, d.in.Proxy.MetricsAddr(), d.auditLog, addr, addr, addr, addr, addr, addr)
 }
 
 // showStatus prints the status line every second until ctx ends, then
@@ -230,11 +235,31 @@ func status(ctx context.Context, cl *kgo.Client) string {
 	defer cancel()
 	resp, err := cl.Request(ctx, req)
 	if err != nil {
-		return fmt.Sprintf("status unavailable: %v", err)
+		return statusLine(fmt.Sprintf("status unavailable: %v", err))
 	}
+	return statusLine(formatStatus(time.Now(), resp.(*protocol.DescribeMirrorsResponse)))
+}
+
+// statusWidth keeps the live line inside an 80-column terminal: it is
+// redrawn with \r, and a line that wraps scrolls instead.
+const statusWidth = 79
+
+// statusLine pads (to blank out a longer previous line) or cuts s to
+// statusWidth.
+func statusLine(s string) string {
+	if r := []rune(s); len(r) > statusWidth {
+		return string(r[:statusWidth-1]) + "…"
+	}
+	return s + strings.Repeat(" ", statusWidth-len([]rune(s)))
+}
+
+func formatStatus(now time.Time, resp *protocol.DescribeMirrorsResponse) string {
 	var srcHW, dstHW, lag int64
 	states := map[string]int{}
-	for _, m := range resp.(*protocol.DescribeMirrorsResponse).Mirrors {
+	for _, m := range resp.Mirrors {
+		if err := protocol.ResponseError(m.ErrorCode, m.ErrorMessage); err != nil {
+			return fmt.Sprintf("%s  mirror demo: %v", now.Format("15:04:05"), err)
+		}
 		for _, t := range m.Topics {
 			for _, p := range t.Partitions {
 				srcHW += max(0, p.SourceHighWatermark)
@@ -244,10 +269,13 @@ func status(ctx context.Context, cl *kgo.Client) string {
 			}
 		}
 	}
-	var st []string
-	for s, n := range states {
-		st = append(st, fmt.Sprintf("%d %s", n, s))
+	line := fmt.Sprintf("%s  source %d, destination %d, lag %d", now.Format("15:04:05"), srcHW, dstHW, lag)
+	if len(states) == 0 {
+		return line + "; no partitions"
 	}
-	return fmt.Sprintf("%s  source %d records, destination %d, lag %d, partitions: %s   ",
-		time.Now().Format("15:04:05"), srcHW, dstHW, lag, strings.Join(st, ", "))
+	var st []string
+	for _, s := range slices.Sorted(maps.Keys(states)) {
+		st = append(st, fmt.Sprintf("%d %s", states[s], s))
+	}
+	return line + "; " + strings.Join(st, ", ")
 }

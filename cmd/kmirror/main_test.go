@@ -29,3 +29,14 @@ func TestVersionString(t *testing.T) {
 		t.Fatalf("version string %q", v)
 	}
 }
+
+// What `make release` stamps in is what `kmirror version` prints
+// (scripts/release-check.sh checks the built binaries too).
+func TestVersionStringStamped(t *testing.T) {
+	old := [3]string{version, commit, date}
+	defer func() { version, commit, date = old[0], old[1], old[2] }()
+	version, commit, date = "v1.2.3", "0123456789ab", "2026-01-02T03:04:05Z"
+	if v, want := versionString(), "kmirror v1.2.3 (commit 0123456789ab, built 2026-01-02T03:04:05Z, go"; !strings.HasPrefix(v, want) {
+		t.Fatalf("version string %q, want prefix %q", v, want)
+	}
+}

@@ -31,6 +31,7 @@ func init() {
 				logLevel, secretsKeyFile *string
 			)
 			cfg, err := proxy.ParseArgsWith("kmirror proxy", args, func(fs *flag.FlagSet) {
+				fs.Usage = func() { flagUsage(os.Stdout, fs, proxyHelp) }
 				mirroring = fs.Bool("mirroring", true, "run the mirror control plane and copy pipeline (false: proxy only)")
 				statePartitions = fs.Int("state-partitions", 50, "partitions of __mirror_state when this instance creates it")
 				rf = fs.Int("state-replication-factor", 3, "replication of __mirror_state (clamped to the broker count)")

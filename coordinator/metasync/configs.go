@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
+	"github.com/kmirror/kmirror/internal/plural"
 )
 
 // ExcludedConfig is the rule for topic configs the sync never sets nor
@@ -74,7 +75,7 @@ type ConfigResult struct {
 }
 
 func (r ConfigResult) String() string {
-	return fmt.Sprintf("%d topics compared, %d configs set, %d deleted", r.Topics, r.Set, r.Deleted)
+	return fmt.Sprintf("%s compared, %s set, %d deleted", plural.Of(r.Topics, "topic"), plural.Of(r.Set, "config"), r.Deleted)
 }
 
 // SyncTopicConfigs makes the destination's dynamic configs of topics follow

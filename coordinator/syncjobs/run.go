@@ -12,6 +12,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/metasync"
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/internal/plural"
 )
 
 // run is one run of one mirror's jobs.
@@ -97,7 +98,7 @@ func (r *run) notRun(cfg mirrorconfig.Config) {
 func (r *run) topics(ctx context.Context) (string, error) {
 	added, err := r.s.Mirrors.RefreshTopics(ctx, r.name)
 	if len(added) > 0 {
-		return fmt.Sprintf("added %d topics matching the mirror's patterns", len(added)), err
+		return fmt.Sprintf("added %s matching the mirror's patterns", plural.Of(len(added), "topic")), err
 	}
 	return "", err
 }

@@ -6,12 +6,14 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // KafkaVersion is the Apache Kafka release the harness runs unless a test asks for
@@ -128,13 +130,57 @@ func resolve(ctx context.Context, name, what string, pomBytes []byte) (string, e
 	fmt.Fprintf(os.Stderr, "kafkatest: resolving %s jars from Maven Central into %s\n", what, libs)
 	cmd := exec.CommandContext(ctx, "mvn", "-B", "-q", "-f", pom,
 		"dependency:copy-dependencies", "-DoutputDirectory="+libs)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	stop := reportDownload(what)
+	out, err := cmd.CombinedOutput()
+	stop()
+	if err != nil {
 		return "", fmt.Errorf("kafkatest: mvn could not resolve %s jars: %w\n%s", what, err, out)
 	}
 	if err := os.WriteFile(done, pomBytes, 0o644); err != nil {
 		return "", fmt.Errorf("kafkatest: mark jars resolved: %w", err)
 	}
 	return libs, nil
+}
+
+// reportDownload prints, every 10 s until the returned stop is called, how
+// much Maven's local repository (where mvn downloads to) has grown: a first
+// make test fetches ~100 MB and would otherwise be silent for minutes.
+func reportDownload(what string) (stop func()) {
+	home, _ := os.UserHomeDir()
+	repo := filepath.Join(home, ".m2", "repository")
+	start := dirBytes(repo)
+	began := time.Now()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(os.Stderr, "kafkatest: resolving %s jars: %.1f MB downloaded into %s after %s\n",
+					what, float64(dirBytes(repo)-start)/(1<<20), repo, time.Since(began).Round(time.Second))
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// dirBytes is the size of the files under dir (0 if it does not exist).
+func dirBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 func lockFile(path string) (func(), error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 )
 
 // Scrape returns the text exposition at http://addr/metrics. Callers decide
@@ -21,4 +22,16 @@ func Scrape(addr string) (string, error) {
 		return "", fmt.Errorf("scrape %s: read: %w", addr, err)
 	}
 	return string(b), nil
+}
+
+// Grep keeps the lines of a scrape that contain substr: what a failing
+// test prints instead of the whole page.
+func Grep(body, substr string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
