@@ -27,8 +27,18 @@ import (
 	"github.com/kmirror/kmirror/internal/polltest"
 )
 
+// lightJVM are the brokers' JVM options unless KMIRROR_KAFKA_JVM_OPTS says
+// otherwise: six brokers share two cores with everything else make test
+// runs, and C2's compiler threads and G1's parallel workers at start-up are
+// most of what makes a cluster start time out there. C1 only and the serial
+// collector start faster and cost less CPU; the soak needs no broker speed.
+const lightJVM = "-Xms64m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true"
+
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, leaktest.Join(leaktest.ZstdDecoders())...)
+	if os.Getenv("KMIRROR_KAFKA_JVM_OPTS") == "" {
+		os.Setenv("KMIRROR_KAFKA_JVM_OPTS", lightJVM)
+	}
+	goleak.VerifyTestMain(m, leaktest.Join(leaktest.ZstdDecoders(), leaktest.GnetPool())...)
 }
 
 // settings are a run's size, from the environment (the Makefile's soak
@@ -69,7 +79,7 @@ func soakSettings(t *testing.T) settings {
 func TestSoak(t *testing.T) {
 	s := soakSettings(t)
 	mode := map[bool]string{false: "short", true: "long"}[s.long]
-	t.Logf("soak seed %d (%s, %d faults): replay with make soak SEED=%d", s.seed, mode, s.faults, s.seed)
+	t.Logf("soak seed %d (%s, %d faults): replay with make soak SEED=%d MODE=%s", s.seed, mode, s.faults, s.seed, mode)
 	logDir, err := os.MkdirTemp("", fmt.Sprintf("kmirror-soak-%d-", s.seed))
 	if err != nil {
 		t.Fatal(err)
@@ -354,8 +364,8 @@ func finish(t *testing.T, w *world, r *report, s settings, logDir string) {
 	}
 	if len(problems) > 0 || t.Failed() {
 		keepLogs(t, w, logDir)
-		t.Errorf("soak seed %d FAILED (%v); replay: make soak SEED=%d; report %s; logs kept in %s\nfault log:\n%s",
-			r.Seed, problems, r.Seed, path, logDir, r.faultLog())
+		t.Errorf("soak seed %d FAILED (%v); replay: make soak SEED=%d MODE=%s; report %s; logs kept in %s\nfault log:\n%s",
+			r.Seed, problems, r.Seed, r.Mode, path, logDir, r.faultLog())
 		return
 	}
 	if s.report == "" {
