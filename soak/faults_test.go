@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kmirror/kmirror/internal/faultnet"
 	"github.com/kmirror/kmirror/internal/kafkatest"
@@ -296,14 +298,30 @@ func electLeader(ctx context.Context, adm *kadm.Client, param string) error {
 	if err != nil {
 		return fmt.Errorf("reorder replicas of %s to %v: %w", param, rotated, err)
 	}
+	// A replica restarted by an earlier fault may not be back in the ISR yet:
+	// try for up to 30 s before calling the election not applied.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err = elect(ctx, adm, topic, p)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			if err != nil {
+				return fmt.Errorf("elect %d on %s: %w", rotated[0], param, err)
+			}
+			return nil
+		}
+		hold(ctx, time.Second)
+	}
+}
+
+func elect(ctx context.Context, adm *kadm.Client, topic string, p int32) error {
 	res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {p: {}}})
 	if err != nil {
-		return fmt.Errorf("elect %s: %w", param, err)
+		return err
 	}
 	for _, ps := range res {
 		for _, r := range ps {
-			if r.Err != nil {
-				return fmt.Errorf("elect %d on %s: %w", rotated[0], param, r.Err)
+			if r.Err != nil && !errors.Is(r.Err, kerr.ElectionNotNeeded) {
+				return r.Err
 			}
 		}
 	}

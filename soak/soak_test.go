@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
@@ -38,6 +39,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("KMIRROR_KAFKA_JVM_OPTS") == "" {
 		os.Setenv("KMIRROR_KAFKA_JVM_OPTS", lightJVM)
 	}
+	// Toxiproxy's toxics log through zerolog's global logger, at trace level
+	// for every interrupted pipe: thousands of lines that bury the fault log.
+	zerolog.SetGlobalLevel(zerolog.WarnLevel)
 	goleak.VerifyTestMain(m, leaktest.Join(leaktest.ZstdDecoders(), leaktest.GnetPool())...)
 }
 
