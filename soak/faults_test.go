@@ -273,6 +273,19 @@ func (in *injector) broker(ctx context.Context, c *kafkatest.Cluster, f *fault) 
 // electLeader moves the preferred leader of a mirrored partition to its
 // next replica and elects it: the leader changes under the copy.
 func electLeader(ctx context.Context, adm *kadm.Client, param string) error {
+	// A broker restarted by an earlier fault may not answer or not be back in
+	// the ISR yet: try for up to a minute before calling it not applied.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := moveLeader(ctx, adm, param)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		hold(ctx, 2*time.Second)
+	}
+}
+
+func moveLeader(ctx context.Context, adm *kadm.Client, param string) error {
 	var topic string
 	var p int32
 	if i := strings.LastIndexByte(param, '/'); i > 0 {
@@ -298,19 +311,10 @@ func electLeader(ctx context.Context, adm *kadm.Client, param string) error {
 	if err != nil {
 		return fmt.Errorf("reorder replicas of %s to %v: %w", param, rotated, err)
 	}
-	// A replica restarted by an earlier fault may not be back in the ISR yet:
-	// try for up to 30 s before calling the election not applied.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err = elect(ctx, adm, topic, p)
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
-			if err != nil {
-				return fmt.Errorf("elect %d on %s: %w", rotated[0], param, err)
-			}
-			return nil
-		}
-		hold(ctx, time.Second)
+	if err := elect(ctx, adm, topic, p); err != nil {
+		return fmt.Errorf("elect %d on %s: %w", rotated[0], param, err)
 	}
+	return nil
 }
 
 func elect(ctx context.Context, adm *kadm.Client, topic string, p int32) error {
@@ -380,27 +384,29 @@ func (in *injector) network(ctx context.Context, f *fault) error {
 // pause pauses one topic's mirroring and resumes it after the hold.
 func (in *injector) pause(ctx context.Context, f *fault) error {
 	topic := f.Param[:len(f.Param)-2]
-	if _, err := in.w.cli(ctx, "--pause", "--mirror", mirrorName, "--topics", topic); err != nil {
+	if err := in.retryCLI(ctx, time.Minute, "--pause", "--mirror", mirrorName, "--topics", topic); err != nil {
 		return err
 	}
 	hold(ctx, f.Hold)
-	return in.mustCLI(ctx, "--resume", "--mirror", mirrorName, "--topics", topic)
+	return in.retryCLI(ctx, 3*time.Minute, "--resume", "--mirror", mirrorName, "--topics", topic)
 }
 
 // throttle sets the mirror's byte-rate limit and lifts it after the hold.
 func (in *injector) throttle(ctx context.Context, f *fault) error {
 	rate := f.Param[len("rate="):]
-	if _, err := in.w.cli(ctx, "--alter", "--mirror", mirrorName, "--add-config", "replication.throttled.rate="+rate); err != nil {
+	if err := in.retryCLI(ctx, time.Minute, "--alter", "--mirror", mirrorName, "--add-config", "replication.throttled.rate="+rate); err != nil {
 		return err
 	}
 	hold(ctx, f.Hold)
-	return in.mustCLI(ctx, "--alter", "--mirror", mirrorName, "--delete-config", "replication.throttled.rate")
+	return in.retryCLI(ctx, 3*time.Minute, "--alter", "--mirror", mirrorName, "--delete-config", "replication.throttled.rate")
 }
 
-// mustCLI undoes a fault through the CLI, trying for up to 3 minutes: a
-// mirror left paused or throttled would never catch up.
-func (in *injector) mustCLI(ctx context.Context, args ...string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+// retryCLI runs a CLI command until it succeeds or d passes (while brokers
+// restart, the mirror state's coordinator can be unavailable for a while).
+// Undoing a fault gets 3 minutes, also when the run is cut short: a mirror
+// left paused or throttled would never catch up.
+func (in *injector) retryCLI(ctx context.Context, d time.Duration, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 	defer cancel()
 	var err error
 	for ctx.Err() == nil {

@@ -125,9 +125,7 @@ func value(producer string, seq int, size int) []byte {
 
 // plain is an idempotent franz-go producer on one topic: keys, headers and
 // the given codec, every acknowledgement into the ledger.
-func (l *load) plain(ctx context.Context, name, topic string, codec kgo.CompressionCodec, every time.Duration) {
-	cl := l.w.srcClient(l.t, kgo.ProducerBatchCompression(codec), kgo.MetadataMaxAge(3*time.Second),
-		kgo.RecordDeliveryTimeout(2*time.Minute))
+func (l *load) plain(ctx context.Context, cl *kgo.Client, name, topic string, every time.Duration) {
 	l.paced(ctx, every, func(seq int) {
 		r := &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", seq%97), Value: value(name, seq, 64+seq%200),
 			Headers: []kgo.RecordHeader{{Key: "producer", Value: []byte(name)}, {Key: "seq", Value: fmt.Appendf(nil, "%d", seq)}}}
@@ -144,6 +142,13 @@ func (l *load) plain(ctx context.Context, name, topic string, codec kgo.Compress
 	fctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_ = cl.Flush(fctx)
+}
+
+// producer is plain's client (made on the test's goroutine: a client that
+// cannot be made fails the test there).
+func (l *load) producer(codec kgo.CompressionCodec) *kgo.Client {
+	return l.w.srcClient(l.t, kgo.ProducerBatchCompression(codec), kgo.MetadataMaxAge(6*time.Second),
+		kgo.RecordDeliveryTimeout(2*time.Minute))
 }
 
 // paced calls fn every period until ctx ends (a producer's rate, not a wait
@@ -264,9 +269,7 @@ func markTxn(recs []sent, outcome string) []sent {
 
 // group consumes soak.none in consumer group soak-app on the source,
 // committing as it goes: the offsets kmirror syncs to the destination.
-func (l *load) group(ctx context.Context) {
-	cl := l.w.srcClient(l.t, kgo.ConsumerGroup(groupApp), kgo.ConsumeTopics(topicNone),
-		kgo.AutoCommitInterval(time.Second), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+func (l *load) group(ctx context.Context, cl *kgo.Client) {
 	for ctx.Err() == nil {
 		cl.PollFetches(ctx)
 	}
@@ -280,7 +283,7 @@ func (l *load) group(ctx context.Context) {
 // The offsets are read before the log ends, which only grow, so an offset
 // past the end is a real violation.
 func (l *load) checkGroupOffsets(ctx context.Context) {
-	adm := kadm.NewClient(l.w.dst.Client(l.t))
+	adm := l.w.dstAdm
 	l.paced(ctx, 2*time.Second, func(int) {
 		offs, err := adm.FetchOffsets(ctx, groupApp)
 		if err != nil || len(offs) == 0 {
@@ -303,9 +306,7 @@ func (l *load) checkGroupOffsets(ctx context.Context) {
 
 // readOnlyWriter keeps trying to write to a mirror topic through the
 // kmirror proxies: every acknowledgement is a violation.
-func (l *load) readOnlyWriter(ctx context.Context) {
-	cl := kafkatest.NewClient(l.t, l.w.proxyAddrs(), kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(5*time.Second),
-		kgo.ProducerLinger(0))
+func (l *load) readOnlyWriter(ctx context.Context, cl *kgo.Client) {
 	l.paced(ctx, 250*time.Millisecond, func(seq int) {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -325,17 +326,26 @@ func (l *load) start(ctx context.Context) {
 		l.wg.Add(1)
 		go func() { defer l.wg.Done(); f() }()
 	}
-	run(func() { l.plain(ctx, "none", topicNone, kgo.NoCompression(), 40*time.Millisecond) })
-	run(func() { l.plain(ctx, "zstd", topicZstd, kgo.ZstdCompression(), 40*time.Millisecond) })
-	run(func() { l.plain(ctx, "lz4", topicLz4, kgo.Lz4Compression(), 40*time.Millisecond) })
-	run(func() { l.plain(ctx, "compact", topicCompact, kgo.NoCompression(), 30*time.Millisecond) })
-	run(func() { l.plain(ctx, "failover", topicFailover, kgo.NoCompression(), 100*time.Millisecond) })
+	for _, p := range []struct {
+		name, topic string
+		codec       kgo.CompressionCodec
+		every       time.Duration
+	}{{"none", topicNone, kgo.NoCompression(), 40 * time.Millisecond}, {"zstd", topicZstd, kgo.ZstdCompression(), 40 * time.Millisecond},
+		{"lz4", topicLz4, kgo.Lz4Compression(), 40 * time.Millisecond}, {"compact", topicCompact, kgo.NoCompression(), 30 * time.Millisecond},
+		{"failover", topicFailover, kgo.NoCompression(), 100 * time.Millisecond}} {
+		cl := l.producer(p.codec)
+		run(func() { l.plain(ctx, cl, p.name, p.topic, p.every) })
+	}
 	run(func() { l.kcat(ctx) })
 	run(func() { l.transactional(ctx, "soak-tx-0", l.seed) })
 	run(func() { l.transactional(ctx, "soak-tx-1", l.seed+1) })
-	run(func() { l.group(ctx) })
+	group := l.w.srcClient(l.t, kgo.ConsumerGroup(groupApp), kgo.ConsumeTopics(topicNone),
+		kgo.AutoCommitInterval(time.Second), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	run(func() { l.group(ctx, group) })
 	run(func() { l.checkGroupOffsets(ctx) })
-	run(func() { l.readOnlyWriter(ctx) })
+	ro := kafkatest.NewClient(l.t, l.w.proxyAddrs(), kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(5*time.Second),
+		kgo.ProducerLinger(0))
+	run(func() { l.readOnlyWriter(ctx, ro) })
 }
 
 // late creates soak.late (picked up by the mirror's pattern) and writes to it.
@@ -348,8 +358,9 @@ func (l *load) late(ctx context.Context, adm *kadm.Client) error {
 		return fmt.Errorf("create %s: %w", topicLate, err)
 	}
 	l.lateStarted.Store(true)
+	cl := l.producer(kgo.ZstdCompression())
 	l.wg.Add(1)
-	go func() { defer l.wg.Done(); l.plain(ctx, "late", topicLate, kgo.ZstdCompression(), 60*time.Millisecond) }()
+	go func() { defer l.wg.Done(); l.plain(ctx, cl, "late", topicLate, 60*time.Millisecond) }()
 	return nil
 }
 
