@@ -218,24 +218,32 @@ func midRunEvent(t *testing.T, ctx context.Context, w *world, ld *load, r *repor
 // reads its LMOs.
 func failover(ctx context.Context, w *world) (*failoverCheck, error) {
 	f := &failoverCheck{Began: time.Now(), SourceHW: map[int32]int64{}, AtRisk: map[int32]int64{}, LMO: map[int32]int64{}}
-	m, err := w.describe(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, tp := range m.Topics {
-		if tp.Name != topicFailover {
+	// At risk is unknown while a partition's figures are (a broker fault, a
+	// partition between owners): ask again for up to a minute, as an operator
+	// would before failing over.
+	deadline := time.Now().Add(time.Minute)
+	for len(f.AtRisk) < 3 && time.Now().Before(deadline) {
+		m, err := w.describe(ctx)
+		if err != nil {
+			hold(ctx, time.Second)
 			continue
 		}
-		for _, p := range tp.Partitions {
-			if p.SourceHighWatermark != nil && p.RecordsAtRisk != nil {
-				f.SourceHW[p.Partition], f.AtRisk[p.Partition] = *p.SourceHighWatermark, *p.RecordsAtRisk
+		for _, tp := range m.Topics {
+			for _, p := range tp.Partitions {
+				if tp.Name == topicFailover && p.SourceHighWatermark != nil && p.RecordsAtRisk != nil {
+					f.SourceHW[p.Partition], f.AtRisk[p.Partition] = *p.SourceHighWatermark, *p.RecordsAtRisk
+				}
 			}
+		}
+		if len(f.AtRisk) < 3 {
+			hold(ctx, time.Second)
 		}
 	}
 	if _, err := w.cli(ctx, "--remove", "--mirror", mirrorName, "--topics", topicFailover, "--wait"); err != nil {
 		return nil, err
 	}
-	if m, err = w.describe(ctx); err != nil {
+	m, err := w.describe(ctx)
+	if err != nil {
 		return nil, err
 	}
 	for _, tp := range m.Topics {
