@@ -246,28 +246,41 @@ func (in *injector) instance(ctx context.Context, f *fault) error {
 
 func (in *injector) broker(ctx context.Context, c *kafkatest.Cluster, f *fault) error {
 	r := c.Real()
-	switch {
-	case f.Kind[4:] == "broker-freeze":
+	var err error
+	switch f.Kind[4:] {
+	case "broker-freeze":
 		if err := r.SignalNode(f.Target, syscall.SIGSTOP); err != nil {
 			return err
 		}
 		hold(ctx, f.Hold)
 		return r.SignalNode(f.Target, syscall.SIGCONT)
-	case f.Kind[4:] == "broker-kill":
-		if err := r.StopNode(f.Target, true); err != nil {
-			return err
-		}
+	case "broker-kill":
+		err = r.StopNode(f.Target, true)
 		hold(ctx, f.Hold)
 	default:
-		if err := r.StopNode(f.Target, false); err != nil {
-			return err
-		}
+		// A graceful stop that takes over 30s ends in SIGKILL (kafkatest): the
+		// broker is down either way and is started again below.
+		err = r.StopNode(f.Target, false)
 	}
-	// A broker left down would end the soak in a state no check means
-	// anything in: restart it even when the run is being cut short.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
-	defer cancel()
-	return r.StartNode(sctx, f.Target)
+	// A broker left down would turn the next broker fault of its cluster into
+	// a lost quorum (the nodes are combined controllers) and end the soak in a
+	// state no check means anything in: restart it, retrying, also when the
+	// run is being cut short.
+	return errors.Join(err, startBroker(context.WithoutCancel(ctx), r, f.Target))
+}
+
+func startBroker(ctx context.Context, r *kafkatest.RealCluster, i int) error {
+	var err error
+	for range 3 {
+		sctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+		err = r.StartNode(sctx, i)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		_ = r.StopNode(i, true)
+	}
+	return fmt.Errorf("broker %d does not start again: %w", i, err)
 }
 
 // electLeader moves the preferred leader of a mirrored partition to its
