@@ -3,6 +3,7 @@ package soak
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
@@ -85,6 +87,8 @@ type load struct {
 	violations                        []string
 	vmu                               sync.Mutex
 	lateStarted                       atomic.Bool
+	// ctx is the load's (start's): what stops every writer.
+	ctx context.Context
 }
 
 func (l *load) violation(format string, args ...any) {
@@ -322,6 +326,7 @@ func (l *load) readOnlyWriter(ctx context.Context, cl *kgo.Client) {
 
 // start runs every writer; stop with the context, then wait.
 func (l *load) start(ctx context.Context) {
+	l.ctx = ctx
 	run := func(f func()) {
 		l.wg.Add(1)
 		go func() { defer l.wg.Done(); f() }()
@@ -354,13 +359,14 @@ func (l *load) late(ctx context.Context, adm *kadm.Client) error {
 	if err == nil {
 		err = r.Err
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) { // a retry after a timed-out create
 		return fmt.Errorf("create %s: %w", topicLate, err)
 	}
 	l.lateStarted.Store(true)
 	cl := l.producer(kgo.ZstdCompression())
 	l.wg.Add(1)
-	go func() { defer l.wg.Done(); l.plain(ctx, cl, "late", topicLate, 60*time.Millisecond) }()
+	// It writes until the load stops, not the run.
+	go func() { defer l.wg.Done(); l.plain(l.ctx, cl, "late", topicLate, 60*time.Millisecond) }()
 	return nil
 }
 

@@ -201,16 +201,30 @@ func midRunEvent(t *testing.T, ctx context.Context, w *world, ld *load, r *repor
 	switch n {
 	case total / 3:
 		t.Logf("event: create %s (mirrored by pattern %s)", topicLate, pattern)
-		err = ld.late(ctx, w.srcAdm)
+		err = retry(ctx, func() error { return ld.late(ctx, w.srcAdm) })
 	case total / 2:
 		t.Logf("event: grow %s to 5 partitions", topicLz4)
-		err = grow(ctx, w.srcAdm)
+		err = retry(ctx, func() error { return grow(ctx, w.srcAdm) })
 	case total * 6 / 10:
 		t.Logf("event: fail over %s", topicFailover)
 		r.Failover, err = failover(ctx, w)
 	}
 	if err != nil {
 		t.Errorf("event after fault %d: %v", n, err)
+	}
+}
+
+// retry runs an event's admin step until it succeeds or 3 minutes pass:
+// creating a topic or partitions of replication factor 3 fails while a
+// broker is down for a fault.
+func retry(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		hold(ctx, 2*time.Second)
 	}
 }
 
