@@ -286,7 +286,8 @@ func catchUp(t *testing.T, ctx context.Context, w *world, ld *load, r *report, l
 	for topic, ps := range parts {
 		for p := range ps {
 			v := fmt.Appendf(nil, "sentinel#%s#%d", topic, p)
-			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: v}).FirstErr(); err != nil {
+			// Keyed: the compacted topic refuses a record without a key.
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Key: v, Value: v}).FirstErr(); err != nil {
 				t.Fatalf("sentinel on %s/%d: %v", topic, p, err)
 			}
 		}
