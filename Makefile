@@ -8,7 +8,7 @@ BIN       := bin/kmirror
 SHELL     := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: all build run test test-deps test-short lint fuzz bench bench-proxy matrix release clean
+.PHONY: all build run test test-deps test-short lint fuzz bench bench-proxy matrix release soak clean
 
 all: lint test
 
@@ -34,6 +34,19 @@ matrix: test-deps
 	KMIRROR_MATRIX=full KMIRROR_MATRIX_OUT=$(abspath bin/matrix.md) $(GO) test -count=1 -timeout 90m -v \
 	  -run '^TestVersionMatrix$$' ./e2e/ 2>&1 | scripts/test-summary.sh; status=$$?; \
 	  echo "version matrix ($$(date -u +%F)):"; cat bin/matrix.md; exit $$status
+
+# The seeded fault-injection soak (docs/RELIABILITY.md): MODE=long (default) runs
+# FAULTS (default 1,000) faults, about an hour; make test runs the short mode.
+# SEED=N replays a run's fault schedule (give the MODE it ran in); the report is
+# bin/soak-report.json, and a failing run keeps every log and names where.
+SEED   ?=
+FAULTS ?=
+MODE   ?= long
+soak: test-deps build
+	@mkdir -p bin
+	KMIRROR_SOAK=$(MODE) KMIRROR_SOAK_SEED=$(SEED) KMIRROR_SOAK_FAULTS=$(FAULTS) KMIRROR_BIN=$(abspath $(BIN)) \
+	  KMIRROR_SOAK_REPORT=$(abspath bin/soak-report.json) $(GO) test -count=1 -timeout 4h -v \
+	  -run '^TestSoak$$' ./soak/ 2>&1 | scripts/test-summary.sh
 
 # Fast loop for local work: no real Kafka.
 test-short:

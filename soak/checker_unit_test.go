@@ -1,0 +1,89 @@
+package soak
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/fetcher"
+)
+
+// The schedule is a function of the seed (make soak SEED=N replays it), and
+// every kind comes once in every round of len(kinds) faults.
+func TestScheduleIsSeededAndCoversEveryKind(t *testing.T) {
+	a, b := schedule(42, 60, false), schedule(42, 60, false)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("two schedules of seed 42 differ")
+	}
+	if reflect.DeepEqual(a, schedule(43, 60, false)) {
+		t.Fatal("seeds 42 and 43 give the same schedule")
+	}
+	seen := map[string]bool{}
+	for _, f := range a[:len(kinds)] {
+		seen[f.Kind] = true
+	}
+	if len(seen) != len(kinds) {
+		t.Fatalf("the first round has %d kinds of %d: %v", len(seen), len(kinds), seen)
+	}
+	for _, f := range schedule(7, 1000, true) {
+		if f.Kind == "net-blackhole" && f.Hold.Seconds() > 60 {
+			t.Fatalf("%s: a blackhole longer than 60s", f)
+		}
+	}
+}
+
+func rec(off int64, key, body string) fetcher.LogEntry {
+	return fetcher.LogEntry{Offset: off, Key: []byte(key), Record: []byte(key + body), Timestamp: off}
+}
+
+// compareLog counts each kind of difference instead of stopping at the
+// first, and counts the destination-only ABORT marker apart.
+func TestCompareLogCountsEveryDifference(t *testing.T) {
+	src := []fetcher.LogEntry{rec(0, "a", "1"), rec(1, "b", "1"), rec(2, "c", "1"),
+		{Offset: 3, Control: true, Commit: true}, rec(4, "d", "1")}
+	dst := []fetcher.LogEntry{rec(0, "a", "1"), rec(2, "c", "changed"),
+		{Offset: 3, Control: true, Commit: true}, rec(4, "d", "1"), rec(5, "e", "1"), {Offset: 6, Control: true}}
+	var c counts
+	c.compareLog("t/0", src, dst, false)
+	want := counts{RecordsVerified: 2, MarkersVerified: 1, Lost: 1, Mismatched: 1, Duplicated: 1, KnownKafkaAbortMarkers: 1}
+	c.Findings = nil
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("counts %+v, want %+v", c, want)
+	}
+	if c.zero() {
+		t.Fatal("zero() with losses")
+	}
+
+	// Compaction: an entry whose key has a later record on the other side is
+	// compacted away, not lost or extra.
+	var k counts
+	k.compareLog("c/0", []fetcher.LogEntry{rec(0, "a", "1"), rec(1, "a", "2")},
+		[]fetcher.LogEntry{rec(1, "a", "2")}, true)
+	if k.CompactedAway != 1 || !k.zero() {
+		t.Fatalf("compacted counts %+v", k)
+	}
+}
+
+func kr(topic string, off int64, v string) *kgo.Record {
+	return &kgo.Record{Topic: topic, Offset: off, Value: []byte(v)}
+}
+
+// The ground-truth check finds a lost acknowledged record, a duplicate, a
+// reordering, a visible aborted record and a write through the proxy.
+func TestGroundTruthFindsEachViolation(t *testing.T) {
+	dst := map[string][]*kgo.Record{
+		"soak.none/0": {kr("soak.none", 0, "p#1#"), kr("soak.none", 1, "p#3#"), kr("soak.none", 2, "p#2#"),
+			kr("soak.none", 3, "p#3#"), kr("soak.none", 4, "readonly#1"), kr("soak.none", 5, "tx#9#")},
+	}
+	acked := []sent{
+		{topic: "soak.none", offset: 0, value: "p#1#"},
+		{topic: "soak.none", offset: 7, value: "p#7#"},
+		{topic: "soak.none", offset: 5, value: "tx#9#", txn: "abort"},
+	}
+	var c counts
+	c.checkGroundTruth(dst, acked, []string{"kcat#1#"})
+	if c.Lost != 2 || c.Duplicated != 1 || c.OutOfOrder != 1 || c.Mismatched != 1 || c.ReadOnlyViolations != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+}
