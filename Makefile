@@ -73,7 +73,7 @@ fuzz:
 # binary built here as a process of its own, beside MirrorMaker 2's JVM; -p 1 so
 # that the benchmark packages never run at the same time (they would share the cores).
 bench: test-deps build
-	KMIRROR_BIN=$(abspath $(BIN)) $(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/...
+	KMIRROR_BIN=$(abspath $(BIN)) $(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
 
 # The proxy benchmark alone (bench/README.md, Proxy): ROUNDS paired rounds (default 7);
 # ROUNDS=2 for a quick loop, SCENARIO=small or large for one workload.

@@ -72,6 +72,11 @@ type Config struct {
 	FetchResponseMaxBytes int32
 	// FetchMaxWait is how long a broker may hold a Fetch (default 500 ms).
 	FetchMaxWait time.Duration
+	// FetchesInFlight is how many Fetch requests may be in flight to one
+	// source broker at once, each for a disjoint share of its partitions
+	// (default 4): enough bytes in flight to fill a long link, still
+	// bounded by MaxBufferedBytes (source.go).
+	FetchesInFlight int
 	// MaxBufferedBytes bounds fetched-but-unwritten bytes over all
 	// partitions (default 64 MiB). A broker may return one batch larger than
 	// the fetch limits (to make progress), so the bound can be exceeded by at
@@ -188,6 +193,9 @@ func NewCopier(cfg Config) (*Copier, error) {
 	}
 	if cfg.FetchMaxWait <= 0 {
 		cfg.FetchMaxWait = 500 * time.Millisecond
+	}
+	if cfg.FetchesInFlight <= 0 {
+		cfg.FetchesInFlight = 4
 	}
 	if cfg.MaxBufferedBytes <= 0 {
 		cfg.MaxBufferedBytes = 64 << 20
@@ -315,8 +323,7 @@ func (c *Copier) wakeSrcLocked(id int32) {
 	if !ok {
 		s = &source{c: c, id: id, wake: make(chan struct{}, 1)}
 		c.sources[id] = s
-		c.wg.Add(1)
-		go s.run()
+		s.start()
 	}
 	signal(s.wake)
 }

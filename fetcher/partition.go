@@ -100,6 +100,9 @@ type fetchPosition struct {
 	// the destination log start there (the source log start after a gap).
 	trimTo   int64
 	bigFirst bool // the last fetch returned only part of one batch: fetch it first
+	// fetching: a Fetch for the partition is in flight (source.collect to
+	// its answer); no other is sent meanwhile, so answers apply in order.
+	fetching bool
 }
 
 // pipeline is the partition's strictly ordered queue of destination

@@ -1,10 +1,17 @@
 package fetcher
 
 // Source side: one source per source leader broker sends sessionless
-// READ_COMMITTED Fetch requests (up to the last stable offset) for all the
+// READ_COMMITTED Fetch requests (up to the last stable offset) for the
 // partitions it leads, and plans the raw batches it gets back (plan.go). Topic name
 // and topic id are both set: Fetch v13+ names topics by id, and an
 // UNKNOWN_TOPIC_ID then tells a re-created source topic apart.
+//
+// Several Fetches may be in flight to one broker (Config.FetchesInFlight), each
+// for a disjoint subset of its partitions: across a WAN one Fetch at a time
+// moves at most a response per round trip. A partition is in at most one
+// outstanding Fetch (fetchPosition.fetching), so its answers apply in the
+// order they were asked for; the subsets are pipelined on the client's one
+// fetch connection to the broker (docs/DESIGN.md, "Fetches in flight").
 
 import (
 	"errors"
@@ -23,17 +30,26 @@ type fetchPart struct {
 	leaderEpoch int32 // read under the lock: the admin goroutine updates it
 }
 
-// source is the fetch side of one source broker: a goroutine (run) that
-// fetches every running partition the broker leads, as buffer room and the
-// rate limit allow, and plans what it gets (plan.go). It owns no lock: the
-// partitions it fetches and the buffer budget are under Copier.mu, taken to
-// pick a fetch and to handle its answer, never across the request. It is
-// the place for per-broker fetch concerns (requests in flight, the broker's
-// throttle).
+// source is the fetch side of one source broker: FetchesInFlight goroutines
+// (run), each fetching a share of the running partitions the broker leads
+// that no other has in flight, as buffer room and the rate limit allow, and
+// planning what it gets (plan.go). It owns no lock: the partitions it fetches
+// and the buffer budget are under Copier.mu, taken to pick a fetch and to
+// handle its answer, never across the request. It is the place for
+// per-broker fetch concerns (requests in flight, the broker's throttle).
 type source struct {
 	c    *Copier
 	id   int32
 	wake chan struct{} // cap 1: a partition became fetchable
+}
+
+// start runs the source's fetch goroutines.
+func (s *source) start() {
+	n := s.c.cfg.FetchesInFlight
+	s.c.wg.Add(n)
+	for range n {
+		go s.run()
+	}
 }
 
 func (s *source) run() {
@@ -59,6 +75,9 @@ func (s *source) run() {
 		}
 		c.mu.Lock()
 		c.reserved -= reservation
+		for _, f := range fetch {
+			f.p.fetching = false
+		}
 		if err != nil {
 			s.failedLocked(fetch, err)
 		} else {
@@ -66,6 +85,7 @@ func (s *source) run() {
 			s.handleLocked(fetch, kresp.(*kmsg.FetchResponse))
 		}
 		c.mu.Unlock()
+		signal(s.wake) // the partitions are free for this source's other goroutines
 	}
 }
 
@@ -150,10 +170,13 @@ func (s *source) collect() ([]fetchPart, int64, int32) {
 	limit := c.partitionBufferLimit(partMax)
 	var ps []*partition
 	for _, p := range led {
-		if p.buffered < limit {
+		if !p.fetching && p.buffered < limit {
 			ps = append(ps, p)
 		}
 	}
+	// This fetch's share of the broker's partitions: the others' fetches
+	// take the rest, so that FetchesInFlight requests cover them together.
+	share := (len(led) + c.cfg.FetchesInFlight - 1) / c.cfg.FetchesInFlight
 	sortedParts(ps)
 	// Rotate where the request starts: a broker fills a response in request
 	// order up to its byte limit, so a fixed order would serve the first
@@ -171,11 +194,15 @@ func (s *source) collect() ([]fetchPart, int64, int32) {
 	var want int64
 	for _, p := range ps {
 		next := min(want+int64(partMax), int64(respMax))
-		if c.reserved+next > c.cfg.MaxBufferedBytes {
+		if len(out) == share || c.reserved+next > c.cfg.MaxBufferedBytes {
 			break
 		}
 		want = next
+		p.fetching = true
 		out = append(out, fetchPart{p, p.fetchOffset, p.srcLeaderEpoch})
+	}
+	if len(out) == share && len(ps) > share {
+		signal(s.wake) // more to fetch: another of the source's goroutines takes it
 	}
 	c.reserved += want
 	return out, want, partMax

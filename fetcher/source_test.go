@@ -30,3 +30,52 @@ func TestPartitionFetchBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectSplitsPartitionsOverFetches: a source's fetches in flight each take a disjoint
+// share of the broker's partitions (none is in two outstanding fetches), their reservations
+// stay within the copy buffer, and a partition is fetchable again once its answer is in.
+func TestCollectSplitsPartitionsOverFetches(t *testing.T) {
+	const mib = 1 << 20
+	c := &Copier{cfg: Config{FetchMaxBytes: mib, FetchResponseMaxBytes: 4 * mib, MaxBufferedBytes: 14 * mib,
+		FetchesInFlight: 4, hooks: noHooks{}}, parts: map[topicPartition]*partition{}}
+	for i := range int32(10) {
+		p := &partition{}
+		p.tp, p.srcLeader, p.state = topicPartition{"t", i}, 1, stateRunning
+		c.parts[p.tp] = p
+	}
+	s := &source{c: c, id: 1, wake: make(chan struct{}, 1)}
+	seen := map[topicPartition]bool{}
+	var fetches [][]fetchPart
+	for range 4 {
+		fetch, reservation, _ := s.collect()
+		if len(fetch) > 3 {
+			t.Fatalf("a fetch took %d of 10 partitions; a share of 4 fetches is 3", len(fetch))
+		}
+		for _, f := range fetch {
+			if seen[f.p.tp] {
+				t.Fatalf("%v is in two outstanding fetches", f.p.tp)
+			}
+			seen[f.p.tp] = true
+		}
+		if reservation > 0 {
+			fetches = append(fetches, fetch)
+		}
+	}
+	if c.reserved > c.cfg.MaxBufferedBytes {
+		t.Fatalf("%d bytes reserved, buffer %d", c.reserved, c.cfg.MaxBufferedBytes)
+	}
+	// 3 MiB per fetch of 3 partitions: the budget of 14 MiB allows 4 fetches.
+	if len(fetches) != 4 || len(seen) != 10 {
+		t.Fatalf("%d fetches covering %d partitions, want 4 covering 10", len(fetches), len(seen))
+	}
+	if fetch, _, _ := s.collect(); len(fetch) != 0 {
+		t.Fatalf("a fifth fetch took %d partitions already in flight", len(fetch))
+	}
+	for _, f := range fetches[0] {
+		f.p.fetching = false
+	}
+	c.reserved = 0
+	if fetch, _, _ := s.collect(); len(fetch) != len(fetches[0]) {
+		t.Fatalf("after an answer, %d partitions fetchable again, want %d", len(fetch), len(fetches[0]))
+	}
+}

@@ -159,7 +159,7 @@ func (d *DataPath) copierFor(p coordinator.PartitionRef) (*mirrorCopier, error) 
 	}
 	cfg := mirrorconfig.Parse(p.Config.Configs)
 	c, err := fetcher.NewCopier(fetcher.Config{Source: src, Destination: d.dst, WriterClientID: clientid.Writer(p.Mirror), FetchMaxBytes: cfg.FetchMaxBytes,
-		FetchResponseMaxBytes: cfg.FetchResponseMaxBytes, FetchMaxWait: cfg.FetchMaxWait, RateLimit: cfg.ThrottledRate,
+		FetchResponseMaxBytes: cfg.FetchResponseMaxBytes, FetchMaxWait: cfg.FetchMaxWait, FetchesInFlight: cfg.FetchMaxInFlight, RateLimit: cfg.ThrottledRate,
 		MaxBufferedBytes: max(cfg.BufferMaxBytes, int64(cfg.FetchMaxBytes)),
 		Lease:            d.lease, Logger: d.log.With("mirror", p.Mirror)})
 	if err != nil {

@@ -90,6 +90,17 @@ type env struct {
 	src, dst *kafkatest.Cluster
 	kmirror  string // binary
 	work     string // directory for process logs, kept when the benchmark fails
+	// srcVia, when set, is where the copiers reach the source: the WAN
+	// benchmark's proxies (wan_bench_test.go); the fill still goes direct.
+	srcVia string
+}
+
+// srcBootstrap is the copiers' bootstrap list for the source.
+func (e *env) srcBootstrap() string {
+	if e.srcVia != "" {
+		return e.srcVia
+	}
+	return e.src.BootstrapString()
 }
 
 // spec is one case: a filled source topic.

@@ -72,13 +72,22 @@ func runKmirror(ctx context.Context, b *testing.B, e *env, s spec) result {
 
 // runKmirrorBinary is runKmirror with the kmirror binary bin, reported as path.
 func runKmirrorBinary(ctx context.Context, b *testing.B, e *env, s spec, bin, path string) result {
+	return copyKmirror(ctx, b, e, s, bin, path, true)
+}
+
+// runKmirrorLag is runKmirror with the lag probes only if lag is set.
+func runKmirrorLag(ctx context.Context, b *testing.B, e *env, s spec, lag bool) result {
+	return copyKmirror(ctx, b, e, s, e.kmirror, "kmirror", lag)
+}
+
+func copyKmirror(ctx context.Context, b *testing.B, e *env, s spec, bin, path string, lag bool) result {
 	r := result{spec: s, path: path}
 	k := startKmirror(b, e, bin, s.topic)
 	adm := kafkatest.NewClient(b, []string{k.addr}, kgo.MaxVersions(protocol.KgoMaxVersions(nil)))
 	mirror := s.topic
 	create := protocol.NewPtrCreateMirrorRequest()
 	create.MirrorName = mirror
-	create.Configs = []protocol.CreateMirrorRequestConfig{{Name: "bootstrap.servers", Value: kmsg.StringPtr(e.src.BootstrapString())}}
+	create.Configs = []protocol.CreateMirrorRequestConfig{{Name: "bootstrap.servers", Value: kmsg.StringPtr(e.srcBootstrap())}}
 	for name, value := range benchMirrorConfigs() {
 		create.Configs = append(create.Configs, protocol.CreateMirrorRequestConfig{Name: name, Value: kmsg.StringPtr(value)})
 	}
@@ -107,7 +116,9 @@ func runKmirrorBinary(ctx context.Context, b *testing.B, e *env, s spec, bin, pa
 	r.setWindow(began, w)
 	r.cpuFromAdd = w.cpuDone - cpuAdd
 	b.Logf("%s: %s", path, w.describe(s.bytes))
-	r.p50, r.p99 = probeLag(ctx, b, e.src, s.topic, e.dst, s.topic, s)
+	if lag {
+		r.p50, r.p99 = probeLag(ctx, b, e.src, s.topic, e.dst, s.topic, s)
+	}
 	if r.rss, err = peakRSS(k.pid()); err != nil {
 		b.Fatal(err)
 	}
@@ -165,7 +176,7 @@ func runMM2(ctx context.Context, b *testing.B, e *env, s spec) result {
 	r := result{spec: s, path: "mirrormaker2"}
 	topic := "source." + s.topic
 	began := time.Now()
-	m, err := kafkatest.StartMirrorMaker2(ctx, kafkatest.MirrorMaker2Config{Source: e.src.BootstrapString(), Target: e.dst.BootstrapString(),
+	m, err := kafkatest.StartMirrorMaker2(ctx, kafkatest.MirrorMaker2Config{Source: e.srcBootstrap(), Target: e.dst.BootstrapString(),
 		Topics: []string{s.topic}, Props: mm2Tuning(s), Dir: filepath.Join(e.work, "mm2-"+s.topic)})
 	if err != nil {
 		b.Fatal(err)

@@ -105,22 +105,25 @@ func threadsCPU(pids []int) map[string]time.Duration {
 }
 
 // peakRSS is VmHWM, the process's peak resident set, in bytes.
-func peakRSS(pid int) (int64, error) {
+func peakRSS(pid int) (int64, error) { return statusBytes(pid, "VmHWM") }
+
+// statusBytes is a kB field of /proc/<pid>/status (VmHWM, VmRSS), in bytes.
+func statusBytes(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("read status of pid %d: %w", pid, err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest)
 			kb, err := strconv.ParseInt(f[0], 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("pid %d: VmHWM %q: %w", pid, rest, err)
+				return 0, fmt.Errorf("pid %d: %s %q: %w", pid, field, rest, err)
 			}
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("pid %d: no VmHWM in status", pid)
+	return 0, fmt.Errorf("pid %d: no %s in status", pid, field)
 }
 
 // The raw-produce path runs in a child process (this test binary again, with

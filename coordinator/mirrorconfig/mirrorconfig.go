@@ -67,6 +67,7 @@ var specs = map[string]spec{
 	"fetch.max.bytes":                 {kind: kInt, def: "1048576", min: 1024, doc: "bytes fetched per partition per request; when fewer partitions share a fetch than fetch.response.max.bytes has room for, each gets an equal share of it (at most an eighth of copy.buffer.max.bytes)"},
 	"fetch.response.max.bytes":        {kind: kInt, def: "10485760", min: 1024, doc: "bytes per fetch response"},
 	"fetch.wait.max.ms":               {kind: kInt, def: "500", min: 0, doc: "longest wait of a fetch for new data"},
+	"fetch.max.in.flight":             {kind: kInt, def: "4", min: 1, doc: "Fetch requests in flight to one source broker at once, each for a disjoint share of its partitions (fills a long link; in-flight bytes stay within copy.buffer.max.bytes)"},
 	"metadata.refresh.interval.ms":    {kind: kInt, def: "30000", min: 100, doc: "how often source topics, patterns, topic configs, consumer group offsets and ACLs are synced"},
 	"replication.throttled.rate":      {kind: kInt, def: "0", min: 0, doc: "bytes/s copied for this mirror; 0 = unlimited"},
 	"copy.buffer.max.bytes":           {kind: kInt, def: "67108864", min: 1048576, doc: "fetched but not yet written bytes one instance holds for this mirror (memory bound); at least fetch.max.bytes"},
@@ -250,6 +251,7 @@ type Config struct {
 	FetchMaxBytes         int32
 	FetchResponseMaxBytes int32
 	FetchMaxWait          time.Duration
+	FetchMaxInFlight      int
 	RefreshInterval       time.Duration
 	ThrottledRate         int64
 	BufferMaxBytes        int64
@@ -282,6 +284,7 @@ func Parse(configs map[string]string) Config {
 		FetchMaxBytes:         int32(min(num("fetch.max.bytes"), 1<<30)),
 		FetchResponseMaxBytes: int32(min(num("fetch.response.max.bytes"), 1<<30)),
 		FetchMaxWait:          ms("fetch.wait.max.ms"),
+		FetchMaxInFlight:      int(min(num("fetch.max.in.flight"), 64)),
 		RefreshInterval:       ms("metadata.refresh.interval.ms"),
 		ThrottledRate:         num("replication.throttled.rate"),
 		BufferMaxBytes:        num("copy.buffer.max.bytes"),
