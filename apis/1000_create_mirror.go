@@ -3,6 +3,7 @@ package apis
 import (
 	"context"
 	"errors"
+	"maps"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -61,10 +62,19 @@ func (b *Backend) createMirror(ctx context.Context, req *protocol.CreateMirrorRe
 		return protocol.ErrMirrorAlreadyExists.WithMessage("mirror %q exists, but its state was lost: recover it with `kmirror mirrors --recover-state --mirror %s --config FILE`, or choose another name",
 			req.MirrorName, req.MirrorName)
 	}
+	var existing *statetopic.Mirror
 	exists := false
-	b.Coord.Store().Read(func(v *statetopic.View) { exists = v.RawMirror(req.MirrorName) != nil })
+	b.Coord.Store().Read(func(v *statetopic.View) {
+		exists, existing = v.RawMirror(req.MirrorName) != nil, v.Mirror(req.MirrorName)
+	})
 	if exists {
-		return protocol.ErrMirrorAlreadyExists.WithMessage("mirror %q already exists (or is still being deleted); describe it, or choose another name", req.MirrorName)
+		if b.sameMirror(req.MirrorName, existing, resolved) {
+			// A client that timed out waiting for this answer sends the request again (kgo
+			// does, on a new connection): the mirror it asked for exists, so the retry succeeds.
+			b.Log.Info("CreateMirror repeated with the configs the mirror was created with: nothing to do", "mirror", req.MirrorName)
+			return nil
+		}
+		return protocol.ErrMirrorAlreadyExists.WithMessage("mirror %q already exists with other configs (or is still being deleted); describe it, or choose another name", req.MirrorName)
 	}
 
 	// One connection to the source answers both checks: its cluster id and its release.
@@ -88,6 +98,18 @@ func (b *Backend) createMirror(ctx context.Context, req *protocol.CreateMirrorRe
 	}
 	b.Log.Info("mirror created", "mirror", req.MirrorName, "source", configs["bootstrap.servers"], "source_cluster_id", clusterID)
 	return nil
+}
+
+// sameMirror tells whether the recorded mirror m (nil while it is being
+// deleted) was created with exactly the configs resolved: what a repeated
+// CreateMirror would create. Secrets are compared as this instance resolves
+// them, since each seal of a secret differs.
+func (b *Backend) sameMirror(name string, m *statetopic.Mirror, resolved map[string]string) bool {
+	if m == nil {
+		return false
+	}
+	had, err := b.Sources.Secrets().Resolve(name, m.Config.Configs)
+	return err == nil && maps.Equal(had, resolved)
 }
 
 // checkedSource is a client of the source the configs describe (resolved:

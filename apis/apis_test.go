@@ -120,8 +120,13 @@ func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
 	if code, msg = e.create("dr", srcCfg); code != 0 {
 		t.Fatalf("create: %d %s", code, msg)
 	}
-	code, msg = e.create("dr", srcCfg)
-	expectCode(t, "duplicate", code, msg, protocol.ErrMirrorAlreadyExists, `mirror "dr" already exists`)
+	// A repeat with the same configs is a client's retry of a create that succeeded: it
+	// succeeds. Other configs under the same name are refused.
+	if code, msg = e.create("dr", srcCfg); code != 0 {
+		t.Fatalf("create repeated with the same configs: %d %s", code, msg)
+	}
+	code, msg = e.create("dr", map[string]string{"bootstrap.servers": e.src.BootstrapString(), "fetch.max.bytes": "2097152"})
+	expectCode(t, "duplicate", code, msg, protocol.ErrMirrorAlreadyExists, `mirror "dr" already exists with other configs`)
 
 	// AddTopicsToMirror.
 	resp := e.add("nope", []string{"orders"})

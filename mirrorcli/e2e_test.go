@@ -117,9 +117,12 @@ func TestMirrorsEndToEnd(t *testing.T) {
 	r = mustRun(t, 0, run("--create", "--mirror", "dr", "--mirror-config", cfg))
 	mustContain(t, "create output", r.stdout, "Created mirror dr", "cluster id "+srcID)
 
-	// Errors of create: duplicate name, unknown config key.
-	r = mustRun(t, 1, run("--create", "--mirror", "dr", "--mirror-config", cfg))
-	mustContain(t, "duplicate create", r.stderr, `MIRROR_ALREADY_EXISTS: mirror "dr" already exists`)
+	// The same create again (a retry) succeeds; errors of create: the name taken with other
+	// configs, an unknown config key.
+	mustRun(t, 0, run("--create", "--mirror", "dr", "--mirror-config", cfg))
+	other := writeFile(t, "other.properties", "bootstrap.servers="+s.src.BootstrapString()+"\nfetch.wait.max.ms = 200\n")
+	r = mustRun(t, 1, run("--create", "--mirror", "dr", "--mirror-config", other))
+	mustContain(t, "duplicate create", r.stderr, `MIRROR_ALREADY_EXISTS: mirror "dr" already exists with other configs`)
 	bad := writeFile(t, "bad.properties", "bootstrap.servers="+s.src.BootstrapString()+"\nbogus.key=1\n")
 	r = mustRun(t, 1, run("--create", "--mirror", "other", "--mirror-config", bad))
 	mustContain(t, "unknown config key", r.stderr, `INVALID_CONFIG: unknown mirror config "bogus.key"`)
