@@ -36,6 +36,7 @@ const unthrottled = 2
 // lasts. Rates are computed from the destination's end offsets over
 // measured time windows.
 func TestSourceQuotaThrottlesOneMirror(t *testing.T) {
+	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t)
 	km := kmirror(t, dst)
