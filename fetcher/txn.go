@@ -246,6 +246,10 @@ func (t txnClient) end(ctx context.Context, x *destTxn, commit bool) (pid int64,
 // a commit or abort in progress). It reports whether x's transaction is open
 // with the partition in it.
 func (t txnClient) identify(ctx context.Context, x *destTxn, topic string, partition int32) (open bool, err error) {
+	// Markers take milliseconds; a coordinator that keeps one id preparing for minutes is
+	// answered with a retriable error (the operation is tried again later) rather than a
+	// partition that waits here forever.
+	deadline := time.Now().Add(2 * time.Minute)
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
 		d, found, err := t.describe(ctx, x.id)
 		if err != nil {
@@ -262,6 +266,9 @@ func (t txnClient) identify(ctx context.Context, x *destTxn, topic string, parti
 		switch d.State {
 		case "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
 			// Markers are being written: the epoch settles when they are.
+			if time.Now().After(deadline) {
+				return false, fmt.Errorf("destination transaction %s is still in %s after 2m: %w", x.id, d.State, kerr.ConcurrentTransactions)
+			}
 			if err := sleepCtx(ctx, wait); err != nil {
 				return false, err
 			}
