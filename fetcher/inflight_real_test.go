@@ -120,7 +120,9 @@ func moveLeaders(ctx context.Context, t *testing.T, adm *kadm.Client, topic stri
 	if _, err := adm.AlterPartitionAssignments(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	polltest.Eventually(t, 2*time.Minute, "every leader of "+topic+" moved", func() (bool, string) {
+	// A preferred election waits for the new leader to be in sync, which on a loaded machine
+	// took over two minutes once (CI).
+	polltest.Eventually(t, 5*time.Minute, "every leader of "+topic+" moved", func() (bool, string) {
 		_, _ = adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {}})
 		md, err := adm.Metadata(ctx, topic)
 		if err != nil {
