@@ -34,7 +34,6 @@ import (
 // the StandardAuthorizer. Only the allowed cells succeed; every refusal carries the code and
 // message docs/SECURITY.md documents, and is audited.
 func TestAuthzMatrixReal(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	src := kafkatest.Start(t)
 	// Sessions expire after 10 s (KIP-368): franz-go re-authenticates on the same
 	// connections, which the proxy must follow.
@@ -340,7 +339,6 @@ func hasEvent(events []audit.Event, w audit.Event) bool {
 // reports every operation allowed, so with client_auth none (the default there) an anonymous
 // client's mirror RPCs pass, as the broker would let it do anything; start-up says so.
 func TestAuthzNoAuthorizerReal(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	dst := kafkatest.Start(t)
 	logs := &syncbuf.Buffer{}
 	in := instancetest.Start(t, dst, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))

@@ -52,7 +52,6 @@ func describeMirrorConfig(t *testing.T, cl *kgo.Client, mirror, key string) (str
 // finish. Keys naming the source are refused, and so is a request mixing
 // mirror and broker resources; nothing of a refused request is applied.
 func TestMirrorConfigsChangeWhileMirroring(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t)
 	km := kmirror(t, dst)

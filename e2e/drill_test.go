@@ -254,7 +254,6 @@ func endsOf(t *testing.T, c *kafkatest.Cluster, topic string) map[int32]int64 {
 // incrementally. At the end every committed record is on the serving
 // cluster exactly once, at identical offsets on both clusters.
 func TestDisasterRecoveryDrill(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	d := startDrill(t)
 	d.groupRunsOnA()
 	d.disasterOnA()

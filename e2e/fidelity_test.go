@@ -141,7 +141,6 @@ func compactedHoles(t *testing.T, ctx context.Context, cl *kgo.Client, topic str
 // kmirror see what source consumers see (read_committed and
 // read_uncommitted), and the latest value of every key is the same.
 func TestTransactionalAndCompactedMirror(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	src := kafkatest.Start(t, kafkatest.ServerProperty("log.cleaner.backoff.ms", "100"))
 	dst := kafkatest.Start(t)
 	km := kmirror(t, dst)

@@ -188,7 +188,6 @@ func setThrottle(t *testing.T, cl *kgo.Client, mirror, rate string) {
 // middle of a copy and the other finishes it; restart it and stop the other
 // gracefully: the copy stays exact throughout.
 func TestInstancesSplitSurviveKillAndRestart(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t)
 	bin := instancetest.Binary(t)
@@ -264,7 +263,6 @@ func TestInstancesSplitSurviveKillAndRestart(t *testing.T) {
 // that breaks the copy. Records and transactions keep arriving throughout;
 // at the end every record and marker is at its source offset exactly once.
 func TestFrozenInstanceWakesUpAsZombie(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t)
 	bin := instancetest.Binary(t)

@@ -205,7 +205,6 @@ func auditRefusals(log string) map[string]bool {
 // join or delete kmirror's group nor take a kmirror transactional id; the
 // refusals are audited and counted, and the mirror keeps working.
 func TestInternalsRefusedThroughProxy(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t)
 	// --broker-acls needs to know kmirror's principal (and an authoriser, which dst lacks).
@@ -287,7 +286,6 @@ func alice(dst *kafkatest.Cluster) internalsUser {
 // alice (who may write any topic, read any group and use any transactional id at the
 // broker) is refused by kmirror what would touch its internals.
 func TestInternalsRefusedThroughProxySASL(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t, kafkatest.WithSASL())
 	km := saslKmirror(t, dst, false)
@@ -367,7 +365,6 @@ func waitStates(t *testing.T, cl *kgo.Client, mirror, state string) {
 // while it is mirrored or paused, kmirror's own copy still passes, and after failover the
 // same write succeeds. An instance whose principal is no super user does not start.
 func TestBrokerACLsKeepMirrorTopicsReadOnly(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t, kafkatest.WithSASL())
 	_, err := instancetest.StartWith(t, dst, nil, func(c *instance.Config) {

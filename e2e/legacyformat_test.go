@@ -22,7 +22,6 @@ import (
 // data was written passes that check, and its partition fails on the first batch with a
 // FAILED reason naming the format (docs/versions.md).
 func TestLegacyMessageFormatSource(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	src := kafkatest.Start(t, kafkatest.WithVersion("2.8.2"), kafkatest.WithZooKeeper())
 	dst := kafkatest.Start(t)
 	cl := admin(t, kmirror(t, dst).Proxy.Addr())

@@ -107,7 +107,6 @@ var docLayout = lbLayout{Host: "0.0.0.0", Bootstrap: 9092, BrokerFirst: 9100, Br
 
 // The haproxy.cfg in docs/deploy.md is the one the load-balancer test runs.
 func TestDeployDocHAProxyConfig(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	doc, err := os.ReadFile("../docs/deploy.md")
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +280,6 @@ func lbClient(t *testing.T, seed string, rec *addrRecorder, opts ...kgo.Opt) *kg
 // one instance is killed; every record arrives exactly once, no client ever hears of a real
 // broker address, and the audit line names the client's own address.
 func TestHAProxyInFrontOfThreeInstances(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	buildBin := instancetest.BinaryLater(t)
 	dst := kafkatest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)

@@ -230,7 +230,6 @@ func deref(s *string) string {
 }
 
 func TestMirrorEndToEnd(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t)
 	km := kmirror(t, dst)

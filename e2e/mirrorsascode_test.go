@@ -23,7 +23,6 @@ import (
 // run in-process as admin (super user) or alice (nothing on CLUSTER). One cluster pair and
 // one instance serve every step; the steps build on each other.
 func TestMirrorsAsCodeReal(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	began := time.Now()
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t, kafkatest.WithSASL())

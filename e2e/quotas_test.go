@@ -35,8 +35,6 @@ const unthrottled = 2
 // identical; the throttle metric and describe show the throttling while it
 // lasts. Rates are computed from the destination's end offsets over
 // measured time windows.
-// Not parallel: it measures copy rates, so it runs before the e2e tests that share the cores
-// (Go resumes the parallel tests after the sequential ones).
 func TestSourceQuotaThrottlesOneMirror(t *testing.T) {
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t)

@@ -47,7 +47,6 @@ func saslClient(t *testing.T, dst *kafkatest.Cluster, addr, user string, opts ..
 // (Kafka's Java tools, kcat) authenticate through kmirror, and a wrong password is refused
 // by the broker through it.
 func TestMirrorOverSASL(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	began := time.Now()
 	src := kafkatest.Start(t, kafkatest.WithSASL(), kafkatest.SASLUser(sourceReader, sourceReaderPass))
 	dst := kafkatest.Start(t, kafkatest.WithSASL())

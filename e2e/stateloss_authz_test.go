@@ -23,7 +23,6 @@ import (
 // an unauthenticated client and alice (no ALTER on CLUSTER) are refused and change
 // nothing (the state stays lost); admin recovers it and mirroring continues.
 func TestStateLossRecoveryNeedsAlterOnCluster(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	src := kafkatest.Start(t)
 	dst := kafkatest.Start(t, kafkatest.WithSASL())
 	in := startSASLInstance(t, dst, filepath.Join(t.TempDir(), "audit.log"))

@@ -123,7 +123,6 @@ func waitMarked(t *testing.T, ctx context.Context, directAdm *kadm.Client) {
 // one with every commit and abort marker, written before, during and after
 // the loss).
 func TestStateLoss(t *testing.T) {
-	t.Parallel() // each test owns its clusters and instances (make test's wall time)
 	r := startStateLossRun(t)
 	r.junkRecordsAreSkipped()
 	r.deletedStateIsReported()
