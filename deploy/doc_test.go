@@ -6,7 +6,6 @@
 package deploy_test
 
 import (
-	"os"
 	"os/exec"
 	"testing"
 
@@ -23,17 +22,13 @@ func TestMain(m *testing.M) {
 }
 
 // tool finds a program of a Debian package make test needs
-// (scripts/test-deps.sh installs it). Like real Kafka, it is skipped only
-// by the local opt-out KMIRROR_SKIP_REAL_KAFKA=1 outside CI.
+// (scripts/test-deps.sh installs it). A missing one fails the test, never
+// skips it: a test that did not run with the real component proves nothing.
 func tool(t *testing.T, name, pkg string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
+	if err != nil {
+		t.Fatalf("%s not installed: make test-deps (Debian package %s)", name, pkg)
 	}
-	if os.Getenv("KMIRROR_SKIP_REAL_KAFKA") == "1" && os.Getenv("CI") != "true" {
-		t.Skipf("KMIRROR_SKIP_REAL_KAFKA=1: %s not installed (Debian package %s)", name, pkg)
-	}
-	t.Fatalf("%s not installed: make test-deps (Debian package %s), or KMIRROR_SKIP_REAL_KAFKA=1 for local work", name, pkg)
-	return ""
+	return path
 }
