@@ -162,7 +162,7 @@ func throttleNote(b *Backend, mirror string) string {
 	if !ok {
 		return ""
 	}
-	return fmt.Sprintf("the source throttles this mirror's client id %s (a source quota): %.1f s of throttle in the last %s, summed over source brokers",
+	return fmt.Sprintf("the source throttles this mirror's client id %s (a source quota): %.1f s of throttle in the last %s, summed over its connections to the source brokers",
 		th.ClientID, th.Recent.Seconds(), sourceclient.ThrottleWindow)
 }
 

@@ -74,8 +74,9 @@ type Config struct {
 	FetchMaxWait time.Duration
 	// FetchesInFlight is how many Fetch requests may be in flight to one
 	// source broker at once, each for a disjoint share of its partitions
-	// (default 4): enough bytes in flight to fill a long link, still
-	// bounded by MaxBufferedBytes (source.go).
+	// and each over a connection of its own (default 4): enough bytes in
+	// flight to fill a long link, still bounded by MaxBufferedBytes
+	// (source.go). The copier clones Source for the extra connections.
 	FetchesInFlight int
 	// MaxBufferedBytes bounds fetched-but-unwritten bytes over all
 	// partitions (default 64 MiB). A broker may return one batch larger than
@@ -148,7 +149,11 @@ type Copier struct {
 	// lanes are the destination clients Produce goes over, each with its own
 	// connection to every broker; a partition always uses the same one
 	// (partition.lane), so its appends stay in order. lanes[0] is dst.
-	lanes    []*kgo.Client
+	lanes []*kgo.Client
+	// fetchers are the source clients Fetch goes over: fetchers[i] is the
+	// connection of every source's i-th fetch goroutine (source.go).
+	// fetchers[0] is Config.Source; the others are its clones, owned here.
+	fetchers []*kgo.Client
 	reserved int64 // buffered + in-flight fetch reservations
 	events   []func()
 	closed   bool
@@ -237,12 +242,22 @@ func NewCopier(cfg Config) (*Copier, error) {
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			cancel()
-			for _, l := range c.lanes {
-				l.Close()
-			}
+			c.closeClients()
 			return nil, fmt.Errorf("fetcher: destination client: %w", err)
 		}
 		c.lanes = append(c.lanes, cl)
+	}
+	c.fetchers = []*kgo.Client{cfg.Source}
+	for range cfg.FetchesInFlight - 1 {
+		// Clones of the caller's client (its TLS, SASL, client id and hooks):
+		// one connection per fetch goroutine (source.go says why).
+		cl, err := kgo.NewClient(slices.Clip(cfg.Source.Opts())...)
+		if err != nil {
+			cancel()
+			c.closeClients()
+			return nil, fmt.Errorf("fetcher: source fetch client: %w", err)
+		}
+		c.fetchers = append(c.fetchers, cl)
 	}
 	dst := c.lanes[0]
 	c.dst, c.dstAdm = dst, kadm.NewClient(dst)
@@ -297,8 +312,19 @@ func (c *Copier) Close() {
 		}
 	}
 	c.mu.Unlock()
+	c.closeClients()
+}
+
+// closeClients closes the clients the copier made: its produce lanes and
+// the clones of the source client (not Config.Source, the caller's).
+func (c *Copier) closeClients() {
 	for _, cl := range c.lanes {
 		cl.Close()
+	}
+	for _, cl := range c.fetchers {
+		if cl != c.cfg.Source {
+			cl.Close()
+		}
 	}
 }
 

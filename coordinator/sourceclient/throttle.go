@@ -40,8 +40,8 @@ type throttleEvent struct {
 // Throttle is what Throttles.Recent reports of one mirror.
 type Throttle struct {
 	ClientID string        // the id the source brokers throttled
-	Total    time.Duration // since this instance built the mirror's client, summed over brokers
-	Recent   time.Duration // within the last ThrottleWindow, summed over brokers
+	Total    time.Duration // since this instance built the mirror's client, summed over connections
+	Recent   time.Duration // within the last ThrottleWindow, summed over connections
 }
 
 func newThrottles() *Throttles { return &Throttles{m: map[string]*throttled{}} }
@@ -121,11 +121,12 @@ func (h throttleHook) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ 
 
 // RegisterMetrics publishes kmirror.mirror.source.throttle.seconds: per
 // mirror and source client id, the time the source brokers throttled this
-// instance's connections for the mirror, summed over brokers. Its rate is
-// the share of time a source quota holds the copy back (per broker).
+// instance's connections for the mirror, summed over connections
+// (fetch.max.in.flight of them per source broker). Its rate over that
+// number is the share of time a source quota holds the copy back.
 func (t *Throttles) RegisterMetrics(meter metric.Meter) error {
 	secs, err := meter.Float64ObservableCounter("kmirror.mirror.source.throttle.seconds", metric.WithUnit("s"),
-		metric.WithDescription("Time the source brokers throttled this instance's connections for the mirror (throttle_time_ms, a source quota on its client id), summed over brokers."))
+		metric.WithDescription("Time the source brokers throttled this instance's connections for the mirror (throttle_time_ms, a source quota on its client id), summed over its connections: a broker throttles each of them (fetch.max.in.flight connections per broker)."))
 	if err != nil {
 		return fmt.Errorf("source throttle metric: %w", err)
 	}
