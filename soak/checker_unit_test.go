@@ -87,3 +87,50 @@ func TestGroundTruthFindsEachViolation(t *testing.T) {
 		t.Fatalf("counts %+v", c)
 	}
 }
+
+// A partition halted by a marker Kafka wrote twice: identical before it,
+// the extra marker counted apart, what was appended after it verified one
+// offset on, the rest counted as not copied; anything else there is a
+// mismatch, and a halt without an extra marker is one too.
+func TestCompareHaltedProvesTheShift(t *testing.T) {
+	commit := fetcher.LogEntry{Offset: 2, Control: true, Commit: true}
+	src := []fetcher.LogEntry{rec(0, "a", "1"), rec(1, "b", "1"), commit, rec(3, "c", "1"), rec(4, "d", "1"), rec(5, "e", "1")}
+	extra := commit
+	extra.Offset = 3
+	shifted := func(e fetcher.LogEntry) fetcher.LogEntry { e.Offset++; return e }
+	dst := []fetcher.LogEntry{rec(0, "a", "1"), rec(1, "b", "1"), commit, extra, shifted(src[3]), shifted(src[4])}
+	var c counts
+	h := &halt{Message: "got a transaction marker twice"}
+	c.compareHalted("tx/0", h, src, dst, false)
+	if h.Marker != 3 || h.CopiedEnd != 5 || c.KnownKafkaExtraMarkers != 1 || c.NotCopiedAfterHalt != 1 ||
+		c.RecordsVerified != 4 || c.MarkersVerified != 1 || !c.zero() {
+		t.Fatalf("halt %+v, counts %+v", h, c)
+	}
+
+	bad := append([]fetcher.LogEntry(nil), dst...)
+	bad[5] = rec(5, "x", "1")
+	var m counts
+	m.compareHalted("tx/0", &halt{}, src, bad, false)
+	if m.Mismatched != 1 {
+		t.Fatalf("a wrong entry after the extra marker: counts %+v", m)
+	}
+
+	var n counts
+	n.compareHalted("tx/0", &halt{}, src, src[:3], false)
+	if n.Mismatched != 1 || n.KnownKafkaExtraMarkers != 0 {
+		t.Fatalf("a halt without an extra marker: counts %+v", n)
+	}
+
+	// The read_committed views and the ground truth see source offsets.
+	c.Halts = map[string]*halt{"tx/0": h}
+	sv := map[string][]*kgo.Record{"tx/0": {kr("tx", 0, "a"), kr("tx", 1, "b"), kr("tx", 3, "c"), kr("tx", 4, "d"), kr("tx", 5, "e")}}
+	dv := map[string][]*kgo.Record{"tx/0": {kr("tx", 0, "a"), kr("tx", 1, "b"), kr("tx", 4, "c"), kr("tx", 5, "d")}}
+	sourceOffsets(c.Halts, sv, dv)
+	c.compareCommitted(sv, dv)
+	if c.Mismatched != 0 {
+		t.Fatalf("read_committed views after the shift: %v", c.Findings)
+	}
+	if !c.notCopied("tx/0", 5) || c.notCopied("tx/0", 4) || c.notCopied("tx/1", 9) {
+		t.Fatal("notCopied: only the halted partition's offsets from CopiedEnd on")
+	}
+}

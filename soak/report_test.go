@@ -10,18 +10,21 @@ import (
 
 // report is one run's result: the line `make soak` prints and the JSON file.
 type report struct {
-	Seed            uint64           `json:"seed"`
-	Mode            string           `json:"mode"`
-	Started         time.Time        `json:"started"`
-	DurationS       float64          `json:"duration_s"`
-	Faults          int              `json:"faults"`
-	FaultsByKind    map[string]int   `json:"faults_by_kind"`
-	FaultErrors     map[string]int   `json:"fault_errors_by_kind,omitempty"`
-	Counts          counts           `json:"counts"`
-	RecoveryP50Ms   int64            `json:"recovery_p50_ms"`
-	RecoveryP99Ms   int64            `json:"recovery_p99_ms"`
-	RecoveryMaxMs   int64            `json:"recovery_max_ms"`
-	Recoveries      int              `json:"recoveries_measured"`
+	Seed          uint64         `json:"seed"`
+	Mode          string         `json:"mode"`
+	Started       time.Time      `json:"started"`
+	DurationS     float64        `json:"duration_s"`
+	Faults        int            `json:"faults"`
+	FaultsByKind  map[string]int `json:"faults_by_kind"`
+	FaultErrors   map[string]int `json:"fault_errors_by_kind,omitempty"`
+	Counts        counts         `json:"counts"`
+	RecoveryP50Ms int64          `json:"recovery_p50_ms"`
+	RecoveryP99Ms int64          `json:"recovery_p99_ms"`
+	RecoveryMaxMs int64          `json:"recovery_max_ms"`
+	Recoveries    int            `json:"recoveries_measured"`
+	// Unrecovered: faults after which the destination never reached the
+	// source's log ends of that moment (a halted partition never does).
+	Unrecovered     int              `json:"recoveries_not_reached"`
 	FinalCatchUpMs  int64            `json:"last_fault_to_caught_up_ms"`
 	MaxLagRecords   int64            `json:"max_lag_records"`
 	PeakRSSMiB      map[string]int64 `json:"peak_rss_mib"`
@@ -57,10 +60,11 @@ func (r *report) line() string {
 	c := r.Counts
 	return fmt.Sprintf("soak seed=%d mode=%s %.0fs faults=%d (%d kinds, %d not applied) records=%d markers=%d "+
 		"lost=%d duplicated=%d mismatched=%d out-of-order=%d read-only=%d group=%d failover=%d known-kafka-abort-markers=%d "+
+		"known-kafka-halts=%d (not copied after them: %d) "+
 		"recovery p50/p99/max=%d/%d/%dms final=%dms max-lag=%d peak-rss-mib=%v panics=%d crashes=%d",
 		r.Seed, r.Mode, r.DurationS, r.Faults, len(r.FaultsByKind), sum(r.FaultErrors), c.RecordsVerified, c.MarkersVerified,
 		c.Lost, c.Duplicated, c.Mismatched, c.OutOfOrder, c.ReadOnlyViolations, c.GroupViolations, c.FailoverViolations,
-		c.KnownKafkaAbortMarkers, r.RecoveryP50Ms, r.RecoveryP99Ms, r.RecoveryMaxMs, r.FinalCatchUpMs, r.MaxLagRecords,
+		c.KnownKafkaAbortMarkers, len(c.Halts), c.NotCopiedAfterHalt, r.RecoveryP50Ms, r.RecoveryP99Ms, r.RecoveryMaxMs, r.FinalCatchUpMs, r.MaxLagRecords,
 		r.PeakRSSMiB, r.Panics, r.Crashes)
 }
 

@@ -1,0 +1,127 @@
+package soak
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/fetcher"
+)
+
+// A halt is a destination partition stock Kafka gave one transaction marker
+// too many (docs/KAFKA-FACTS.md: a destination transaction coordinator that
+// fails over between writing a transaction's markers and completing it makes
+// its successor write them again). From that marker on every destination
+// offset is one past its source offset; kmirror sees it on its next append
+// and stops the partition FAILED ("got a transaction marker twice": nothing
+// more is appended; the topic must be re-created). That is loud, not silent:
+// the soak counts it apart and proves, from the logs, that it is exactly
+// that: identical before the marker, the extra marker, then what kmirror
+// appended before it stopped, each entry one offset past its source entry.
+// The source entries after that were not copied; they are counted, not
+// lost.
+type halt struct {
+	// Message is describe's message of the FAILED partition.
+	Message string `json:"message"`
+	// Marker is the destination offset of the extra marker (-1 until the
+	// logs are compared).
+	Marker int64 `json:"extra_marker_offset"`
+	// CopiedEnd is the source offset below which every entry is on the
+	// destination (before the marker at its own offset, after it at one
+	// past).
+	CopiedEnd int64 `json:"copied_end"`
+}
+
+// knownKafkaHalt reports whether a FAILED partition's message is kmirror's
+// for a destination that got a transaction marker twice (fetcher/sink.go,
+// fetcher/control.go). The message also names other causes; the logs decide
+// (compareHalted).
+func knownKafkaHalt(msg string) bool { return strings.Contains(msg, "marker twice") }
+
+// compareHalted compares a halted partition's logs: before the extra marker
+// as compareLog does; the marker itself as KnownKafkaExtraMarkers; after it,
+// each destination entry against the source entry one offset before; the
+// source entries not copied as NotCopiedAfterHalt.
+func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry, compacting bool) {
+	srcAt := make(map[int64]*fetcher.LogEntry, len(src))
+	for i := range src {
+		srcAt[src[i].Offset] = &src[i]
+	}
+	h.Marker = -1
+	for _, d := range dst {
+		if s := srcAt[d.Offset]; d.Control && (s == nil || !sameEntry(*s, d)) {
+			h.Marker = d.Offset
+			break
+		}
+	}
+	if h.Marker < 0 {
+		c.compareLog(tp, src, dst, compacting)
+		c.find(&c.Mismatched, "%s: FAILED (%s), but the destination has no extra marker", tp, h.Message)
+		return
+	}
+	var srcBefore, dstBefore []fetcher.LogEntry
+	for _, s := range src {
+		if s.Offset < h.Marker {
+			srcBefore = append(srcBefore, s)
+		}
+	}
+	h.CopiedEnd = h.Marker
+	for _, d := range dst {
+		switch s := srcAt[d.Offset-1]; {
+		case d.Offset < h.Marker:
+			dstBefore = append(dstBefore, d)
+		case d.Offset == h.Marker:
+			c.KnownKafkaExtraMarkers++
+			c.Findings = append(c.Findings, fmt.Sprintf("KNOWN KAFKA BEHAVIOUR: %s: destination offset %d is a %s marker the source does not have there; the partition is FAILED (%s)", tp, d.Offset, markerName(d), h.Message))
+		case s == nil || !sameEntry(*s, d):
+			c.find(&c.Mismatched, "%s: destination offset %d after the extra marker is not source offset %d: %s", tp, d.Offset, d.Offset-1, d)
+		default:
+			h.CopiedEnd = d.Offset
+			if d.Control {
+				c.MarkersVerified++
+			} else {
+				c.RecordsVerified++
+			}
+		}
+	}
+	c.compareLog(tp, srcBefore, dstBefore, compacting)
+	for _, s := range src {
+		if s.Offset >= h.CopiedEnd {
+			c.NotCopiedAfterHalt++
+		}
+	}
+}
+
+func sameEntry(s, d fetcher.LogEntry) bool {
+	return s.Control == d.Control && s.Commit == d.Commit && s.Transactional == d.Transactional &&
+		s.Timestamp == d.Timestamp && string(s.Record) == string(d.Record)
+}
+
+func markerName(e fetcher.LogEntry) string {
+	if e.Commit {
+		return "COMMIT"
+	}
+	return "ABORT"
+}
+
+// sourceOffsets gives a halted partition's read_committed records on the
+// destination their source offsets (one less after the extra marker) and
+// drops the source's records that were not copied, so the views compare
+// as for any other partition.
+func sourceOffsets(halts map[string]*halt, src, dst map[string][]*kgo.Record) {
+	for tp, h := range halts {
+		for _, r := range dst[tp] {
+			if r.Offset > h.Marker {
+				r.Offset--
+			}
+		}
+		kept := src[tp][:0]
+		for _, r := range src[tp] {
+			if r.Offset < h.CopiedEnd {
+				kept = append(kept, r)
+			}
+		}
+		src[tp] = kept
+	}
+}
