@@ -65,24 +65,14 @@ func TestRealFetchesInFlightStayOrdered(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var failed sync.Map
-	for p := range int32(inflightParts) {
-		task := fetcher.Task{Topic: topic, Partition: p, TransactionalID: fmt.Sprintf("inflight-%d", p)}
-		if err := c.Start(ctx, task, func(ev datapath.Event) {
-			if ev.Kind == datapath.EventFailed || ev.Kind == datapath.EventFenced {
-				failed.Store(p, ev.Err) // the copy stopped: it never resumes by itself
-			}
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	failed := startAll(ctx, t, c, topic, inflightParts)
 	// One broker's answers come late and unevenly: its partitions' fetches
 	// overtake each other's timing and the other broker's.
 	if err := front.Add(0, faultnet.Toxic{Name: "slow", Type: "latency", Attributes: map[string]any{"latency": 120, "jitter": 100}}); err != nil {
 		t.Fatal(err)
 	}
 	w.write(ctx, t, topic, 600, "delayed")
-	waitCopied(ctx, t, c, srcAdm, topic, &failed)
+	waitCopied(ctx, t, c, srcAdm, topic, failed)
 	if max := fetches.max(); max < 2 {
 		t.Fatalf("at most %d Fetch in flight to one source broker: the copy never overlapped fetches", max)
 	}
@@ -96,7 +86,7 @@ func TestRealFetchesInFlightStayOrdered(t *testing.T) {
 	w.write(ctx, t, topic, 300, "moving")
 	moveLeaders(ctx, t, srcAdm, topic)
 	w.write(ctx, t, topic, 300, "after-move")
-	waitCopied(ctx, t, c, srcAdm, topic, &failed)
+	waitCopied(ctx, t, c, srcAdm, topic, failed)
 	mirrortest.VerifyIdentical(t, srcCl, dstCl, topic)
 	t.Logf("at most %d Fetches in flight to one source broker", fetches.max())
 }
@@ -157,6 +147,25 @@ func (w writer) write(ctx context.Context, t *testing.T, topic string, n int, ta
 	if err := w.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatalf("produce %s: %v", tag, err)
 	}
+}
+
+// startAll starts copying partitions 0..n-1 of topic; the map it returns
+// collects the error of each partition whose copy stopped (it never resumes
+// by itself).
+func startAll(ctx context.Context, t *testing.T, c *fetcher.Copier, topic string, n int32) *sync.Map {
+	t.Helper()
+	var failed sync.Map
+	for p := range n {
+		task := fetcher.Task{Topic: topic, Partition: p, TransactionalID: fmt.Sprintf("%s-%d", topic, p)}
+		if err := c.Start(ctx, task, func(ev datapath.Event) {
+			if ev.Kind == datapath.EventFailed || ev.Kind == datapath.EventFenced {
+				failed.Store(p, ev.Err)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &failed
 }
 
 // waitCopied waits until every partition's destination log end reached the

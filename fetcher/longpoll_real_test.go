@@ -3,14 +3,12 @@ package fetcher_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/mirrortest"
@@ -56,18 +54,8 @@ func TestRealLongPollHoldsNoOtherFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var failed sync.Map
 	start := time.Now()
-	for p := range int32(2) {
-		task := fetcher.Task{Topic: topic, Partition: p, TransactionalID: fmt.Sprintf("longpoll-%d", p)}
-		if err := c.Start(ctx, task, func(ev datapath.Event) {
-			if ev.Kind == datapath.EventFailed || ev.Kind == datapath.EventFenced {
-				failed.Store(p, ev.Err)
-			}
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	failed := startAll(ctx, t, c, topic, 2)
 	polltest.Eventually(t, 2*maxWait, "partition 1 copied while partition 0's Fetches are held", func() (bool, string) {
 		failed.Range(func(p, err any) bool { t.Fatalf("partition %v failed: %v", p, err); return false })
 		pr, ok := c.Progress(topic, 1)
