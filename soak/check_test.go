@@ -22,7 +22,10 @@ type counts struct {
 	AckedChecked    int `json:"acknowledged_records_checked"`
 	// CompactedAway are entries one side's log cleaner removed and the other's
 	// not yet (a later record of the key is on both): not a loss.
-	CompactedAway      int `json:"compacted_away"`
+	CompactedAway int `json:"compacted_away"`
+	// FillerMarkers are the ABORT markers kmirror wrote on the compacted
+	// topic where the source has no entry (its marker filler), not Kafka's.
+	FillerMarkers      int `json:"filler_markers"`
 	Lost               int `json:"lost"`
 	Duplicated         int `json:"duplicated"`
 	Mismatched         int `json:"mismatched"`
@@ -96,6 +99,10 @@ func (c *counts) compareLog(tp string, src, dst []fetcher.LogEntry, compacting b
 	for _, d := range dst {
 		switch {
 		case srcOffsets[d.Offset]:
+		case compacting && d.Control && !d.Commit:
+			// kmirror's marker filler (docs/DESIGN.md): an empty aborted
+			// transaction at an offset the source's cleaner had emptied.
+			c.FillerMarkers++
 		case d.Control && !d.Commit:
 			c.KnownKafkaAbortMarkers++
 			c.Findings = append(c.Findings, fmt.Sprintf("KNOWN KAFKA BEHAVIOUR: %s: destination offset %d is an ABORT marker the source does not have", tp, d.Offset))
@@ -203,6 +210,10 @@ func committedView(ctx context.Context, seeds []string, parts map[string]map[int
 func (c *counts) compareCommitted(src, dst map[string][]*kgo.Record) {
 	for tp, a := range src {
 		b := dst[tp]
+		if strings.HasPrefix(tp, topicCompact+"/") {
+			c.compareCompacted(tp, a, b)
+			continue
+		}
 		if len(a) != len(b) {
 			c.find(&c.Mismatched, "%s: read_committed shows %d records on the source, %d on the destination", tp, len(a), len(b))
 		}
@@ -214,6 +225,34 @@ func (c *counts) compareCommitted(src, dst map[string][]*kgo.Record) {
 		}
 		c.CommittedViewed += len(a)
 	}
+}
+
+// compareCompacted compares a compacted partition's read_committed views by
+// what compaction keeps: each key's last value. The cleaners of the two
+// clusters run at their own times, so one side may still show records of a
+// key the other has compacted away (a soak run saw the source's view start
+// at offset 1,368 and the destination's at 718); the records that remain
+// on both sides are still at the same offsets (compareLog checks that).
+func (c *counts) compareCompacted(tp string, src, dst []*kgo.Record) {
+	last := func(rs []*kgo.Record) map[string]string {
+		m := map[string]string{}
+		for _, r := range rs {
+			m[string(r.Key)] = string(r.Value)
+		}
+		return m
+	}
+	a, b := last(src), last(dst)
+	for k, v := range a {
+		if b[k] != v {
+			c.find(&c.Mismatched, "%s: key %.40q's last value is %.40q on the source, %.40q on the destination", tp, k, v, b[k])
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			c.find(&c.Duplicated, "%s: key %.40q is on the destination only", tp, k)
+		}
+	}
+	c.CommittedViewed += len(src)
 }
 
 // checkGroundTruth checks the destination's read_committed view against
@@ -256,6 +295,11 @@ func (c *counts) checkGroundTruth(dst map[string][]*kgo.Record, acked []sent, kc
 		case s.txn == "abort", s.txn == "unknown":
 		case s.topic == topicCompact:
 			// Overwritten keys are compacted away; compareLog checks this topic.
+		case s.topic == topicFailover:
+			// Failed over mid-run: the copy ended at its LMOs, and the records
+			// after them are not mirrored by design; checkFailover checks the
+			// prefix and the records at risk. (Counting them here made a run
+			// report 1,236 "lost" records.)
 		case c.notCopied(fmt.Sprintf("%s/%d", s.topic, s.partition), s.offset):
 			// After a halt: counted by compareHalted.
 		case at[key] != s.value:
