@@ -300,8 +300,8 @@ func (c *counts) checkGroundTruth(dst map[string][]*kgo.Record, acked []sent, kc
 			// after them are not mirrored by design; checkFailover checks the
 			// prefix and the records at risk. (Counting them here made a run
 			// report 1,236 "lost" records.)
-		case c.notCopied(fmt.Sprintf("%s/%d", s.topic, s.partition), s.offset):
-			// After a halt: counted by compareHalted.
+		case c.Halts[fmt.Sprintf("%s/%d", s.topic, s.partition)] != nil:
+			// Halted: compareHalted checked every entry it holds.
 		case at[key] != s.value:
 			c.find(&c.Lost, "%s: acknowledged record %.40q is not there (found %.40q)", key, s.value, at[key])
 		}
@@ -312,12 +312,6 @@ func (c *counts) checkGroundTruth(dst map[string][]*kgo.Record, acked []sent, kc
 			c.find(&c.Lost, "kcat's acknowledged record %q is not on the destination", v)
 		}
 	}
-}
-
-// notCopied: the offset is at or past where a halted partition stopped.
-func (c *counts) notCopied(tp string, offset int64) bool {
-	h := c.Halts[tp]
-	return h != nil && offset >= h.CopiedEnd
 }
 
 // parseValue reads "producer#seq#..." (value).

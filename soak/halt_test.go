@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kmirror/kmirror/fetcher"
 )
 
@@ -20,7 +18,9 @@ import (
 // that: identical before the marker, the extra marker, then what kmirror
 // appended before it stopped, each entry one offset past its source entry.
 // The source entries after that were not copied; they are counted, not
-// lost.
+// lost. A halted partition is left out of the read_committed views (its
+// sentinel never reaches the destination) and of the ground truth: the
+// entry-by-entry comparison here is the stronger check of what it holds.
 type halt struct {
 	// Message is describe's message of the FAILED partition.
 	Message string `json:"message"`
@@ -33,11 +33,17 @@ type halt struct {
 	CopiedEnd int64 `json:"copied_end"`
 }
 
-// knownKafkaHalt reports whether a FAILED partition's message is kmirror's
-// for a destination that got a transaction marker twice (fetcher/sink.go,
-// fetcher/control.go). The message also names other causes; the logs decide
-// (compareHalted).
-func knownKafkaHalt(msg string) bool { return strings.Contains(msg, "marker twice") }
+// knownKafkaHalt reports whether a FAILED partition is kmirror's stop for a
+// destination that got a transaction marker twice while copying
+// (fetcher/sink.go's message); the logs then decide (compareHalted). Not on
+// the compacted topic: there kmirror fills the source's empty offsets with
+// ABORT markers of its own, so an extra marker cannot be told apart from
+// the log alone, and a FAILED compacted partition fails the run (the marker
+// filler's own "wrote a marker twice" is such a stop: a seed-1 run found
+// two markers too many there, see docs/RELIABILITY.md).
+func knownKafkaHalt(topic, msg string) bool {
+	return topic != topicCompact && strings.Contains(msg, "got a transaction marker twice")
+}
 
 // compareHalted compares a halted partition's logs: before the extra marker
 // as compareLog does; the marker itself as KnownKafkaExtraMarkers; after it,
@@ -73,7 +79,7 @@ func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry, 
 			dstBefore = append(dstBefore, d)
 		case d.Offset == h.Marker:
 			c.KnownKafkaExtraMarkers++
-			c.Findings = append(c.Findings, fmt.Sprintf("KNOWN KAFKA BEHAVIOUR: %s: destination offset %d is a %s marker the source does not have there; the partition is FAILED (%s)", tp, d.Offset, markerName(d), h.Message))
+			c.Findings = append(c.Findings, fmt.Sprintf("KNOWN KAFKA BEHAVIOUR: %s: destination offset %d is an extra %s marker (the source has no such entry there); the partition is FAILED (%s)", tp, d.Offset, markerName(d), h.Message))
 		case s == nil || !sameEntry(*s, d):
 			c.find(&c.Mismatched, "%s: destination offset %d after the extra marker is not source offset %d: %s", tp, d.Offset, d.Offset-1, d)
 		default:
@@ -103,25 +109,4 @@ func markerName(e fetcher.LogEntry) string {
 		return "COMMIT"
 	}
 	return "ABORT"
-}
-
-// sourceOffsets gives a halted partition's read_committed records on the
-// destination their source offsets (one less after the extra marker) and
-// drops the source's records that were not copied, so the views compare
-// as for any other partition.
-func sourceOffsets(halts map[string]*halt, src, dst map[string][]*kgo.Record) {
-	for tp, h := range halts {
-		for _, r := range dst[tp] {
-			if r.Offset > h.Marker {
-				r.Offset--
-			}
-		}
-		kept := src[tp][:0]
-		for _, r := range src[tp] {
-			if r.Offset < h.CopiedEnd {
-				kept = append(kept, r)
-			}
-		}
-		src[tp] = kept
-	}
 }

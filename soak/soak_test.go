@@ -337,7 +337,7 @@ func findHalts(t *testing.T, ctx context.Context, w *world, r *report) {
 			if p.State != "FAILED" || r.Counts.Halts[name] != nil {
 				continue
 			}
-			if !knownKafkaHalt(p.Message) {
+			if !knownKafkaHalt(tp.Name, p.Message) {
 				t.Fatalf("%s is FAILED: %s", name, p.Message)
 			}
 			t.Logf("KNOWN KAFKA BEHAVIOUR: %s is FAILED, not waited for; the logs will say whether it is the duplicate marker: %s", name, p.Message)
@@ -362,6 +362,11 @@ func check(t *testing.T, ctx context.Context, w *world, ld *load, r *report) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for tp := range c.Halts {
+		topic, p, _ := strings.Cut(tp, "/")
+		n, _ := strconv.Atoi(p)
+		delete(parts[topic], int32(n)) // its sentinel never reaches the destination
+	}
 	vctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	sv, err := committedView(vctx, w.src.Bootstrap(), parts)
@@ -372,7 +377,6 @@ func check(t *testing.T, ctx context.Context, w *world, ld *load, r *report) {
 	if err != nil {
 		t.Fatalf("destination: %v", err)
 	}
-	sourceOffsets(c.Halts, sv, dv)
 	c.compareCommitted(sv, dv)
 	acked, kcat := ld.ledger.snapshot()
 	r.Acked = len(acked) + len(kcat)
