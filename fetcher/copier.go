@@ -234,12 +234,11 @@ func NewCopier(cfg Config) (*Copier, error) {
 	}
 	c.rate.Store(cfg.RateLimit)
 	for lane := range produceLanes {
-		// Clipped: Opts is the client's own slice, which lanes must not share.
-		opts := append(slices.Clip(cfg.Destination.Opts()), kgo.WithHooks(writeHook{c, lane}))
+		opts := []kgo.Opt{kgo.WithHooks(writeHook{c, lane})}
 		if cfg.WriterClientID != "" {
 			opts = append(opts, kgo.ClientID(cfg.WriterClientID))
 		}
-		cl, err := kgo.NewClient(opts...)
+		cl, err := clone(cfg.Destination, opts...)
 		if err != nil {
 			cancel()
 			c.closeClients()
@@ -249,9 +248,8 @@ func NewCopier(cfg Config) (*Copier, error) {
 	}
 	c.fetchers = []*kgo.Client{cfg.Source}
 	for range cfg.FetchesInFlight - 1 {
-		// Clones of the caller's client (its TLS, SASL, client id and hooks):
-		// one connection per fetch goroutine (source.go says why).
-		cl, err := kgo.NewClient(slices.Clip(cfg.Source.Opts())...)
+		// One connection per fetch goroutine (source.go says why).
+		cl, err := clone(cfg.Source)
 		if err != nil {
 			cancel()
 			c.closeClients()
@@ -313,6 +311,13 @@ func (c *Copier) Close() {
 	}
 	c.mu.Unlock()
 	c.closeClients()
+}
+
+// clone makes a client with base's options (seeds, TLS, SASL, client id,
+// hooks) and connections of its own, plus extra options.
+func clone(base *kgo.Client, extra ...kgo.Opt) (*kgo.Client, error) {
+	// Clipped: Opts is the client's own slice, which the clone must not share.
+	return kgo.NewClient(append(slices.Clip(base.Opts()), extra...)...)
 }
 
 // closeClients closes the clients the copier made: its produce lanes and

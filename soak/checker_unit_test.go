@@ -101,7 +101,7 @@ func TestCompareHaltedProvesTheShift(t *testing.T) {
 	dst := []fetcher.LogEntry{rec(0, "a", "1"), rec(1, "b", "1"), commit, extra, shifted(src[3]), shifted(src[4])}
 	var c counts
 	h := &halt{Message: "got a transaction marker twice"}
-	c.compareHalted("tx/0", h, src, dst, false)
+	c.compareHalted("tx/0", h, src, dst)
 	if h.Marker != 3 || h.CopiedEnd != 5 || c.KnownKafkaExtraMarkers != 1 || c.NotCopiedAfterHalt != 1 ||
 		c.RecordsVerified != 4 || c.MarkersVerified != 1 || !c.zero() {
 		t.Fatalf("halt %+v, counts %+v", h, c)
@@ -110,13 +110,13 @@ func TestCompareHaltedProvesTheShift(t *testing.T) {
 	bad := append([]fetcher.LogEntry(nil), dst...)
 	bad[5] = rec(5, "x", "1")
 	var m counts
-	m.compareHalted("tx/0", &halt{}, src, bad, false)
+	m.compareHalted("tx/0", &halt{}, src, bad)
 	if m.Mismatched != 1 {
 		t.Fatalf("a wrong entry after the extra marker: counts %+v", m)
 	}
 
 	var n counts
-	n.compareHalted("tx/0", &halt{}, src, src[:3], false)
+	n.compareHalted("tx/0", &halt{}, src, src[:3])
 	if n.Mismatched != 1 || n.KnownKafkaExtraMarkers != 0 {
 		t.Fatalf("a halt without an extra marker: counts %+v", n)
 	}

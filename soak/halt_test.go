@@ -49,7 +49,7 @@ func knownKafkaHalt(topic, msg string) bool {
 // as compareLog does; the marker itself as KnownKafkaExtraMarkers; after it,
 // each destination entry against the source entry one offset before; the
 // source entries not copied as NotCopiedAfterHalt.
-func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry, compacting bool) {
+func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry) {
 	srcAt := make(map[int64]*fetcher.LogEntry, len(src))
 	for i := range src {
 		srcAt[src[i].Offset] = &src[i]
@@ -62,7 +62,7 @@ func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry, 
 		}
 	}
 	if h.Marker < 0 {
-		c.compareLog(tp, src, dst, compacting)
+		c.compareLog(tp, src, dst, false)
 		c.find(&c.Mismatched, "%s: FAILED (%s), but the destination has no extra marker", tp, h.Message)
 		return
 	}
@@ -91,7 +91,7 @@ func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry, 
 			}
 		}
 	}
-	c.compareLog(tp, srcBefore, dstBefore, compacting)
+	c.compareLog(tp, srcBefore, dstBefore, false)
 	for _, s := range src {
 		if s.Offset >= h.CopiedEnd {
 			c.NotCopiedAfterHalt++
