@@ -157,7 +157,15 @@ func (c *Copier) endTxn(p *partition, o *op) error {
 // transaction.version 2 destination a repeated EndTxn of an epoch is
 // answered as a retry and a stale epoch is fenced, never with a second
 // marker.
-func (c *Copier) fillMarkers(p *partition, o *op) error {
+func (c *Copier) fillMarkers(p *partition, o *op) (err error) {
+	defer func() {
+		if err != nil {
+			// A filler whose EndTxn was answered may still have its marker
+			// on the way (EndTxn answers at PrepareAbort): the next try
+			// settles every filler again before it reads the log end.
+			c.forgetFillers(p)
+		}
+	}()
 	if err := c.settleFillers(p); err != nil {
 		return err
 	}
@@ -205,31 +213,62 @@ func (c *Copier) fillMarkers(p *partition, o *op) error {
 	return nil
 }
 
-// settleFillers makes every filler id whose identity is unknown known
-// before the log end is read: a fresh owner's (an earlier owner may have
-// ended a filler transaction just before it died) and one whose last EndTxn
-// failed (a timed-out EndTxn may still have been applied). EndTxn answers
-// before its marker is written, so such a marker can land after the log end
-// is read, and the markers counted from that log end would then be one too
-// many: the partition's offsets would drift by one (found by the soak and
-// the version matrix under load). identify waits out PrepareAbort, after
-// which the marker is in the log and the log end counts it.
+// settleFillers fences every filler id whose identity is unknown before
+// the log end is read: at a fresh owner's first fill (an earlier owner may
+// have ended a filler transaction just before it died, or may wake up from
+// a freeze and still be filling) and after a fill that failed (a filler
+// whose EndTxn was answered, or timed out but was applied, may not have its
+// marker in the log yet). EndTxn answers before its marker is written, so
+// such a marker can land after the log end is read, and the markers counted
+// from that log end would then be too many: the partition's offsets would
+// drift (found by the soak and the version matrix under load; regression
+// test TestFakeFillerMarkerLandsLate).
+//
+// Fencing is InitProducerId on the id: the coordinator first completes
+// whatever the id has in flight (an abort being written is finished, an
+// open filler transaction is aborted, its marker written) and then bumps
+// the epoch, so any later request of an earlier owner is refused as fenced.
+// For the copy's own transactional ids that would put a marker at an
+// arbitrary offset (resume.go), but every filler marker is the same empty
+// abort: only their number matters, and the log end read after the fence
+// counts each of them.
 func (c *Copier) settleFillers(p *partition) error {
+	c.mu.Lock()
+	var unknown []*destTxn
 	for _, f := range p.fillers {
-		c.mu.Lock()
-		id := identityLocked(f)
-		c.mu.Unlock()
-		if id.known {
-			continue
+		if !f.known {
+			unknown = append(unknown, f)
 		}
-		if _, err := c.txn.identify(c.ctx, &id, p.tp.topic, p.tp.partition); err != nil {
-			return fmt.Errorf("settling filler transaction %s before filling: %w", id.id, err)
-		}
-		c.mu.Lock()
-		f.known, f.pid, f.epoch = true, id.pid, id.epoch
-		c.mu.Unlock()
 	}
-	return nil
+	c.mu.Unlock()
+	errs := make([]error, len(unknown))
+	var wg sync.WaitGroup
+	for i, f := range unknown {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pid, epoch, err := c.txn.initialise(c.ctx, f.id)
+			if err != nil {
+				errs[i] = fmt.Errorf("fencing filler transaction %s before filling: %w", f.id, err)
+				return
+			}
+			c.mu.Lock()
+			f.known, f.pid, f.epoch = true, pid, epoch
+			c.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// forgetFillers marks every filler id unknown, to be fenced again before
+// the next fill.
+func (c *Copier) forgetFillers(p *partition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range p.fillers {
+		f.known = false
+	}
 }
 
 // emptyAbort writes one abort marker with no transaction data before it.
@@ -237,17 +276,11 @@ func (c *Copier) emptyAbort(p *partition, f *destTxn) error {
 	c.mu.Lock()
 	id := identityLocked(f)
 	c.mu.Unlock()
-	open := false
 	if !id.known {
-		var err error
-		if open, err = c.txn.identify(c.ctx, &id, p.tp.topic, p.tp.partition); err != nil {
-			return err
-		}
+		return fmt.Errorf("internal: filler transaction %s used before it was fenced", id.id)
 	}
-	if !open {
-		if err := c.txn.add(c.ctx, &id, p.tp.topic, p.tp.partition); err != nil {
-			return err
-		}
+	if err := c.txn.add(c.ctx, &id, p.tp.topic, p.tp.partition); err != nil {
+		return err
 	}
 	pid, epoch, err := c.txn.end(c.ctx, &id, false)
 	c.mu.Lock()

@@ -98,8 +98,9 @@ func testKafkaFacts(t *testing.T, e *env) {
 // one offset and no consumer sees it; on a transaction.version 2 destination
 // EndTxn bumps the epoch, a repeated EndTxn of the old epoch writes nothing,
 // and the old epoch can no longer begin a transaction; re-initialising an id
-// with an open transaction aborts it at once (why ids are never
-// re-initialised).
+// with an open transaction aborts it at once (why the copy's ids are never
+// re-initialised) and answers only once that marker, or one still being
+// written, is in the log (why filler ids are fenced that way).
 func testTransactionFacts(t *testing.T, e *env) {
 	const topic = "txn-facts"
 	e.createSource(topic, 1, nil)
@@ -153,11 +154,36 @@ func testTransactionFacts(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	end++
-	polltest.Eventually(t, 10*time.Second, "the abort marker of the re-initialised id landed", func() (bool, string) {
-		_, e2 := e.offsets(e.dstAdm, topic, 0)
-		return e2 == end, ""
-	})
-	t.Logf("fact: InitProducerId on an id with an open transaction aborts it and writes its marker")
+	// Read once, not polled: the filler's fence (settleFillers) relies on
+	// InitProducerId answering only once the abort it caused is in the log.
+	if _, e2 := e.offsets(e.dstAdm, topic, 0); e2 != end {
+		t.Fatalf("log end %d right after InitProducerId aborted an open transaction, want %d", e2, end)
+	}
+	t.Logf("fact: InitProducerId on an id with an open transaction aborts it and answers once its marker is in the log")
+
+	// An EndTxn answered, then InitProducerId at once: the init waits out
+	// the marker being written (CONCURRENT_TRANSACTIONS, retried), bumps the
+	// epoch, and the earlier epoch is fenced.
+	x.epoch = next
+	if err := tc.add(e.ctx, x, topic, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tc.end(e.ctx, x, false); err != nil {
+		t.Fatal(err)
+	}
+	_, fenced, err := tc.initialise(e.ctx, x.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end++
+	if _, e2 := e.offsets(e.dstAdm, topic, 0); e2 != end {
+		t.Fatalf("log end %d right after InitProducerId followed an answered EndTxn, want %d", e2, end)
+	}
+	stale := &destTxn{id: x.id, pid: x.pid, epoch: fenced - 1, known: true}
+	if err := tc.add(e.ctx, stale, topic, 0); err == nil {
+		t.Fatalf("AddPartitionsToTxn with epoch %d after InitProducerId moved it to %d was accepted", fenced-1, fenced)
+	}
+	t.Logf("fact: InitProducerId right after an answered EndTxn answers once that marker is in the log, and fences the epoch before")
 	plain := e.client(e.p.dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	r := &kgo.Record{Topic: topic, Key: []byte("after"), Value: []byte("markers")}
 	if err := plain.ProduceSync(e.ctx, r).FirstErr(); err != nil || r.Offset != end {

@@ -10,7 +10,8 @@ package fetcher
 // destination transactions still open: their source markers come later in
 // the source log, and ending them then puts the markers at the right
 // offsets. A re-initialised transactional id would instead abort such a
-// transaction at once, so existing ids are never re-initialised.
+// transaction at once, so the copy's existing ids are never re-initialised
+// (filler ids are, before a fill: control.go's settleFillers).
 
 import (
 	"context"

@@ -12,10 +12,12 @@ package fetcher
 // of the filler ids "<partition id>-f<k>": consumers skip control batches,
 // so such filler is invisible to every client, read_committed or not.
 //
-// Why this is safe across owners without fencing by InitProducerId: every
-// write is a deterministic function of the source log and the destination
-// position, and an existing transactional id is never re-initialised (that
-// would abort an open transaction and put a marker at an arbitrary offset).
+// Why this is safe across owners without fencing the copy's ids by
+// InitProducerId: every write is a deterministic function of the source log
+// and the destination position, and an existing transactional id of a
+// source producer is never re-initialised (that would abort an open
+// transaction and put a marker at an arbitrary offset; filler ids are
+// fenced that way, see settleFillers: their markers are interchangeable).
 // A new owner adopts the ids' current producer id and epoch
 // (DescribeTransactions) and continues. On a transaction.version 2
 // destination every EndTxn bumps the epoch, so an old owner that wakes up
