@@ -36,7 +36,10 @@ type report struct {
 	ReadOnlyRefused int64            `json:"read_only_writes_refused"`
 	GroupSamples    int64            `json:"group_offset_samples"`
 	Failover        *failoverCheck   `json:"failover,omitempty"`
-	Log             []*fault         `json:"fault_log"`
+	// ToxiproxyWedged: network fault proxies replaced because Toxiproxy
+	// did not answer a toxic change (internal/faultnet's Front).
+	ToxiproxyWedged int      `json:"toxiproxy_proxies_replaced"`
+	Log             []*fault `json:"fault_log"`
 }
 
 func (r *report) tallyFaults(fs []*fault) {
@@ -61,11 +64,11 @@ func (r *report) line() string {
 	return fmt.Sprintf("soak seed=%d mode=%s %.0fs faults=%d (%d kinds, %d not applied) records=%d markers=%d "+
 		"lost=%d duplicated=%d mismatched=%d out-of-order=%d read-only=%d group=%d failover=%d known-kafka-abort-markers=%d "+
 		"known-kafka-halts=%d (not copied after them: %d) "+
-		"recovery p50/p99/max=%d/%d/%dms final=%dms max-lag=%d peak-rss-mib=%v panics=%d crashes=%d",
+		"recovery p50/p99/max=%d/%d/%dms final=%dms max-lag=%d peak-rss-mib=%v panics=%d crashes=%d toxiproxy-replaced=%d",
 		r.Seed, r.Mode, r.DurationS, r.Faults, len(r.FaultsByKind), sum(r.FaultErrors), c.RecordsVerified, c.MarkersVerified,
 		c.Lost, c.Duplicated, c.Mismatched, c.OutOfOrder, c.ReadOnlyViolations, c.GroupViolations, c.FailoverViolations,
 		c.KnownKafkaAbortMarkers, len(c.Halts), c.NotCopiedAfterHalt, r.RecoveryP50Ms, r.RecoveryP99Ms, r.RecoveryMaxMs, r.FinalCatchUpMs, r.MaxLagRecords,
-		r.PeakRSSMiB, r.Panics, r.Crashes)
+		r.PeakRSSMiB, r.Panics, r.Crashes, r.ToxiproxyWedged)
 }
 
 func sum(m map[string]int) int {

@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 	// Toxiproxy's toxics log through zerolog's global logger, at trace level
 	// for every interrupted pipe: thousands of lines that bury the fault log.
 	zerolog.SetGlobalLevel(zerolog.WarnLevel)
-	goleak.VerifyTestMain(m, leaktest.Join(leaktest.ZstdDecoders(), leaktest.GnetPool())...)
+	goleak.VerifyTestMain(m, leaktest.Join(leaktest.ZstdDecoders(), leaktest.GnetPool(), leaktest.Toxiproxy())...)
 }
 
 // settings are a run's size, from the environment (the Makefile's soak
@@ -114,6 +114,7 @@ func TestSoak(t *testing.T) {
 	ld.wg.Wait()
 	bg.Wait()
 	r.tallyFaults(faults)
+	r.ToxiproxyWedged = w.front.Wedged()
 
 	catchUp(t, ctx, w, ld, r, lastEnd)
 	check(t, ctx, w, ld, r)

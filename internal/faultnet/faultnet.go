@@ -19,11 +19,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/Shopify/toxiproxy/v2/toxics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
@@ -36,19 +40,49 @@ import (
 const parked = "127.0.0.1:1"
 
 // Front is one Toxiproxy proxy per broker of one cluster.
+//
+// Toxiproxy 2.5.0 (the newest release on the module proxy) can wedge a
+// proxy: removing or adding a toxic interrupts every link's toxics, and a
+// toxic blocked handing a chunk to a link whose writer has exited (its
+// client reset the connection while data flowed) is never interrupted, so
+// the call waits forever while holding the proxy's toxic lock, and every
+// later call and new connection of that proxy waits behind it
+// (Shopify/toxiproxy#412 and #558, fix proposed in #760; it stopped the
+// first 1,000-fault soak at fault 66). The Front therefore bounds each
+// toxic change and replaces a proxy that does not answer in time with a
+// fresh one on the same address, carrying the toxics that are still meant
+// to be there. The wedged proxy's open connections may stay open with
+// nothing flowing (its Stop can wait behind the same lock) until their
+// clients time them out: for a client, a blackhole on those connections.
+// Wedged counts the replacements; the wedged proxy's goroutines cannot be
+// stopped and stay until the process ends (leaktest.Toxiproxy).
 type Front struct {
-	listener string
-	mu       sync.Mutex
-	proxies  []*toxiproxy.Proxy
+	listener      string
+	server        *toxiproxy.ApiServer
+	removeTimeout time.Duration
+
+	mu      sync.Mutex
+	proxies []*toxiproxy.Proxy
+	toxics  []map[string]Toxic // per proxy: what should be applied now
+	wedged  int
 }
+
+// defaultChangeTimeout bounds one toxic change: a healthy proxy answers in
+// milliseconds (a latency toxic's removal flushes what it holds).
+const defaultChangeTimeout = 15 * time.Second
 
 // New starts n proxies on loopback (one per broker, in broker order) that are
 // stopped when the test ends. Use Listener when starting the cluster and
 // Connect after it.
 func New(t testing.TB, listener string, n int) *Front {
 	t.Helper()
+	return newFront(t, listener, n)
+}
+
+func newFront(t testing.TB, listener string, n int) *Front {
+	t.Helper()
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	f := &Front{listener: listener}
+	f := &Front{listener: listener, server: server, removeTimeout: defaultChangeTimeout}
 	for i := range n {
 		p := toxiproxy.NewProxy(server, fmt.Sprintf("%s-%d", strings.ToLower(listener), i), "127.0.0.1:0", parked)
 		if err := p.Start(); err != nil {
@@ -56,6 +90,7 @@ func New(t testing.TB, listener string, n int) *Front {
 			t.Fatalf("faultnet: start proxy %d: %v", i, err)
 		}
 		f.proxies = append(f.proxies, p)
+		f.toxics = append(f.toxics, map[string]Toxic{})
 	}
 	t.Cleanup(f.Close)
 	return f
@@ -71,7 +106,12 @@ func (f *Front) Listener() kafkatest.Option {
 // Connect points each proxy at its broker's port of the Front's listener.
 func (f *Front) Connect(t testing.TB, c *kafkatest.Cluster) {
 	t.Helper()
-	upstreams := c.Real().ListenerAddrs(f.listener)
+	f.connect(t, c.Real().ListenerAddrs(f.listener))
+}
+
+// connect points proxy i at upstreams[i].
+func (f *Front) connect(t testing.TB, upstreams []string) {
+	t.Helper()
 	if len(upstreams) != len(f.proxies) {
 		t.Fatalf("faultnet: %d proxies for %d brokers on listener %s", len(f.proxies), len(upstreams), f.listener)
 	}
@@ -125,7 +165,11 @@ func (f *Front) Add(i int, tx Toxic) error {
 	if err != nil {
 		return fmt.Errorf("faultnet: encode toxic %s: %w", tx.Name, err)
 	}
-	if _, err := f.proxy(i).Toxics.AddToxicJson(strings.NewReader(string(body))); err != nil {
+	err = f.change(i, func(p *toxiproxy.Proxy) error {
+		_, err := p.Toxics.AddToxicJson(strings.NewReader(string(body)))
+		return err
+	}, func(m map[string]Toxic) { m[tx.Name] = tx })
+	if err != nil {
 		return fmt.Errorf("faultnet: add toxic %s (%s) to proxy %d: %w", tx.Name, tx.Type, i, err)
 	}
 	return nil
@@ -143,7 +187,10 @@ func (f *Front) AddAll(tx Toxic) error {
 
 // Remove removes a toxic by name from broker i's proxy.
 func (f *Front) Remove(i int, name string) error {
-	if err := f.proxy(i).Toxics.RemoveToxic(context.Background(), name); err != nil {
+	err := f.change(i, func(p *toxiproxy.Proxy) error {
+		return p.Toxics.RemoveToxic(context.Background(), name)
+	}, func(m map[string]Toxic) { delete(m, name) })
+	if err != nil {
 		return fmt.Errorf("faultnet: remove toxic %s from proxy %d: %w", name, i, err)
 	}
 	return nil
@@ -151,9 +198,99 @@ func (f *Front) Remove(i int, name string) error {
 
 // Reset removes every toxic from every proxy.
 func (f *Front) Reset() {
-	for _, p := range f.snapshot() {
-		p.Toxics.ResetToxics(context.Background())
+	for i := range f.proxies {
+		_ = f.change(i, func(p *toxiproxy.Proxy) error {
+			p.Toxics.ResetToxics(context.Background())
+			return nil
+		}, func(m map[string]Toxic) { clear(m) })
 	}
+}
+
+// Wedged is how many times a proxy did not answer a toxic change in time
+// and was replaced.
+func (f *Front) Wedged() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.wedged
+}
+
+// change applies do to proxy i and, once it succeeded, record to the toxics
+// meant to be there. A proxy that does not answer within removeTimeout is
+// replaced (replace), and the replacement gets the recorded toxics.
+func (f *Front) change(i int, do func(*toxiproxy.Proxy) error, record func(map[string]Toxic)) error {
+	p := f.proxy(i)
+	done := make(chan error, 1)
+	go func() { done <- do(p) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		record(f.toxics[i])
+		f.mu.Unlock()
+		return nil
+	case <-time.After(f.removeTimeout):
+	}
+	f.mu.Lock()
+	record(f.toxics[i])
+	f.mu.Unlock()
+	return f.replace(i, p)
+}
+
+// replace swaps a wedged proxy for a new one on the same address. The old
+// proxy's Stop closes its listener first and may then wait forever (its
+// accept loop can be stuck behind the wedged toxic lock), so it runs on a
+// goroutine of its own and the port being free again is the signal.
+func (f *Front) replace(i int, old *toxiproxy.Proxy) error {
+	go old.Stop()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ln, err := net.Listen("tcp", old.Listen)
+		if err == nil {
+			ln.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replacing wedged proxy %d: its address %s is still taken after 30s: %w", i, old.Listen, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p := toxiproxy.NewProxy(f.server, old.Name, old.Listen, old.Upstream)
+	if err := p.Start(); err != nil {
+		return fmt.Errorf("replacing wedged proxy %d on %s: %w", i, old.Listen, err)
+	}
+	f.mu.Lock()
+	f.proxies[i] = p
+	f.wedged++
+	keep := make([]Toxic, 0, len(f.toxics[i]))
+	for _, tx := range f.toxics[i] {
+		keep = append(keep, tx)
+	}
+	f.mu.Unlock()
+	for _, tx := range keep {
+		body, err := json.Marshal(tx)
+		if err != nil {
+			return fmt.Errorf("faultnet: encode toxic %s: %w", tx.Name, err)
+		}
+		// A fresh proxy has no links yet: nothing to wedge on.
+		if _, err := p.Toxics.AddToxicJson(strings.NewReader(string(body))); err != nil {
+			return fmt.Errorf("replacing wedged proxy %d: adding back toxic %s: %w", i, tx.Name, err)
+		}
+	}
+	return nil
+}
+
+// toxicNames lists the toxics proxy i has now, sorted.
+func (f *Front) toxicNames(i int) []string {
+	var names []string
+	for _, tx := range f.proxy(i).Toxics.GetToxicArray() {
+		if w, ok := tx.(*toxics.ToxicWrapper); ok {
+			names = append(names, w.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Latency gives every proxy a round trip of rtt ms (half each way) with the

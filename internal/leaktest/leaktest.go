@@ -42,3 +42,22 @@ func Join(sets ...[]goleak.Option) []goleak.Option {
 	}
 	return out
 }
+
+// Toxiproxy ignores the goroutines of a Toxiproxy proxy that wedged
+// (internal/faultnet: Toxiproxy 2.5.0 can block a toxic change forever,
+// Shopify/toxiproxy#558): its links' toxics, readers and writers, the change
+// waiting on them, and faultnet's goroutine that made the change. They
+// cannot be stopped; faultnet replaces the proxy and counts it (Wedged).
+func Toxiproxy() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).read"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).write"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicCollection).chainRemoveToxic.func1"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).RemoveToxic.func1"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicCollection).chainAddToxic.func1"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*Proxy).server"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*Proxy).Stop"),
+		goleak.IgnoreAnyFunction("github.com/kmirror/kmirror/internal/faultnet.(*Front).change.func1"),
+	}
+}
