@@ -26,6 +26,9 @@ func (s pageSource) Status(ctx context.Context) (statuspage.Status, error) {
 		st.InstancesError = err.Error()
 	}
 	st.Instances = members
+	for _, r := range s.in.Proxy.Routes() {
+		st.Routes = append(st.Routes, statuspage.Route(r))
+	}
 	return st, nil
 }
 

@@ -10,5 +10,8 @@ func (p *Proxy) rewriteMetadata(r kmsg.Response) bool {
 	resp.Brokers = rewriteNodes(p, resp.Brokers, func(b *kmsg.MetadataResponseBroker) (int32, *string, *int32) {
 		return b.NodeID, &b.Host, &b.Port
 	})
+	if p.appRoute != nil {
+		p.appRoute.rewriteMetadata(resp)
+	}
 	return true
 }

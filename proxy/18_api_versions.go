@@ -54,7 +54,7 @@ func (p *Proxy) rewriteApiVersions(pr *pending, frame []byte) ([]byte, error) {
 func (p *Proxy) intersectAPIs(upstream []kmsg.ApiVersionsResponseApiKey) []kmsg.ApiVersionsResponseApiKey {
 	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(upstream)+len(protocol.MirrorAPIs()))
 	for _, k := range upstream {
-		kmax := maxVersion(k.ApiKey)
+		kmax := p.maxVersion(k.ApiKey)
 		if kmax < 0 {
 			continue
 		}

@@ -9,5 +9,8 @@ func (p *Proxy) rewriteDescribeCluster(r kmsg.Response) bool {
 	resp.Brokers = rewriteNodes(p, resp.Brokers, func(b *kmsg.DescribeClusterResponseBroker) (int32, *string, *int32) {
 		return b.NodeID, &b.Host, &b.Port
 	})
+	if p.appRoute != nil {
+		p.appRoute.rewriteClusterID(&resp.ClusterID)
+	}
 	return true
 }

@@ -86,6 +86,10 @@ type Config struct {
 	// load balancer's, e.g. HAProxy's send-proxy-v2) and take the client address from it;
 	// connections without one are refused (proxyproto.go, docs/deploy.md).
 	ProxyProtocol bool `yaml:"proxy_protocol"`
+
+	// Routes are application routes for zero-touch cut-over (route.go, docs/cutover.md):
+	// listener sets leading to a mirror's source (the primary) until a switch.
+	Routes []RouteConfig `yaml:"routes"`
 }
 
 // MTLSGrant gives a principal ("User:CN=ops,O=Example", as Kafka's default principal
@@ -128,6 +132,24 @@ func (s UpstreamSASL) String() string {
 		return "{}"
 	}
 	return fmt.Sprintf("{mechanism:%s username:%s password:[redacted]}", s.Mechanism, s.Username)
+}
+
+// validate checks the mechanism and that credentials come whole; name is the key's
+// name in the configuration (upstream_sasl, routes' primary.sasl).
+func (s UpstreamSASL) validate(name string) error {
+	switch strings.ToUpper(s.Mechanism) {
+	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+	default:
+		return fmt.Errorf("%s.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", name, s.Mechanism)
+	}
+	// Half-given credentials would silently leave kmirror unauthenticated (or fail later, at
+	// the broker, with a less useful message).
+	if s.Mechanism != "" && (s.Username == "" || s.Password == "") {
+		return fmt.Errorf("%[1]s.mechanism %[2]s needs %[1]s.username and %[1]s.password", name, s.Mechanism)
+	} else if s.Mechanism == "" && (s.Username != "" || s.Password != "") {
+		return fmt.Errorf("%s: username and password need a mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", name)
+	}
+	return nil
 }
 
 // Defaults returns the configuration every unset field falls back to.
@@ -214,17 +236,13 @@ func (c Config) Validate() error {
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return errors.New("tls: cert_file and key_file must be set together")
 	}
-	switch strings.ToUpper(c.UpstreamSASL.Mechanism) {
-	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
-	default:
-		return fmt.Errorf("upstream_sasl.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.UpstreamSASL.Mechanism)
+	if err := c.UpstreamSASL.validate("upstream_sasl"); err != nil {
+		return err
 	}
-	// Half-given credentials would silently leave kmirror unauthenticated (or fail later, at
-	// the broker, with a less useful message).
-	if s := c.UpstreamSASL; s.Mechanism != "" && (s.Username == "" || s.Password == "") {
-		return fmt.Errorf("upstream_sasl.mechanism %s needs upstream_sasl.username and upstream_sasl.password", s.Mechanism)
-	} else if s.Mechanism == "" && (s.Username != "" || s.Password != "") {
-		return errors.New("upstream_sasl: username and password need a mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)")
+	if len(c.Routes) > 0 {
+		if err := c.validateRoutes(); err != nil {
+			return err
+		}
 	}
 	switch c.ClientAuth {
 	case ClientAuthSASL, ClientAuthNone, "":

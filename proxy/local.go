@@ -18,7 +18,7 @@ func (p *Proxy) answerLocally(s *session, h requestHeader, frame []byte) (chan [
 	if p.servesMirrorKey(h.key) {
 		return p.answerMirror(s, h, frame), nil
 	}
-	kmax := maxVersion(h.key)
+	kmax := p.maxVersion(h.key)
 	switch {
 	case kmax < 0 && protocol.IsMirrorKey(h.key):
 		return nil, fmt.Errorf("API key %d (v%d) is the destination's own here, not kmirror's %s: it collides with kmirror's range %s, "+
@@ -84,7 +84,11 @@ func (p *Proxy) answerMirror(s *session, h requestHeader, frame []byte) chan []b
 			fmt.Sprintf("mirror API key %d supports version 0 only, got v%d", h.key, h.version)))
 		return ch
 	case fn == nil:
-		ch <- appendResponseFrame(nil, h.corrID, 1, mirrorErrorBody(h.key, errInvalidRequest, mirroringDisabledMessage))
+		msg := mirroringDisabledMessage
+		if p.appRoute != nil {
+			msg = fmt.Sprintf("this is a listener of route %s, which leads to the route's upstream cluster: mirror RPCs are served on kmirror's own listener", p.appRoute.name)
+		}
+		ch <- appendResponseFrame(nil, h.corrID, 1, mirrorErrorBody(h.key, errInvalidRequest, msg))
 		return ch
 	}
 	body := frame[4+h.bodyOff:]

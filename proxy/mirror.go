@@ -77,6 +77,9 @@ func mirrorErrorBody(key int16, code int16, msg string) []byte {
 // mirrorAPIKeys is what every listener advertises for the mirror RPCs in ApiVersions: the
 // mirror table minus the keys that collide with the destination's.
 func (p *Proxy) mirrorAPIKeys() []kmsg.ApiVersionsResponseApiKey {
+	if p.appRoute != nil {
+		return nil // a route's upstream is not the destination (route.go)
+	}
 	var keys []kmsg.ApiVersionsResponseApiKey
 	for _, api := range protocol.MirrorAPIs() {
 		if !p.servesMirrorKey(api.Key) {

@@ -60,6 +60,11 @@ type Proxy struct {
 	metricsSv *http.Server
 	started   bool
 
+	// appRoute is set on a proxy serving a route (route.go); routes are the routes this
+	// proxy started (none on a route's own proxy).
+	appRoute *routeIdentity
+	routes   routes
+
 	// testHookClientFrame, when set (tests only), sees every frame sent to a client.
 	testHookClientFrame func(frame []byte)
 }
@@ -144,7 +149,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.mu.Unlock()
 
-	ln, err := p.listen(route{bootstrap: true}, p.cfg.Listen)
+	ln, err := p.listen(p.target(true, 0), p.cfg.Listen)
 	if err != nil {
 		p.cancel()
 		return fmt.Errorf("starting bootstrap listener on %s: %w", p.cfg.Listen, err)
@@ -167,8 +172,17 @@ func (p *Proxy) Start(ctx context.Context) error {
 	p.wg.Add(2)
 	go p.runJanitor()
 	go p.runDiscovery()
+	if p.appRoute != nil {
+		p.log.Info("route listening; it leads to its primary until a switch", "bootstrap", ln.addr().String(),
+			"primary", p.cfg.Upstream, "mirror", p.appRoute.mirror, "advertised_host", p.cfg.AdvertisedHost)
+		return nil
+	}
 	p.log.Info("proxy listening", "bootstrap", ln.addr().String(), "upstream", p.cfg.Upstream, "advertised_host", p.cfg.AdvertisedHost)
 	p.logClientAuth(ctx)
+	if err := p.startRoutes(ctx); err != nil {
+		_ = p.Close()
+		return err
+	}
 	return nil
 }
 
@@ -232,6 +246,9 @@ func (p *Proxy) MetricsAddr() string {
 // by a disconnect, which every Kafka client treats as retriable.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.draining.Store(true)
+	for _, r := range p.routeProxies() {
+		r.draining.Store(true)
+	}
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	var drainErr error
@@ -249,6 +266,9 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 
 func (p *Proxy) totalInFlight() int {
 	n := 0
+	for _, r := range p.routeProxies() {
+		n += r.totalInFlight()
+	}
 	p.sessions.Range(func(k, _ any) bool {
 		n += k.(*session).inFlight()
 		return true
@@ -274,10 +294,15 @@ func (p *Proxy) Close() error {
 	}
 	sv := p.metricsSv
 	p.mu.Unlock()
+	var errs []error
+	for _, r := range p.routeProxies() {
+		if err := r.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("route %s: %w", r.appRoute.name, err))
+		}
+	}
 
 	p.draining.Store(true)
 	p.cancel()
-	var errs []error
 	for _, ln := range lns {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := ln.stop(ctx); err != nil {
@@ -335,7 +360,7 @@ func (p *Proxy) advertise(node int32, host string, port int32) (int32, bool) {
 				"node", node, "broker_port_base", p.cfg.BrokerPortBase, "broker_port_count", p.cfg.BrokerPortCount)
 			return 0, false
 		}
-		ln, err := p.listen(route{node: node}, net.JoinHostPort(p.cfg.BrokerListenHost, strconv.Itoa(lp)))
+		ln, err := p.listen(p.target(false, node), net.JoinHostPort(p.cfg.BrokerListenHost, strconv.Itoa(lp)))
 		if err != nil {
 			p.log.Error("cannot start broker listener; hiding the broker from clients", "node", node, "port", lp, "err", err)
 			return 0, false

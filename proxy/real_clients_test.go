@@ -189,9 +189,14 @@ func hasConfig(cs []kadm.Config, key, value string) bool {
 // TestRealJavaTools drives the Java client through Kafka's own command-line tools.
 func TestRealJavaTools(t *testing.T) {
 	p, _, _ := realProxy(t)
+	javaToolsRoundTrip(t, p.AdvertisedAddr())
+}
+
+// javaToolsRoundTrip creates a topic with TopicCommand, writes it with ConsoleProducer, reads
+// it back exactly once with a ConsoleConsumer group and describes the group, all through bs.
+func javaToolsRoundTrip(t *testing.T, bs string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bs := p.AdvertisedAddr()
 	topic := uniqueTopic("java")
 	const n = 500
 
@@ -260,9 +265,14 @@ func TestRealKcat(t *testing.T) {
 		t.Fatalf("kcat not found: install the Debian package kcat (apt-get install kcat; make test-deps does it): %v", err)
 	}
 	p, _, _ := realProxy(t)
+	kcatRoundTrip(t, kcat, p.AdvertisedAddr())
+}
+
+// kcatRoundTrip writes and reads a topic with kcat through bs and checks that kcat's
+// metadata listing shows the 3 brokers at proxy addresses only.
+func kcatRoundTrip(t *testing.T, kcat, bs string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bs := p.AdvertisedAddr()
 	topic := uniqueTopic("kcat")
 	createTopic(t, bs, topic, 3)
 	const n = 1000

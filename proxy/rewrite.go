@@ -57,6 +57,16 @@ func maxVersion(key int16) int16 {
 	return v
 }
 
+// maxVersion is maxVersion for this proxy: a route (route.go) caps Fetch where topics are
+// still named.
+func (p *Proxy) maxVersion(key int16) int16 {
+	v := maxVersion(key)
+	if p.appRoute != nil && key == 1 && v > routeFetchVersion {
+		v = routeFetchVersion
+	}
+	return v
+}
+
 // needsRewrite reports whether the response to key@version may carry broker addresses or
 // API versions and must therefore be read whole and decoded.
 func needsRewrite(key, version int16) bool {

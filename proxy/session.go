@@ -51,17 +51,32 @@ type clientSide interface {
 	remoteAddr() net.Addr
 }
 
-// route says which upstream broker a listener leads to.
+// route says which upstream broker a listener leads to, and through which application
+// route (route.go; "" for the destination's own listeners).
 type route struct {
 	bootstrap bool
 	node      int32
+	app       string
+}
+
+// target is the route of this proxy's bootstrap listener or broker node's listener.
+func (p *Proxy) target(bootstrap bool, node int32) route {
+	r := route{bootstrap: bootstrap, node: node}
+	if p.appRoute != nil {
+		r.app = p.appRoute.name
+	}
+	return r
 }
 
 func (r route) String() string {
-	if r.bootstrap {
-		return "bootstrap"
+	s := "bootstrap"
+	if !r.bootstrap {
+		s = fmt.Sprintf("broker-%d", r.node)
 	}
-	return fmt.Sprintf("broker-%d", r.node)
+	if r.app != "" {
+		return "route-" + r.app + "/" + s
+	}
+	return s
 }
 
 // pending is one request that owes the client a response.

@@ -110,6 +110,9 @@ func (p *Proxy) discover(ctx context.Context) error {
 	for _, b := range md.Brokers {
 		p.advertise(b.NodeID, b.Host, b.Port)
 	}
+	if p.appRoute != nil {
+		p.appRoute.pinClusterID(md.Cluster)
+	}
 	if err := p.checkUpstreamKeys(ctx, adm); err != nil {
 		p.log.Warn("could not check the destination's API keys against kmirror's range; clients' ApiVersions answers are still checked", "err", err)
 	}

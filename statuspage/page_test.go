@@ -51,6 +51,7 @@ func status(dst int64) Status {
 		}},
 		Instances: []coordinator.Member{{ID: "kmirror-state-1", Host: "/10.0.0.1", Self: true, StatePartitions: []int32{0, 1, 2, 5},
 			Mirrors: []string{"m1"}, Partitions: []coordinator.OwnedPartition{{Mirror: "m1", Topic: "orders", Partition: 0}, {Mirror: "m1", Topic: "orders", Partition: 1}}}},
+		Routes: []Route{{Name: "payments", Mirror: "m1", Bootstrap: "0.0.0.0:19092", Upstream: "primary", ClusterID: "prim-ary"}},
 	}
 }
 
@@ -107,6 +108,7 @@ func TestPageShowsTheLastSample(t *testing.T) {
 		`id="chart-throughput" data-samples="1"`, `now 3</span>`, // 30 records in 10 s
 		`id="chart-lag" data-samples="2"`,
 		`sampled 12:00:10 UTC (3 s ago)`,
+		`data-route="payments" data-upstream="primary"><td>payments</td><td>0.0.0.0:19092</td><td>primary</td><td>m1</td><td>prim-ary</td>`,
 	} {
 		if !strings.Contains(b, want) {
 			t.Errorf("the page lacks %q", want)

@@ -24,6 +24,7 @@ type view struct {
 	Lag            int64
 	Instances      []instanceView
 	InstancesError string
+	Routes         []Route
 	Charts         []chart
 }
 
@@ -82,6 +83,7 @@ func newView(st *Status, since time.Duration) view {
 		v.Instances = append(v.Instances, instanceOf(in))
 	}
 	v.InstancesError = st.InstancesError
+	v.Routes = st.Routes
 	return v
 }
 

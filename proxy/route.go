@@ -1,0 +1,293 @@
+package proxy
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Routes (docs/cutover.md, issue 21): a route is a listener set of its own — a bootstrap
+// port and one port per broker node id, by the same port rule as the destination's listeners
+// — whose upstream is the route's *primary* cluster, the source of the mirror it names.
+// Applications bootstrap to the route. Until a switch it is an ordinary transparent proxy to
+// the primary; a switch (later build steps) makes the same addresses lead to the standby, the
+// mirror's destination, without a client being reconfigured.
+//
+// A route is served by a Proxy of its own (routeProxy) sharing the parent's metrics and audit
+// log: the listener machinery, address rewriting, in-order responses and SASL pass-through
+// are exactly those of the destination's listeners. What differs on a route:
+//   - no mirror RPCs (they are the destination's; the route's upstream is the primary) and
+//     no read-only guard (the primary's topics are the writable originals);
+//   - Fetch is capped at v12, the last version naming topics, as Produce is capped everywhere:
+//     after a switch the standby's topic ids differ from the primary's, and a client that
+//     fetched by id would see its topics "re-created";
+//   - the cluster id clients see is pinned to the route's (the primary's, learned at start),
+//     and topic ids in Metadata are mapped to the primary's, so that neither changes when the
+//     upstream does.
+
+// RouteConfig is one route of the proxy configuration (YAML `routes`).
+type RouteConfig struct {
+	// Name identifies the route in describe, logs, metrics and the switch command.
+	Name string `yaml:"name"`
+	// Listen is the route's bootstrap listener; applications are configured with it.
+	Listen string `yaml:"listen"`
+	// AdvertisedHost is the host name clients are given for the route's broker listeners
+	// (default: the proxy's advertised_host).
+	AdvertisedHost string `yaml:"advertised_host"`
+	// BrokerPortBase and BrokerPortCount are the route's port rule (node id N on
+	// BrokerPortBase+N). The range must not overlap the destination's or another route's.
+	// 0 means ephemeral ports (a single instance, tests).
+	BrokerPortBase  int `yaml:"broker_port_base"`
+	BrokerPortCount int `yaml:"broker_port_count"`
+	// Mirror is the mirror whose source is the primary and whose destination (this kmirror's
+	// upstream) is the standby.
+	Mirror string `yaml:"mirror"`
+	// Primary is where the route leads until a switch.
+	Primary RouteUpstream `yaml:"primary"`
+}
+
+// RouteUpstream is a route's upstream cluster: its bootstrap list and kmirror's own TLS and
+// SASL towards it (used for broker discovery only; clients authenticate end to end through
+// their 1:1 connections, as on the destination's listeners).
+type RouteUpstream struct {
+	Bootstrap []string     `yaml:"bootstrap"`
+	TLS       UpstreamTLS  `yaml:"tls"`
+	SASL      UpstreamSASL `yaml:"sasl"`
+}
+
+// routeFetchVersion is the newest Fetch a route advertises: v13 names topics by id.
+const routeFetchVersion = 12
+
+var routeNameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// validateRoutes checks the routes against each other and against the destination's
+// listeners: names unique, addresses well formed, no port claimed twice.
+func (c Config) validateRoutes() error {
+	type claim struct {
+		lo, hi int // ports [lo, hi)
+		who    string
+	}
+	var claims []claim
+	claimPort := func(addr, who string) error {
+		_, ps, err := net.SplitHostPort(addr)
+		if err != nil {
+			return fmt.Errorf("%s %q is not HOST:PORT: %w", who, addr, err)
+		}
+		port, err := strconv.Atoi(ps)
+		if err != nil || port < 0 || port > 65535 {
+			return fmt.Errorf("%s %q: port %q is not a number in 0..65535", who, addr, ps)
+		}
+		if port != 0 {
+			claims = append(claims, claim{port, port + 1, who})
+		}
+		return nil
+	}
+	claimRange := func(base, count int, who string) {
+		if base != 0 {
+			claims = append(claims, claim{base, base + count, who})
+		}
+	}
+	if err := claimPort(c.Listen, "listen"); err != nil {
+		return err
+	}
+	claimRange(c.BrokerPortBase, c.BrokerPortCount, "broker ports")
+	for node, port := range c.BrokerPorts {
+		claimRange(port, 1, fmt.Sprintf("broker_ports[%d]", node))
+	}
+	names := map[string]bool{}
+	for i, r := range c.Routes {
+		switch {
+		case !routeNameRE.MatchString(r.Name):
+			return fmt.Errorf("routes[%d]: name %q: want 1 to 249 of a-z A-Z 0-9 . _ -", i, r.Name)
+		case names[r.Name]:
+			return fmt.Errorf("routes[%d]: name %q is used by two routes", i, r.Name)
+		case r.Mirror == "":
+			return fmt.Errorf("route %s: mirror is not set: a route needs the mirror whose source is its primary", r.Name)
+		case len(r.Primary.Bootstrap) == 0:
+			return fmt.Errorf("route %s: primary.bootstrap is empty", r.Name)
+		case r.BrokerPortBase < 0 || r.BrokerPortBase+r.brokerPortCount() > 65536:
+			return fmt.Errorf("route %s: broker port range %d+%d does not fit in 1..65535", r.Name, r.BrokerPortBase, r.brokerPortCount())
+		}
+		names[r.Name] = true
+		for _, b := range r.Primary.Bootstrap {
+			if _, _, err := net.SplitHostPort(b); err != nil {
+				return fmt.Errorf("route %s: primary.bootstrap %q is not HOST:PORT: %w", r.Name, b, err)
+			}
+		}
+		if err := claimPort(r.Listen, "route "+r.Name+" listen"); err != nil {
+			return err
+		}
+		claimRange(r.BrokerPortBase, r.brokerPortCount(), "route "+r.Name+" broker ports")
+		if err := r.Primary.SASL.validate("route " + r.Name + " primary.sasl"); err != nil {
+			return err
+		}
+	}
+	for i, a := range claims {
+		for _, b := range claims[i+1:] {
+			if a.lo < b.hi && b.lo < a.hi {
+				return fmt.Errorf("%s (%d..%d) and %s (%d..%d) claim the same port", a.who, a.lo, a.hi-1, b.who, b.lo, b.hi-1)
+			}
+		}
+	}
+	return nil
+}
+
+func (r RouteConfig) brokerPortCount() int {
+	return cmp.Or(r.BrokerPortCount, Defaults().BrokerPortCount)
+}
+
+// routeIdentity is what a route keeps stable for its clients across a switch.
+type routeIdentity struct {
+	name, mirror string
+	// clusterID is the id clients see (the primary's, learned by the first discovery);
+	// empty until known, and then responses pass unchanged.
+	clusterID atomic.Pointer[string]
+	// topicIDs maps the upstream's topic ids to the ids clients know (the primary's);
+	// nil before a switch.
+	topicIDs atomic.Pointer[map[[16]byte][16]byte]
+}
+
+// pinClusterID makes id the cluster id the route's clients see, unless one is pinned.
+func (ri *routeIdentity) pinClusterID(id string) {
+	if id != "" {
+		ri.clusterID.CompareAndSwap(nil, &id)
+	}
+}
+
+// rewriteClusterID replaces *id with the pinned cluster id; it reports a change.
+func (ri *routeIdentity) rewriteClusterID(id *string) bool {
+	pinned := ri.clusterID.Load()
+	if pinned == nil {
+		if id != nil {
+			ri.pinClusterID(*id)
+		}
+		return false
+	}
+	if id == nil || *id == *pinned {
+		return false
+	}
+	*id = *pinned
+	return true
+}
+
+// rewriteMetadata gives a route's Metadata answer the route's cluster id and topic ids.
+func (ri *routeIdentity) rewriteMetadata(resp *kmsg.MetadataResponse) {
+	ri.rewriteClusterID(resp.ClusterID)
+	ids := ri.topicIDs.Load()
+	if ids == nil {
+		return
+	}
+	for i := range resp.Topics {
+		if id, ok := (*ids)[resp.Topics[i].TopicID]; ok {
+			resp.Topics[i].TopicID = id
+		}
+	}
+}
+
+// routeProxy builds the Proxy serving route rc, sharing the parent's metrics and audit log.
+// The parent's configuration was validated, the routes included.
+func (p *Proxy) routeProxy(rc RouteConfig) *Proxy {
+	cfg := p.cfg
+	cfg.Routes = nil
+	cfg.Listen = rc.Listen
+	cfg.AdvertisedHost = cmp.Or(rc.AdvertisedHost, p.cfg.AdvertisedHost)
+	cfg.BrokerPortBase, cfg.BrokerPortCount, cfg.BrokerPorts = rc.BrokerPortBase, rc.brokerPortCount(), nil
+	cfg.Upstream, cfg.UpstreamTLS, cfg.UpstreamSASL = rc.Primary.Bootstrap, rc.Primary.TLS, rc.Primary.SASL
+	cfg.MetricsAddr = ""
+	r := &Proxy{
+		cfg:      cfg,
+		log:      p.log.With("route", rc.Name),
+		Handlers: &Handlers{},
+		brokers:  make(map[int32]*brokerEntry),
+		metrics:  p.metrics,
+		appRoute: &routeIdentity{name: rc.Name, mirror: rc.Mirror},
+
+		testHookClientFrame: p.testHookClientFrame,
+	}
+	r.auditLog.Store(p.auditLog.Load())
+	return r
+}
+
+// routes are the proxies serving the configured routes (Start makes them).
+type routes struct {
+	mu  sync.Mutex
+	all []*Proxy
+}
+
+// startRoutes starts every configured route; a route that cannot start stops the proxy's
+// start (a route that silently did not listen would leave its applications without a
+// cluster).
+func (p *Proxy) startRoutes(ctx context.Context) error {
+	for _, rc := range p.cfg.Routes {
+		r := p.routeProxy(rc)
+		if err := r.Start(ctx); err != nil {
+			return fmt.Errorf("starting route %s: %w", rc.Name, err)
+		}
+		p.routes.mu.Lock()
+		p.routes.all = append(p.routes.all, r)
+		p.routes.mu.Unlock()
+	}
+	return nil
+}
+
+// routeProxies returns the running routes.
+func (p *Proxy) routeProxies() []*Proxy {
+	p.routes.mu.Lock()
+	defer p.routes.mu.Unlock()
+	return append([]*Proxy(nil), p.routes.all...)
+}
+
+// RouteStatus is a route as describe and the status page show it.
+type RouteStatus struct {
+	Name      string
+	Mirror    string
+	Bootstrap string // the route's bootstrap listener
+	Upstream  string // "primary" until a switch
+	ClusterID string // the cluster id the route's clients see ("" until learned)
+}
+
+// Routes returns the status of every route.
+func (p *Proxy) Routes() []RouteStatus {
+	var out []RouteStatus
+	for _, r := range p.routeProxies() {
+		st := RouteStatus{Name: r.appRoute.name, Mirror: r.appRoute.mirror, Bootstrap: r.Addr(), Upstream: "primary"}
+		if id := r.appRoute.clusterID.Load(); id != nil {
+			st.ClusterID = *id
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// routeNamed returns the running route named name (nil: none).
+func (p *Proxy) routeNamed(name string) *Proxy {
+	for _, r := range p.routeProxies() {
+		if r.appRoute.name == name {
+			return r
+		}
+	}
+	return nil
+}
+
+// RouteBrokerPorts returns node id -> listener port of the route's broker listeners.
+func (p *Proxy) RouteBrokerPorts(name string) map[int32]int {
+	if r := p.routeNamed(name); r != nil {
+		return r.BrokerListenerPorts()
+	}
+	return nil
+}
+
+// RouteAddr is the bootstrap address of the route named name ("" if there is none).
+func (p *Proxy) RouteAddr(name string) string {
+	if r := p.routeNamed(name); r != nil {
+		return r.Addr()
+	}
+	return ""
+}

@@ -1,0 +1,353 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/kmirror/kmirror/internal/audit"
+	"github.com/kmirror/kmirror/internal/polltest"
+	"github.com/kmirror/kmirror/protocol"
+)
+
+func TestRouteConfigFromYAML(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "proxy.yaml")
+	yaml := `
+upstream: [standby-1:9092]
+listen: 0.0.0.0:9092
+broker_port_base: 9100
+routes:
+  - name: payments
+    listen: 0.0.0.0:19092
+    broker_port_base: 19100
+    broker_port_count: 10
+    mirror: dr
+    primary:
+      bootstrap: [primary-1:9092, primary-2:9092]
+      tls: {enabled: true, ca_file: ca.pem}
+      sasl: {mechanism: SCRAM-SHA-512, username: kmirror, password: s3cret}
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseArgs("proxy", []string{"--config", file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.withDefaults().Validate(); err != nil {
+		t.Fatalf("valid route refused: %v", err)
+	}
+	if len(cfg.Routes) != 1 {
+		t.Fatalf("routes: %+v", cfg.Routes)
+	}
+	r := cfg.Routes[0]
+	if r.Name != "payments" || r.Mirror != "dr" || r.BrokerPortBase != 19100 || r.brokerPortCount() != 10 ||
+		strings.Join(r.Primary.Bootstrap, ",") != "primary-1:9092,primary-2:9092" || !r.Primary.TLS.Enabled ||
+		r.Primary.SASL.Username != "kmirror" {
+		t.Errorf("route read as %+v", r)
+	}
+	if s := r.Primary.SASL.String(); strings.Contains(s, "s3cret") {
+		t.Errorf("the primary's password is printable: %s", s)
+	}
+}
+
+func TestRouteConfigErrors(t *testing.T) {
+	base := func() Config {
+		return Config{Upstream: []string{"s:9092"}, Listen: "0.0.0.0:9092", BrokerPortBase: 9100, BrokerPortCount: 100,
+			Routes: []RouteConfig{{Name: "app", Listen: "0.0.0.0:19092", BrokerPortBase: 19100, Mirror: "dr",
+				Primary: RouteUpstream{Bootstrap: []string{"p:9092"}}}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"bad name", func(c *Config) { c.Routes[0].Name = "a b" }, `name "a b"`},
+		{"no name", func(c *Config) { c.Routes[0].Name = "" }, `name ""`},
+		{"two routes one name", func(c *Config) {
+			r := c.Routes[0]
+			r.Listen, r.BrokerPortBase = "0.0.0.0:29092", 29100
+			c.Routes = append(c.Routes, r)
+		}, `name "app" is used by two routes`},
+		{"no mirror", func(c *Config) { c.Routes[0].Mirror = "" }, "mirror is not set"},
+		{"no primary", func(c *Config) { c.Routes[0].Primary.Bootstrap = nil }, "primary.bootstrap is empty"},
+		{"bad primary", func(c *Config) { c.Routes[0].Primary.Bootstrap = []string{"p"} }, `primary.bootstrap "p" is not HOST:PORT`},
+		{"bad listen", func(c *Config) { c.Routes[0].Listen = "nohost" }, `route app listen "nohost"`},
+		{"listen in the destination's broker range", func(c *Config) { c.Routes[0].Listen = "0.0.0.0:9150" }, "claim the same port"},
+		{"same bootstrap port", func(c *Config) { c.Routes[0].Listen = "0.0.0.0:9092" }, "claim the same port"},
+		{"overlapping broker ranges", func(c *Config) { c.Routes[0].BrokerPortBase = 9150 }, "claim the same port"},
+		{"broker_ports entry in a route's range", func(c *Config) { c.BrokerPorts = map[int32]int{1001: 19105} }, "claim the same port"},
+		{"range past 65535", func(c *Config) { c.Routes[0].BrokerPortBase = 65500 }, "does not fit"},
+		{"half SASL", func(c *Config) { c.Routes[0].Primary.SASL = UpstreamSASL{Mechanism: "PLAIN", Username: "u"} }, "route app primary.sasl.mechanism PLAIN needs"},
+		{"SASL without mechanism", func(c *Config) { c.Routes[0].Primary.SASL = UpstreamSASL{Username: "u", Password: "p"} }, "need a mechanism"},
+		{"unknown mechanism", func(c *Config) {
+			c.Routes[0].Primary.SASL = UpstreamSASL{Mechanism: "GSSAPI", Username: "u", Password: "p"}
+		}, `mechanism "GSSAPI"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base().withDefaults()
+			if err := c.Validate(); err != nil {
+				t.Fatalf("the base configuration is refused: %v", err)
+			}
+			tc.mutate(&c)
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// routedProxy starts a proxy whose upstream is one kfake cluster (the standby) and whose
+// route "app" leads to another (the primary); it returns the proxy and the route's proxy.
+func routedProxy(t *testing.T, primary []string, opts []Option) (*Proxy, *Proxy) {
+	t.Helper()
+	standby := startKfake(t, 1)
+	p := startProxyWith(t, standby.ListenAddrs(), opts, func(c *Config) {
+		c.Routes = []RouteConfig{{Name: "app", Listen: "127.0.0.1:0", Mirror: "dr", Primary: RouteUpstream{Bootstrap: primary}}}
+	})
+	r := p.routeNamed("app")
+	if r == nil {
+		t.Fatal("route app did not start")
+	}
+	return p, r
+}
+
+// TestKfakeRouteLeadsToPrimary: clients of a route reach the primary, never the proxy's own
+// upstream, through the route's listeners only, and the proxy's own listeners still lead to
+// the standby.
+func TestKfakeRouteLeadsToPrimary(t *testing.T) {
+	primary := startKfake(t, 3)
+	d := newLeakDetector(primary.ListenAddrs())
+	p, r := routedProxy(t, primary.ListenAddrs(), []Option{d.option()})
+	var dials dialRecorder
+	produceConsume(t, r.AdvertisedAddr(), &dials, 500)
+	assertOnlyProxyDialed(t, r, &dials)
+	checkAddressRewrites(t, r, primary.ListenAddrs())
+	d.check(t)
+	if got := len(r.BrokerListenerPorts()); got != 3 {
+		t.Errorf("route has %d broker listeners, want 3 (the primary's)", got)
+	}
+	for _, port := range p.BrokerListenerPorts() {
+		for _, rp := range r.BrokerListenerPorts() {
+			if port == rp {
+				t.Errorf("the route and the proxy share port %d", port)
+			}
+		}
+	}
+
+	// The standby does not have the topics the route's clients made.
+	direct := kmsg.NewPtrMetadataRequest()
+	direct.Version = 12 // cluster id, topic ids; nil topics: all of them
+	viaProxy := rawConn(t, p.Addr(), direct).(*kmsg.MetadataResponse)
+	viaRoute := rawConn(t, r.Addr(), direct).(*kmsg.MetadataResponse)
+	if len(viaRoute.Topics) == 0 || len(viaProxy.Topics) != 0 {
+		t.Errorf("topics: %d through the route, %d through the proxy; want some and none", len(viaRoute.Topics), len(viaProxy.Topics))
+	}
+
+	st := p.Routes()
+	if len(st) != 1 || st[0].Name != "app" || st[0].Mirror != "dr" || st[0].Upstream != "primary" || st[0].Bootstrap != r.Addr() {
+		t.Errorf("Routes() = %+v", st)
+	}
+	if st[0].ClusterID == "" || st[0].ClusterID != *viaRoute.ClusterID {
+		t.Errorf("route's cluster id %q, the primary's is %v", st[0].ClusterID, viaRoute.ClusterID)
+	}
+}
+
+// TestKfakeRouteVersionsAndMirrorKeys: a route advertises Fetch up to v12 only (topic names,
+// stable across a switch) and no mirror RPC keys, and a mirror RPC sent to it gets its own
+// typed error naming the route.
+func TestKfakeRouteVersionsAndMirrorKeys(t *testing.T) {
+	primary := startKfake(t, 1)
+	p, r := routedProxy(t, primary.ListenAddrs(), nil)
+	keys := func(addr string) map[int16]int16 {
+		resp := rawConn(t, addr, kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse)
+		out := map[int16]int16{}
+		for _, k := range resp.ApiKeys {
+			out[k.ApiKey] = k.MaxVersion
+		}
+		return out
+	}
+	viaRoute, viaProxy := keys(r.Addr()), keys(p.Addr())
+	if viaRoute[1] != routeFetchVersion {
+		t.Errorf("route advertises Fetch v%d, want v%d", viaRoute[1], routeFetchVersion)
+	}
+	if viaProxy[1] <= routeFetchVersion {
+		t.Errorf("the proxy's own listener advertises Fetch v%d: the cap is meant for routes only", viaProxy[1])
+	}
+	for _, api := range protocol.MirrorAPIs() {
+		if _, ok := viaRoute[api.Key]; ok {
+			t.Errorf("route advertises mirror key %d (%s)", api.Key, api.Name)
+		}
+		if _, ok := viaProxy[api.Key]; !ok {
+			t.Errorf("the proxy does not advertise mirror key %d (%s)", api.Key, api.Name)
+		}
+	}
+
+	// A Fetch v13 (topic ids) on a route is refused as a broker refuses an unadvertised version.
+	c := rawDial(t, r.Addr())
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.Version = 13
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("test")).AppendRequest(nil, fetch, 7)
+	if _, err := c.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := readFrame(c, 1<<20); err == nil {
+		t.Error("Fetch v13 on a route was answered; want the connection closed")
+	}
+
+	// A mirror RPC on the route: the key's own response, INVALID_REQUEST, naming the route.
+	req := protocol.RequestForKey(protocol.KeyListMirrors)
+	conn := rawDial(t, r.Addr())
+	raw := kmsg.NewRequestFormatter(kmsg.FormatterClientID("test")).AppendRequest(nil, req, 9)
+	if _, err := conn.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	_, body, err := splitResponse(nextResponse(t, conn, 9, 10*time.Second), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := protocol.ResponseForKey(protocol.KeyListMirrors)
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatalf("decoding ListMirrors answer: %v", err)
+	}
+	f := reflectFields(resp)
+	code, msg := f["ErrorCode"].(int16), f["ErrorMessage"].(*string)
+	if code != errInvalidRequest || msg == nil || !strings.Contains(*msg, "route app") {
+		t.Errorf("ListMirrors on a route: code %d %v", code, msg)
+	}
+}
+
+// TestKfakeRouteClusterIDPinned: once a route's cluster id is pinned (the primary's, learned
+// at start), Metadata and DescribeCluster show it whatever the upstream says, and Metadata's
+// topic ids are mapped: what keeps clients' view stable when a switch changes the upstream.
+func TestKfakeRouteClusterIDPinned(t *testing.T) {
+	primary := startKfake(t, 1)
+	_, r := routedProxy(t, primary.ListenAddrs(), nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "pinned"); err != nil {
+		t.Fatal(err)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 12
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("pinned")}}
+	before := rawConn(t, r.Addr(), md).(*kmsg.MetadataResponse)
+	upstreamID := before.Topics[0].TopicID
+
+	pinned, mapped := "route-cluster-id", [16]byte{1, 2, 3}
+	r.appRoute.clusterID.Store(&pinned)
+	r.appRoute.topicIDs.Store(&map[[16]byte][16]byte{upstreamID: mapped})
+	after := rawConn(t, r.Addr(), md).(*kmsg.MetadataResponse)
+	if after.ClusterID == nil || *after.ClusterID != pinned {
+		t.Errorf("Metadata cluster id %v, want %q", after.ClusterID, pinned)
+	}
+	if after.Topics[0].TopicID != mapped {
+		t.Errorf("Metadata topic id %x, want %x", after.Topics[0].TopicID, mapped)
+	}
+	dc := rawConn(t, r.Addr(), kmsg.NewPtrDescribeClusterRequest()).(*kmsg.DescribeClusterResponse)
+	if dc.ClusterID != pinned {
+		t.Errorf("DescribeCluster cluster id %q, want %q", dc.ClusterID, pinned)
+	}
+}
+
+// TestRealRouteClients: a route is a transparent proxy to its primary for clients nobody here
+// wrote. The primary is the package's real Apache Kafka cluster, the proxy's own upstream (the
+// standby) a kfake cluster; franz-go, the Java client through Kafka's tools and librdkafka
+// through kcat produce, consume and administer through the route, dial nothing but the
+// route's listeners, and never see a real broker address.
+func TestRealRouteClients(t *testing.T) {
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatalf("kcat not found: install the Debian package kcat (make test-deps does it): %v", err)
+	}
+	c := sharedReal(t)
+	leaks := newLeakDetector(c.Bootstrap())
+	t.Cleanup(func() { leaks.check(t) })
+	_, r := routedProxy(t, c.Bootstrap()[:1], []Option{leaks.option()})
+
+	var dials dialRecorder
+	produceConsume(t, r.AdvertisedAddr(), &dials, 1000)
+	assertOnlyProxyDialed(t, r, &dials)
+	checkAddressRewrites(t, r, c.Bootstrap())
+	javaToolsRoundTrip(t, r.AdvertisedAddr())
+	kcatRoundTrip(t, kcat, r.AdvertisedAddr())
+	if got := len(r.BrokerListenerPorts()); got != 3 {
+		t.Errorf("route has %d broker listeners, want the primary's 3", got)
+	}
+}
+
+// TestKfakeRouteAuthorisedByPrimary: who may use a route is decided by the cluster it leads
+// to. In front of a SASL primary with ACLs, a client with a wrong password is refused, a
+// principal without WRITE cannot produce, and one with it can; kmirror's own credentials for
+// the primary (primary.sasl) never reach the route's clients.
+func TestKfakeRouteAuthorisedByPrimary(t *testing.T) {
+	acl := func(op kmsg.ACLOperation) kfake.ACL {
+		return kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: "*", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true}
+	}
+	primary, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.EnableACLs(), kfake.SeedTopics(1, "orders"),
+		kfake.Superuser("SCRAM-SHA-512", "kmirror", "kmirror-secret"),
+		kfake.User("PLAIN", "writer", "writer-secret", acl(kmsg.ACLOperationWrite), acl(kmsg.ACLOperationDescribe)),
+		kfake.User("PLAIN", "reader", "reader-secret", acl(kmsg.ACLOperationRead), acl(kmsg.ACLOperationDescribe)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(primary.Close)
+	standby := startKfake(t, 1)
+	auditOut := &syncBuffer{}
+	p := startProxyWith(t, standby.ListenAddrs(), []Option{WithAudit(audit.New(auditOut))}, func(c *Config) {
+		c.Routes = []RouteConfig{{Name: "app", Listen: "127.0.0.1:0", Mirror: "dr", Primary: RouteUpstream{
+			Bootstrap: primary.ListenAddrs(),
+			SASL:      UpstreamSASL{Mechanism: "SCRAM-SHA-512", Username: "kmirror", Password: "kmirror-secret"}}}}
+	})
+	r := p.routeNamed("app")
+	// kmirror's own credentials found the primary's brokers before any client asked.
+	polltest.Until(t, 10*time.Second, "route discovers the primary's broker", func() bool { return len(r.BrokerListenerPorts()) == 1 })
+
+	// Not idempotent: kfake asks IDEMPOTENT_WRITE on the cluster for that, which is not the
+	// point here.
+	produce := func(user, pass string) error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(r.Addr()), kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()),
+			kgo.RecordRetries(2), kgo.RequestRetries(2), kgo.DisableIdempotentWrite(),
+			kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }), kgo.MetadataMinAge(50*time.Millisecond))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		return cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte(user)}).FirstErr()
+	}
+	// kfake closes the connection on a failed SASL exchange (the client sees EOF, not
+	// SASL_AUTHENTICATION_FAILED, at the primary itself too).
+	if err := produce("writer", "wrong"); err == nil {
+		t.Error("a wrong password produced through the route")
+	}
+	if err := produce("reader", "reader-secret"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Errorf("a principal without WRITE produced through the route: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	if err := produce("writer", "writer-secret"); err != nil {
+		t.Errorf("writer through the route: %v", err)
+	}
+	if strings.Contains(auditOut.String(), "kmirror-secret") {
+		t.Error("the primary's password reached the audit log")
+	}
+}
