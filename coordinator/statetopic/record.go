@@ -1,5 +1,6 @@
 // Package statetopic defines the records of the compacted __mirror_state topic
-// — mirror configs, mirror topics and mirror partition states — their
+// — mirror configs, mirror topics, mirror partition states, sync records and
+// route switches — their
 // encoding, which state partition each lands on, and View, the state they add
 // up to when replayed in order.
 //
@@ -35,6 +36,8 @@ const (
 	TypePartitionState RecordType = 3
 	TypeGroupSync      RecordType = 4 // see sync.go
 	TypeMirrorSync     RecordType = 5 // see sync.go
+	TypeRouteSwitch    RecordType = 6 // see route.go
+	TypeRouteAck       RecordType = 7 // see route.go
 )
 
 var recordTypeNames = []string{
@@ -43,9 +46,15 @@ var recordTypeNames = []string{
 	TypePartitionState: "MirrorPartitionState",
 	TypeGroupSync:      "MirrorGroupSync",
 	TypeMirrorSync:     "MirrorSync",
+	TypeRouteSwitch:    "RouteSwitch",
+	TypeRouteAck:       "RouteAck",
 }
 
 func (t RecordType) String() string { return enumname.Of(t, "RecordType", recordTypeNames) }
+
+// routeLevel reports whether records of the type belong to a route, not a
+// mirror: their key carries the route's name where others carry the mirror's.
+func (t RecordType) routeLevel() bool { return t == TypeRouteSwitch || t == TypeRouteAck }
 
 const (
 	keyVersion   int16 = 0
@@ -62,10 +71,13 @@ var ErrMalformed = errors.New("statetopic: malformed record")
 type Key struct {
 	Type          RecordType
 	Mirror        string
-	Topic         string // TypeMirrorTopic
-	Group         string // TypeGroupSync
-	SourceTopicID UUID   // TypePartitionState
-	Partition     int32  // TypePartitionState
+	Topic         string    // TypeMirrorTopic
+	Group         string    // TypeGroupSync
+	SourceTopicID UUID      // TypePartitionState
+	Partition     int32     // TypePartitionState
+	Route         string    // TypeRouteSwitch, TypeRouteAck (instead of Mirror)
+	Instance      string    // TypeRouteAck
+	Step          RouteStep // TypeRouteAck
 }
 
 // MirrorConfigKey names a mirror's config record.
@@ -85,7 +97,11 @@ func PartitionStateKey(mirror string, sourceTopicID UUID, partition int32) Key {
 func (k Key) AppendTo(b []byte) []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(keyVersion))
 	b = append(b, byte(k.Type))
-	b = appendString(b, k.Mirror)
+	if k.Type.routeLevel() {
+		b = appendString(b, k.Route)
+	} else {
+		b = appendString(b, k.Mirror)
+	}
 	switch k.Type {
 	case TypeMirrorTopic:
 		b = appendString(b, k.Topic)
@@ -94,6 +110,9 @@ func (k Key) AppendTo(b []byte) []byte {
 	case TypePartitionState:
 		b = append(b, k.SourceTopicID[:]...)
 		b = binary.BigEndian.AppendUint32(b, uint32(k.Partition))
+	case TypeRouteAck:
+		b = appendString(b, k.Instance)
+		b = append(b, byte(k.Step))
 	}
 	return b
 }
@@ -109,9 +128,16 @@ func DecodeKey(b []byte) (Key, error) {
 		return k, fmt.Errorf("%w: key version %d (this kmirror reads version %d; upgrade kmirror)", ErrMalformed, v, keyVersion)
 	}
 	k.Type = RecordType(r.int8())
-	k.Mirror = r.string()
+	if k.Type.routeLevel() {
+		k.Route = r.string()
+	} else {
+		k.Mirror = r.string()
+	}
 	switch k.Type {
-	case TypeMirrorConfig, TypeMirrorSync:
+	case TypeMirrorConfig, TypeMirrorSync, TypeRouteSwitch:
+	case TypeRouteAck:
+		k.Instance = r.string()
+		k.Step = RouteStep(r.int8())
 	case TypeMirrorTopic:
 		k.Topic = r.string()
 	case TypeGroupSync:
@@ -133,11 +159,17 @@ func DecodeKey(b []byte) (Key, error) {
 // StatePartition is the state-topic partition of the key: mirror-level records
 // hash by mirror name, partition states by (mirror, source topic id,
 // partition), spreading one mirror's partitions over all coordinators.
+// Route records hash by route name alone, so a route's switch record and its
+// acks share a partition (route.go).
 // The hash is FNV-1a 32 over the key's identity bytes (not its version), so it
 // stays stable across key versions.
 func (k Key) StatePartition(numPartitions int32) int32 {
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(k.Mirror))
+	if k.Type.routeLevel() {
+		_, _ = h.Write([]byte(k.Route))
+	} else {
+		_, _ = h.Write([]byte(k.Mirror))
+	}
 	if k.Type == TypePartitionState {
 		_, _ = h.Write([]byte{0})
 		_, _ = h.Write(k.SourceTopicID[:])
@@ -211,10 +243,11 @@ type PartitionState struct {
 // identity, stored as is.
 type Producer = datapath.Producer
 
-// EncodeValue encodes one of MirrorConfig, MirrorTopic or PartitionState.
+// EncodeValue encodes a *MirrorConfig, *MirrorTopic, *PartitionState,
+// *GroupSync, *MirrorSync, *RouteSwitch or *RouteAck.
 func EncodeValue(v any) ([]byte, error) {
 	switch v.(type) {
-	case *MirrorConfig, *MirrorTopic, *PartitionState, *GroupSync, *MirrorSync:
+	case *MirrorConfig, *MirrorTopic, *PartitionState, *GroupSync, *MirrorSync, *RouteSwitch, *RouteAck:
 	default:
 		return nil, fmt.Errorf("statetopic: cannot encode %T as a state value", v)
 	}
@@ -248,6 +281,10 @@ func DecodeValue(t RecordType, b []byte) (any, error) {
 		v = new(GroupSync)
 	case TypeMirrorSync:
 		v = new(MirrorSync)
+	case TypeRouteSwitch:
+		v = new(RouteSwitch)
+	case TypeRouteAck:
+		v = new(RouteAck)
 	default:
 		return nil, fmt.Errorf("%w: unknown record type %d", ErrMalformed, int8(t))
 	}

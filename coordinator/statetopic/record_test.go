@@ -20,6 +20,9 @@ func testKeys() []Key {
 		MirrorConfigKey(""),
 		GroupSyncKey("dr", "billing"),
 		MirrorSyncKey("dr"),
+		RouteSwitchKey("payments"),
+		RouteAckKey("payments", "instance-2", RouteFreezing),
+		RouteAckKey("payments", "instance-2", RouteStep(42)), // a step of a newer kmirror
 	}
 }
 
@@ -72,6 +75,8 @@ func TestValueRoundTrip(t *testing.T) {
 		TypeGroupSync: &GroupSync{State: GroupActive, SyncedAt: now, Partitions: 3, Message: "has members"},
 		TypeMirrorSync: &MirrorSync{Jobs: map[string]*SyncJob{JobGroups: {LastSuccessAt: now, AttemptedAt: now, Message: "2 groups"},
 			JobACLs: {AttemptedAt: now, Error: "no authorizer"}}},
+		TypeRouteSwitch: testRouteSwitch(),
+		TypeRouteAck:    &RouteAck{Attempt: 3, AtMs: 1_800_000_000_123},
 	} {
 		b, err := EncodeValue(v)
 		if err != nil {
@@ -131,6 +136,17 @@ func FuzzDecodeRecord(f *testing.F) {
 	for _, k := range testKeys() {
 		f.Add(k.Bytes(), []byte{0, 0, '{', '}'})
 	}
+	for k, v := range map[Key]any{
+		RouteSwitchKey("payments"):                     testRouteSwitch(),
+		RouteAckKey("payments", "i1", RouteGroupsCopy): &RouteAck{Attempt: 2, AtMs: 1},
+	} {
+		b, err := EncodeValue(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(k.Bytes(), b)
+	}
+	f.Add(RouteSwitchKey("p").Bytes(), []byte("\x00\x00"+`{"step":"RouteStep(77)","upstream":"elsewhere"}`))
 	f.Add([]byte{0, 0, 3}, []byte(nil))
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		k, err := DecodeKey(key)

@@ -14,6 +14,7 @@ import (
 // concurrent use; the coordinator guards it.
 type View struct {
 	mirrors map[string]*Mirror
+	routes  map[string]*Route
 }
 
 // Mirror is one mirror's replayed state.
@@ -33,7 +34,7 @@ type PartitionID struct {
 }
 
 // NewView returns an empty view.
-func NewView() *View { return &View{mirrors: map[string]*Mirror{}} }
+func NewView() *View { return &View{mirrors: map[string]*Mirror{}, routes: map[string]*Route{}} }
 
 // Apply replays one record; a nil value is a tombstone.
 func (v *View) Apply(key, value []byte) error {
@@ -51,6 +52,10 @@ func (v *View) Apply(key, value []byte) error {
 
 // ApplyDecoded replays a record already decoded (a nil val is a tombstone).
 func (v *View) ApplyDecoded(k Key, val any) {
+	if k.Type.routeLevel() {
+		v.applyRoute(k, val)
+		return
+	}
 	m := v.mirrors[k.Mirror]
 	if m == nil {
 		if val == nil {
