@@ -32,11 +32,11 @@ func (g *Guard) FilterProduce(ctx context.Context, version int16, body []byte) (
 	if set.Empty() {
 		return ProduceDecision{Forward: body}, nil
 	}
-	return g.filterProduce(ctx, version, body, g.readOnlyWhy(set))
+	return splitProduce(ctx, version, body, g.topicName, g.readOnlyWhy(set))
 }
 
 // readOnlyWhy is the per-partition refusal of writes to read-only mirror
-// topics, in the form filterProduce takes.
+// topics, in the form splitProduce takes.
 func (g *Guard) readOnlyWhy(set *ReadOnlySet) func(topic string, partition int32) (int16, string) {
 	return func(topic string, partition int32) (int16, string) {
 		if why := set.refusal(topic, partition); why != "" {
@@ -46,9 +46,12 @@ func (g *Guard) readOnlyWhy(set *ReadOnlySet) func(topic string, partition int32
 	}
 }
 
-// filterProduce splits a Produce request: partitions for which why returns
+// topicNamer names a topic addressed by name or by id.
+type topicNamer func(ctx context.Context, name string, id [16]byte) (string, error)
+
+// splitProduce splits a Produce request: partitions for which why returns
 // a non-zero code are answered with it, the rest is forwarded.
-func (g *Guard) filterProduce(ctx context.Context, version int16, body []byte, why func(topic string, partition int32) (int16, string)) (ProduceDecision, error) {
+func splitProduce(ctx context.Context, version int16, body []byte, topicName topicNamer, why func(topic string, partition int32) (int16, string)) (ProduceDecision, error) {
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(version)
 	if err := req.ReadFrom(body); err != nil {
@@ -57,7 +60,7 @@ func (g *Guard) filterProduce(ctx context.Context, version int16, body []byte, w
 	var refused *kmsg.ProduceResponse
 	kept := req.Topics[:0]
 	for _, t := range req.Topics {
-		name, err := g.topicName(ctx, t.Topic, t.TopicID)
+		name, err := topicName(ctx, t.Topic, t.TopicID)
 		if err != nil {
 			return ProduceDecision{}, err
 		}

@@ -256,11 +256,11 @@ func (g *Guard) ProduceInternals(ctx context.Context, version int16, flexible bo
 	if version >= 3 {
 		if txn, _ := firstString(body, flexible); in.txnWhy(string(txn)) != "" {
 			ref = in.txnRefusal(string(txn))
-			d, err := g.filterProduce(ctx, version, body, func(string, int32) (int16, string) { return ref.Code, ref.Reason })
+			d, err := splitProduce(ctx, version, body, g.topicName, func(string, int32) (int16, string) { return ref.Code, ref.Reason })
 			return d, ref, err
 		}
 	}
-	d, err := g.filterProduce(ctx, version, body, func(topic string, p int32) (int16, string) {
+	d, err := splitProduce(ctx, version, body, g.topicName, func(topic string, p int32) (int16, string) {
 		if why := in.stateTopicWhy(topic); why != "" {
 			if ref == nil {
 				ref = in.stateTopicRefusal(topic)

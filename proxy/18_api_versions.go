@@ -58,7 +58,7 @@ func (p *Proxy) intersectAPIs(upstream []kmsg.ApiVersionsResponseApiKey) []kmsg.
 		if kmax < 0 {
 			continue
 		}
-		if (decodedKey(k.ApiKey) || versionCaps[k.ApiKey] != 0) && k.MaxVersion > kmax {
+		if p.versionCapped(k.ApiKey) && k.MaxVersion > kmax {
 			k.MaxVersion = kmax
 		}
 		if k.MaxVersion < k.MinVersion {

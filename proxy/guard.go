@@ -24,6 +24,11 @@ import (
 func (p *Proxy) SetGuard(g *enforcement.Guard) { p.guard.Store(g) }
 
 func (p *Proxy) guardActive() bool {
+	if p.appRoute != nil {
+		// A route's every Produce goes through dispatch, whole: a freeze must see it
+		// before any byte is forwarded (route.go, FreezeRoute).
+		return true
+	}
 	g := p.guard.Load()
 	return g != nil && g.Active()
 }
@@ -37,6 +42,9 @@ const guardTimeout = 5 * time.Second
 // pr.merge when the response must be merged with refusals. The internals
 // rules apply always; the read-only rules while some topic is read-only.
 func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16) (local []byte, forward []byte, err error) {
+	if rt := s.p.appRoute; rt != nil {
+		return s.enforceFreeze(rt.freeze.Load(), h, frame, pr, acks)
+	}
 	g := s.p.guard.Load()
 	if g == nil || !enforcement.InternalKey(h.key) {
 		return nil, frame, nil
@@ -67,21 +75,8 @@ func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16
 		if err != nil {
 			return nil, nil, fmt.Errorf("checking Produce against mirror topics: %w", err)
 		}
-		if d.Refused == nil {
-			return nil, frame, nil
-		}
-		if d.Forward == nil {
-			if acks == 0 {
-				return []byte{}, nil, nil // nothing to forward, nothing to answer
-			}
-			return appendResponseFrame(nil, h.corrID, hv, d.Refused.AppendTo(nil)), nil, nil
-		}
-		out := make([]byte, 0, 4+h.bodyOff+len(d.Forward))
-		out = append(out, frame[:4+h.bodyOff]...)
-		out = append(out, d.Forward...)
-		binary.BigEndian.PutUint32(out, uint32(len(out)-4))
-		pr.merge = d.Refused
-		return nil, out, nil
+		local, forward = produceOutcome(h, frame, pr, acks, d)
+		return local, forward, nil
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, guardTimeout)
 	defer cancel()
@@ -104,6 +99,27 @@ func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16
 		}
 	}
 	return nil, frame, nil
+}
+
+// produceOutcome turns a Produce decision into the proxy's answer: the request
+// forwarded whole, answered here (nothing for acks=0), or forwarded without its
+// refused partitions with pr.merge set to add their refusals to the response.
+func produceOutcome(h requestHeader, frame []byte, pr *pending, acks int16, d enforcement.ProduceDecision) (local, forward []byte) {
+	if d.Refused == nil {
+		return nil, frame
+	}
+	if d.Forward == nil {
+		if acks == 0 {
+			return []byte{}, nil // nothing to forward, nothing to answer
+		}
+		return appendResponseFrame(nil, h.corrID, responseHeaderVersion(h.key, h.version), d.Refused.AppendTo(nil)), nil
+	}
+	out := make([]byte, 0, 4+h.bodyOff+len(d.Forward))
+	out = append(out, frame[:4+h.bodyOff]...)
+	out = append(out, d.Forward...)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	pr.merge = d.Refused
+	return nil, out
 }
 
 // mergeRefused adds a split Produce's refusals to the broker's response.

@@ -29,7 +29,7 @@ func (p *Proxy) answerLocally(s *session, h requestHeader, frame []byte) (chan [
 		return ch, nil
 	case kmax < 0:
 		return nil, fmt.Errorf("unknown API key %d (v%d): not advertised by this proxy", h.key, h.version)
-	case decodedKey(h.key) && h.version > kmax:
+	case p.versionCapped(h.key) && h.version > kmax:
 		return nil, fmt.Errorf("%s v%d is newer than this proxy supports (max v%d) and was not advertised", kmsg.NameForKey(h.key), h.version, kmax)
 	}
 	if h.key == 32 || h.key == 44 {

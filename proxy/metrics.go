@@ -141,6 +141,9 @@ func (m *metrics) refusal(key int16, reason string) {
 const (
 	refusedMirrorTopic      = "mirror_topic"       // Produce to a read-only mirror topic
 	refusedMirrorTopicAdmin = "mirror_topic_admin" // an admin mutation of one (DeleteRecords, CreatePartitions, configs, ...)
+	// a write held back by a route's switch (route.go; counted in refusals, not
+	// refused_writes: it is retried, and alerts must not fire for a switch)
+	refusedRouteFrozen = "route_frozen"
 )
 
 func (m *metrics) refusedWrite(reason string) {

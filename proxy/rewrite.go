@@ -57,14 +57,26 @@ func maxVersion(key int16) int16 {
 	return v
 }
 
-// maxVersion is maxVersion for this proxy: a route (route.go) caps Fetch where topics are
-// still named.
+// maxVersion is maxVersion for this proxy: a route (route.go) caps or hides the keys that
+// address topics by id.
 func (p *Proxy) maxVersion(key int16) int16 {
 	v := maxVersion(key)
-	if p.appRoute != nil && key == 1 && v > routeFetchVersion {
-		v = routeFetchVersion
+	if p.appRoute != nil {
+		if c, ok := routeVersionCaps[key]; ok && c < v {
+			v = c
+		}
 	}
 	return v
+}
+
+// versionCapped reports whether the proxy advertises and accepts key only up to
+// p.maxVersion (otherwise upstream's versions pass).
+func (p *Proxy) versionCapped(key int16) bool {
+	if decodedKey(key) || versionCaps[key] != 0 {
+		return true
+	}
+	_, routeCap := routeVersionCaps[key]
+	return routeCap && p.appRoute != nil
 }
 
 // needsRewrite reports whether the response to key@version may carry broker addresses or

@@ -9,8 +9,11 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/enforcement"
 )
 
 // Routes (docs/cutover.md, issue 21): a route is a listener set of its own — a bootstrap
@@ -25,9 +28,10 @@ import (
 // are exactly those of the destination's listeners. What differs on a route:
 //   - no mirror RPCs (they are the destination's; the route's upstream is the primary) and
 //     no read-only guard (the primary's topics are the writable originals);
-//   - Fetch is capped at v12, the last version naming topics, as Produce is capped everywhere:
-//     after a switch the standby's topic ids differ from the primary's, and a client that
-//     fetched by id would see its topics "re-created";
+//   - Fetch is capped at v12, the last version naming topics, as Produce is capped everywhere
+//     (and OffsetCommit/OffsetFetch at v9, the id-addressed group and share keys hidden:
+//     routeVersionCaps): after a switch the standby's topic ids differ from the primary's, and a
+//     client that fetched by id would see its topics "re-created";
 //   - the cluster id clients see is pinned to the route's (the primary's, learned at start),
 //     and topic ids in Metadata are mapped to the primary's, so that neither changes when the
 //     upstream does.
@@ -60,6 +64,19 @@ type RouteUpstream struct {
 	Bootstrap []string     `yaml:"bootstrap"`
 	TLS       UpstreamTLS  `yaml:"tls"`
 	SASL      UpstreamSASL `yaml:"sasl"`
+}
+
+// routeVersionCaps are the newest versions a route advertises of the keys that address
+// topics by id in newer versions (-1: not at all). The standby's topic ids are not the
+// primary's; by name a client's view survives the switch. Fetch v13+, OffsetCommit and
+// OffsetFetch v10+ use ids; the KIP-848 consumer group protocol (68) and share groups
+// (76-79) assign partitions by id, and DescribeTopicPartitions (75) answers with ids: without
+// them clients use the classic group protocol and Metadata, which every client falls back
+// to. The lists are also what keeps a freeze exact: it matches topics by name
+// (enforcement.Freeze).
+var routeVersionCaps = map[int16]int16{
+	1: routeFetchVersion, 8: 9, 9: 9,
+	68: -1, 75: -1, 76: -1, 77: -1, 78: -1, 79: -1,
 }
 
 // routeFetchVersion is the newest Fetch a route advertises: v13 names topics by id.
@@ -152,6 +169,8 @@ type routeIdentity struct {
 	// topicIDs maps the upstream's topic ids to the ids clients know (the primary's);
 	// nil before a switch.
 	topicIDs atomic.Pointer[map[[16]byte][16]byte]
+	// freeze is the write freeze of a switch in progress (nil: none).
+	freeze atomic.Pointer[enforcement.Freeze]
 }
 
 // pinClusterID makes id the cluster id the route's clients see, unless one is pinned.
@@ -290,4 +309,86 @@ func (p *Proxy) RouteAddr(name string) string {
 		return r.Addr()
 	}
 	return ""
+}
+
+// produceBarrier counts a route session's Produce requests (acks other than 0): claimed
+// before the freeze is read, answered once the broker's response reached the client (or the
+// freeze refused it whole). The freeze stores itself and then reads claimed; dispatch adds to
+// claimed and then reads the freeze: with Go's sequentially consistent atomics, a Produce
+// either sees the freeze or is counted in the snapshot FreezeRoute waits for.
+type produceBarrier struct{ claimed, answered atomic.Int64 }
+
+// FreezeRoute installs the write freeze of the route named name (nil lifts it). With a
+// freeze, it returns once every Produce the route forwarded before it has been answered by
+// the primary (or its connection closed), bounded by ctx: from then on no write of the frozen
+// topics reaches the primary through this instance, which is what the instance's freeze
+// acknowledgement promises the switch (docs/cutover.md, step 1).
+func (p *Proxy) FreezeRoute(ctx context.Context, name string, f *enforcement.Freeze) error {
+	r := p.routeNamed(name)
+	if r == nil {
+		return fmt.Errorf("no route %q on this instance", name)
+	}
+	r.appRoute.freeze.Store(f)
+	if !f.Frozen() {
+		r.log.Info("route unfrozen")
+		return nil
+	}
+	type mark struct {
+		s       *session
+		claimed int64
+	}
+	var marks []mark
+	r.sessions.Range(func(k, _ any) bool {
+		s := k.(*session)
+		marks = append(marks, mark{s, s.produces.claimed.Load()})
+		return true
+	})
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		waiting := 0
+		for _, m := range marks {
+			if m.s.ctx.Err() == nil && m.s.produces.answered.Load() < m.claimed {
+				waiting++
+			}
+		}
+		if waiting == 0 {
+			r.log.Info("route frozen for a switch", "topics", len(f.Topics), "commits", f.Commits)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("route %s: freeze installed, but %d connections still wait for answers to writes forwarded before it: %w", name, waiting, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// enforceFreeze is a route's enforce: Produce to frozen topics and, once commits are frozen,
+// their groups' commits are answered with retriable errors; everything else passes.
+func (s *session) enforceFreeze(f *enforcement.Freeze, h requestHeader, frame []byte, pr *pending, acks int16) (local, forward []byte, err error) {
+	if !f.Frozen() || (h.key != 0 && h.key != 8 && h.key != 28) {
+		return nil, frame, nil
+	}
+	body := frame[4+h.bodyOff:]
+	if h.key == 0 {
+		d, err := f.Produce(h.version, body)
+		if err != nil {
+			return nil, nil, fmt.Errorf("route %s: checking Produce against the freeze: %w", s.p.appRoute.name, err)
+		}
+		if d.Refused != nil {
+			s.p.metrics.refusal(h.key, refusedRouteFrozen)
+		}
+		local, forward = produceOutcome(h, frame, pr, acks, d)
+		return local, forward, nil
+	}
+	resp, err := f.Commit(h.key, h.version, body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("route %s: checking %s against the freeze: %w", s.p.appRoute.name, kmsg.NameForKey(h.key), err)
+	}
+	if resp == nil {
+		return nil, frame, nil
+	}
+	s.p.metrics.refusal(h.key, refusedRouteFrozen)
+	return appendResponseFrame(nil, h.corrID, responseHeaderVersion(h.key, h.version), resp.AppendTo(nil)), nil, nil
 }

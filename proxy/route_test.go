@@ -3,10 +3,13 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/kmirror/kmirror/enforcement"
 	"github.com/kmirror/kmirror/internal/audit"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
@@ -349,5 +353,235 @@ func TestKfakeRouteAuthorisedByPrimary(t *testing.T) {
 	}
 	if strings.Contains(auditOut.String(), "kmirror-secret") {
 		t.Error("the primary's password reached the audit log")
+	}
+}
+
+// endOffsets reads the primary's log ends of topic directly (not through the route).
+func endOffsets(t *testing.T, ctx context.Context, adm *kadm.Client, topic string) int64 {
+	t.Helper()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("log ends of %s: %v", topic, err)
+	}
+	var sum int64
+	ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+	return sum
+}
+
+// TestKfakeRouteFreezeHoldsWritesAndLosesNone: while a route is frozen for a switch, Produce
+// to its frozen topic never reaches the primary while other topics of the same clients go on;
+// the producer gets no error, and once the freeze is lifted every record it was acknowledged
+// is on the primary exactly once, in order.
+func TestKfakeRouteFreezeHoldsWritesAndLosesNone(t *testing.T) {
+	primary, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "orders", "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(primary.Close)
+	p, r := routedProxy(t, primary.ListenAddrs(), nil)
+	direct, err := kgo.NewClient(kgo.SeedBrokers(primary.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	adm := kadm.NewClient(direct)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	prod, err := kgo.NewClient(kgo.SeedBrokers(r.Addr()), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0), kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	var (
+		mu    sync.Mutex
+		acked = map[string]int{} // topic -> records acknowledged
+		errs  []error
+	)
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, topic := range []string{"orders", "other"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; loadCtx.Err() == nil; i++ {
+				rec := &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i % 7)), Value: []byte(fmt.Sprintf("%s-%d", topic, i))}
+				err := prod.ProduceSync(ctx, rec).FirstErr()
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s-%d: %w", topic, i, err))
+				} else {
+					acked[topic]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	polltest.Until(t, 30*time.Second, "both topics written through the route", func() bool {
+		return endOffsets(t, ctx, adm, "orders") > 20 && endOffsets(t, ctx, adm, "other") > 20
+	})
+
+	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{"orders": true}}); err != nil {
+		t.Fatal(err)
+	}
+	frozenEnd, otherAt := endOffsets(t, ctx, adm, "orders"), endOffsets(t, ctx, adm, "other")
+	polltest.Until(t, 30*time.Second, "the unfrozen topic goes on during the freeze", func() bool {
+		return endOffsets(t, ctx, adm, "other") > otherAt+50
+	})
+	if got := endOffsets(t, ctx, adm, "orders"); got != frozenEnd {
+		t.Fatalf("the frozen topic's log end moved from %d to %d during the freeze", frozenEnd, got)
+	}
+	if err := p.FreezeRoute(ctx, "app", nil); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 30*time.Second, "the frozen topic's writes land after the freeze", func() bool {
+		return endOffsets(t, ctx, adm, "orders") > frozenEnd+20
+	})
+	stopLoad()
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("the producer saw %d errors (first: %v): a freeze must only delay writes", len(errs), errs[0])
+	}
+
+	// Every acknowledged record exactly once, in order per key's partition.
+	cons, err := kgo.NewClient(kgo.SeedBrokers(primary.ListenAddrs()...), kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	want := int(endOffsets(t, ctx, adm, "orders"))
+	if want != acked["orders"] {
+		t.Fatalf("the primary has %d records of orders, the producer was acknowledged %d", want, acked["orders"])
+	}
+	seen := map[string]bool{}
+	last := map[int32]int{}
+	consumeN(t, ctx, cons, want, func(rec *kgo.Record) {
+		v := string(rec.Value)
+		if seen[v] {
+			t.Errorf("%s twice", v)
+		}
+		seen[v] = true
+		n, _ := strconv.Atoi(strings.TrimPrefix(v, "orders-"))
+		if prev, ok := last[rec.Partition]; ok && n <= prev {
+			t.Errorf("partition %d: %s after orders-%d", rec.Partition, v, prev)
+		}
+		last[rec.Partition] = n
+	})
+}
+
+// TestKfakeRouteFreezeWaitsForWritesInFlight: FreezeRoute returns only once every Produce
+// forwarded before it was answered, so that the primary's log end read after every instance's
+// acknowledgement covers all of them.
+func TestKfakeRouteFreezeWaitsForWritesInFlight(t *testing.T) {
+	primary, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(primary.Close)
+	p, r := routedProxy(t, primary.ListenAddrs(), nil)
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	primary.ControlKey(0, func(kmsg.Request) (kmsg.Response, error, bool) {
+		primary.KeepControl()
+		once.Do(func() {
+			close(held)
+			primary.SleepControl(func() { <-release })
+		})
+		return nil, nil, false
+	})
+	prod, err := kgo.NewClient(kgo.SeedBrokers(r.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	produced := make(chan error, 1)
+	go func() {
+		produced <- prod.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("in flight")}).FirstErr()
+	}()
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the Produce never reached the primary")
+	}
+
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = p.FreezeRoute(short, "app", &enforcement.Freeze{Topics: map[string]bool{"orders": true}})
+	cancelShort()
+	if err == nil || !strings.Contains(err.Error(), "1 connections still wait") {
+		t.Fatalf("FreezeRoute with a write in flight: %v, want it to wait for that write", err)
+	}
+	frozen := make(chan error, 1)
+	go func() {
+		frozen <- p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{"orders": true}})
+	}()
+	close(release)
+	if err := <-frozen; err != nil {
+		t.Fatalf("FreezeRoute once the write was answered: %v", err)
+	}
+	if err := <-produced; err != nil {
+		t.Fatalf("the write forwarded before the freeze: %v", err)
+	}
+}
+
+// TestKfakeRouteFreezeCommits: once commits are frozen, OffsetCommit naming a frozen topic
+// is answered COORDINATOR_LOAD_IN_PROGRESS (retried by clients) and never reaches the
+// primary; before that, and for other topics, commits pass.
+func TestKfakeRouteFreezeCommits(t *testing.T) {
+	primary, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders", "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(primary.Close)
+	p, r := routedProxy(t, primary.ListenAddrs(), nil)
+	ctx := context.Background()
+	commit := func(topic string, offset int64) int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = 8
+		req.Group, req.Generation = "app-group", -1
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: topic, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}}}
+		var resp *kmsg.OffsetCommitResponse
+		polltest.Until(t, 30*time.Second, "group coordinator", func() bool {
+			resp = rawConn(t, r.Addr(), req).(*kmsg.OffsetCommitResponse)
+			return resp.Topics[0].Partitions[0].ErrorCode != kerr.CoordinatorNotAvailable.Code
+		})
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	committed := func(topic string) int64 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(primary.ListenAddrs()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		offs, err := kadm.NewClient(cl).FetchOffsets(ctx, "app-group")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := offs.Lookup(topic, 0)
+		return o.At
+	}
+	if code := commit("orders", 5); code != 0 {
+		t.Fatalf("commit before the freeze: error %d", code)
+	}
+	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{"orders": true}}); err != nil {
+		t.Fatal(err)
+	}
+	if code := commit("orders", 6); code != 0 {
+		t.Fatalf("commit while only Produce is frozen: error %d", code)
+	}
+	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{"orders": true}, Commits: true}); err != nil {
+		t.Fatal(err)
+	}
+	if code := commit("orders", 7); code != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("commit of a frozen topic while commits are frozen: error %d, want COORDINATOR_LOAD_IN_PROGRESS", code)
+	}
+	if code := commit("other", 3); code != 0 {
+		t.Fatalf("commit of an unfrozen topic: error %d", code)
+	}
+	if got := committed("orders"); got != 6 {
+		t.Fatalf("the primary has offset %d for orders, want 6 (the frozen commit must not reach it)", got)
 	}
 }

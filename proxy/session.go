@@ -137,6 +137,9 @@ type session struct {
 	readerIdle   bool // the reader waits in a read of the upstream socket, no response owed
 	readerKicked bool // a read deadline in the past was set to end that wait
 
+	// produces counts a route's Produce requests (route.go): the freeze's barrier.
+	produces produceBarrier
+
 	sasl saslTracker // the client's SASL exchange with its broker (sasl.go)
 	auth authState   // authorisation of local answers (authz.go)
 
@@ -235,6 +238,10 @@ func (s *session) dispatch(frame []byte) error {
 			return fmt.Errorf("malformed Produce request: %w", err)
 		}
 	}
+	routeProduce := h.key == 0 && s.p.appRoute != nil && acks != 0
+	if routeProduce {
+		s.produces.claimed.Add(1) // before the freeze is read (route.go, FreezeRoute)
+	}
 	local, frame, err := s.enforce(h, frame, p, acks)
 	if err != nil {
 		s.release()
@@ -242,6 +249,9 @@ func (s *session) dispatch(frame []byte) error {
 		return err
 	}
 	if local != nil {
+		if routeProduce {
+			s.produces.answered.Add(1) // refused whole: never reached the primary
+		}
 		if len(local) == 0 { // acks=0 and everything refused: no response is owed
 			s.release()
 			return nil
@@ -440,6 +450,9 @@ func (s *session) runUpstreamReader(conn net.Conn) {
 			s.p.metrics.requestError(p.key)
 			s.closeWith(err)
 			return
+		}
+		if p.key == 0 && s.p.appRoute != nil {
+			s.produces.answered.Add(1)
 		}
 	}
 }
