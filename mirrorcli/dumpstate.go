@@ -300,7 +300,10 @@ type DumpedRecord struct {
 
 // DumpedKey is a decoded state key.
 type DumpedKey struct {
-	Mirror        string `json:"mirror"`
+	Mirror        string `json:"mirror,omitempty"`   // every record but a route's
+	Route         string `json:"route,omitempty"`    // RouteSwitch, RouteAck
+	Instance      string `json:"instance,omitempty"` // RouteAck
+	Step          string `json:"step,omitempty"`     // RouteAck
 	Topic         string `json:"topic,omitempty"`
 	Group         string `json:"group,omitempty"`
 	SourceTopicID string `json:"source_topic_id,omitempty"`
@@ -341,6 +344,10 @@ func DecodeStateRecord(partition int32, r LogRecord) DumpedRecord {
 		dk.SourceTopicID = k.SourceTopicID.String()
 		p := k.Partition
 		dk.Partition = &p
+	case statetopic.TypeRouteSwitch:
+		dk.Route = k.Route
+	case statetopic.TypeRouteAck:
+		dk.Route, dk.Instance, dk.Step = k.Route, k.Instance, k.Step.String()
 	}
 	out.Key = dk
 	if r.Value == nil {

@@ -37,6 +37,14 @@ func TestDecodeStateRecord(t *testing.T) {
 		strings.Contains(string(d.Value), "p4") || !strings.Contains(string(d.Value), `"fetch.max.bytes":"1"`) {
 		t.Fatalf("masking: %s", d.Value)
 	}
+	// Route records name their route, and an ack its instance and step.
+	d = DecodeStateRecord(0, LogRecord{Key: statetopic.RouteAckKey("payments", "kmirror-2", statetopic.RouteFreezing).Bytes()})
+	if d.Type != "RouteAck" || d.Key.Route != "payments" || d.Key.Instance != "kmirror-2" || d.Key.Step != "FREEZING" || d.Key.Mirror != "" {
+		t.Fatalf("route ack key dumped as %s %+v", d.Type, d.Key)
+	}
+	if d = DecodeStateRecord(0, LogRecord{Key: statetopic.RouteSwitchKey("payments").Bytes()}); d.Key.Route != "payments" {
+		t.Fatalf("route switch key dumped as %s %+v", d.Type, d.Key)
+	}
 	// A value that does not decode is not printed: it may hold a secret.
 	d = DecodeStateRecord(0, LogRecord{Key: statetopic.MirrorConfigKey("m").Bytes(), Value: append([]byte{0, 0}, `{"configs":{"sasl.password":"p1"`...)})
 	if d.Type != "UNDECODABLE" || strings.Contains(d.FormatText(), "p1") {
