@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -231,11 +232,23 @@ type leaderPartition struct {
 // queued behind each other on the leader's connection.
 var listOffsetsBatcher flight.Batcher[leaderPartition, int64]
 
+// leaderLogEnd asks listOffset for the leader's log end offset: every record
+// the leader appended, also those its followers have not acknowledged yet
+// (above the high watermark, which LATEST answers). A broker answers
+// ListOffsets LATEST with the log end when the request comes from a replica;
+// replica id -2 is Kafka's "debugging replica", which gets that answer
+// without being a broker (KafkaApis: isolation level none unless the replica
+// id is -1). fetcher's facts test proves it on real Kafka.
+const leaderLogEnd int64 = math.MinInt64
+
 // listOffsetsAt sends one ListOffsets for ps (each partition once) to b and
 // answers them in order.
 func listOffsetsAt(ctx context.Context, b *kgo.Broker, ts int64, ps []leaderPartition) []flight.Result[int64] {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
+	if ts == leaderLogEnd {
+		req.ReplicaID, ts = -2, -1
+	}
 	for topic, parts := range byTopic(ps) {
 		rt := kmsg.NewListOffsetsRequestTopic()
 		rt.Topic = topic

@@ -46,25 +46,9 @@ func (c *Copier) resume(ctx context.Context, task Task) (resumePoint, error) {
 	if err != nil {
 		return resumePoint{}, err
 	}
-	var end int64
-	var producers []kmsg.DescribeProducersResponseTopicPartitionActiveProducer
-	for attempt := 0; ; attempt++ {
-		before, err := listOffset(ctx, c.dst, task.Topic, task.Partition, -1)
-		if err != nil {
-			return resumePoint{}, fmt.Errorf("destination log end: %w", err)
-		}
-		if producers, err = destinationProducers(ctx, c.dst, task.Topic, task.Partition); err != nil {
-			return resumePoint{}, err
-		}
-		if end, err = listOffset(ctx, c.dst, task.Topic, task.Partition, -1); err != nil {
-			return resumePoint{}, fmt.Errorf("destination log end: %w", err)
-		}
-		if end == before {
-			break // nothing landed while the producers were read
-		}
-		if attempt >= 20 {
-			return resumePoint{}, fmt.Errorf("the destination partition keeps growing (%d -> %d) while nothing of the mirror writes to it", before, end)
-		}
+	end, producers, err := settledEnd(ctx, c.dst, task.Topic, task.Partition)
+	if err != nil {
+		return resumePoint{}, err
 	}
 	rp := resumePoint{logEnd: end, txns: txns, seqHints: map[int64]seqHint{}}
 	byPID := map[int64]*destTxn{}
@@ -94,6 +78,59 @@ func (c *Copier) resume(ctx context.Context, task Task) (resumePoint, error) {
 		}
 	}
 	return rp, nil
+}
+
+// settleTimeout bounds how long a resume waits for the destination's high
+// watermark to reach its leader's log end: past the followers' lag bound
+// (replica.lag.time.max.ms, 30 s by default) a follower that does not
+// acknowledge leaves the ISR and the high watermark moves on.
+const settleTimeout = 2 * time.Minute
+
+// settledEnd reads the destination's log end together with what it knows of
+// the mirror's producers, once nothing moves it: the high watermark is the
+// same before and after the producers were read, and it is the leader's log
+// end. The producers' state counts every batch the leader appended; a high
+// watermark below the leader's log end leaves out an earlier owner's write
+// that the followers have not acknowledged yet, and resuming there would
+// write those records again after it (the soak's soak.none/0: a new owner
+// read 14444 while the last owner's two records above it waited for a frozen
+// follower; its next write was appended at 14446).
+func settledEnd(ctx context.Context, dst *kgo.Client, topic string, partition int32) (int64, []kmsg.DescribeProducersResponseTopicPartitionActiveProducer, error) {
+	deadline := time.Now().Add(settleTimeout)
+	for attempt := 0; ; attempt++ {
+		before, err := listOffset(ctx, dst, topic, partition, -1)
+		if err != nil {
+			return 0, nil, fmt.Errorf("destination log end: %w", err)
+		}
+		producers, err := destinationProducers(ctx, dst, topic, partition)
+		if err != nil {
+			return 0, nil, err
+		}
+		end, err := listOffset(ctx, dst, topic, partition, -1)
+		if err != nil {
+			return 0, nil, fmt.Errorf("destination log end: %w", err)
+		}
+		leo, err := listOffset(ctx, dst, topic, partition, leaderLogEnd)
+		if err != nil {
+			return 0, nil, fmt.Errorf("destination leader's log end: %w", err)
+		}
+		switch {
+		case end == before && leo <= end:
+			return end, producers, nil // nothing landed while the producers were read, nothing is above it
+		case time.Now().After(deadline) && leo > end:
+			return 0, nil, fmt.Errorf("the destination partition's leader has %d records above its high watermark %d that its followers have not acknowledged for %s "+
+				"(a write of an earlier owner in flight, or a follower far behind); resuming below them would write them twice", leo-end, end, settleTimeout)
+		case time.Now().After(deadline):
+			return 0, nil, fmt.Errorf("the destination partition keeps growing (%d -> %d) while nothing of the mirror writes to it", before, end)
+		}
+		t := time.NewTimer(min(time.Duration(attempt+1)*20*time.Millisecond, 500*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, nil, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // listTxnsFlight shares one ListTransactions (it asks every broker for the
