@@ -28,6 +28,11 @@ type LogEntry struct {
 	// format, after the offset delta): equal bytes, equal record.
 	Record []byte
 	Key    []byte
+	// Producer and Epoch are the writer of a marker: a cluster's own
+	// producer ids, so they are not compared across clusters (a marker
+	// repeated within one log is told by them: the soak's halt check).
+	Producer int64
+	Epoch    int16
 }
 
 // fetchOnce fetches a partition at offset from its leader, as stored
@@ -123,7 +128,7 @@ func entriesOf(batches []Batch, topic string, partition int32, from int64) ([]Lo
 			if err != nil {
 				return nil, fmt.Errorf("%s/%d: %w", topic, partition, err)
 			}
-			out = append(out, LogEntry{Offset: b.BaseOffset, Control: true, Commit: typ == controlCommit})
+			out = append(out, LogEntry{Offset: b.BaseOffset, Control: true, Commit: typ == controlCommit, Producer: b.ProducerID, Epoch: b.ProducerEpoch})
 			continue
 		}
 		recs, err := b.records()

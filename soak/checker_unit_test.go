@@ -116,6 +116,18 @@ func TestCompareHaltedProvesTheShift(t *testing.T) {
 		t.Fatalf("a wrong entry after the extra marker: counts %+v", m)
 	}
 
+	// An extra marker that repeats no earlier one (another producer, or
+	// another epoch) is not Kafka's duplicate.
+	for _, e := range []fetcher.LogEntry{{Producer: 7}, {Epoch: 1}} {
+		other := append([]fetcher.LogEntry(nil), dst...)
+		other[3].Producer, other[3].Epoch = e.Producer, e.Epoch
+		var o counts
+		o.compareHalted("tx/0", &halt{}, src, other)
+		if o.Mismatched != 1 || o.KnownKafkaExtraMarkers != 0 {
+			t.Fatalf("an extra marker of producer %d epoch %d: counts %+v", e.Producer, e.Epoch, o)
+		}
+	}
+
 	var n counts
 	n.compareHalted("tx/0", &halt{}, src, src[:3])
 	if n.Mismatched != 1 || n.KnownKafkaExtraMarkers != 0 {
@@ -164,7 +176,8 @@ func TestKnownKafkaHalt(t *testing.T) {
 	dup := "soak.tx/0: the batch of source offset 16 was appended at destination offset 17; ... or got a transaction marker twice (...)"
 	filler := "soak.compact/2: marker filler at offset 0: ... or a transaction coordinator that failed over wrote a marker twice"
 	if !knownKafkaHalt("soak.tx", dup) || knownKafkaHalt(topicCompact, dup) || knownKafkaHalt(topicCompact, filler) || knownKafkaHalt("soak.tx", "fenced") ||
-		knownKafkaHalt(topicNone, strings.Replace(dup, "soak.tx/0", "soak.none/0", 1)) {
+		knownKafkaHalt(topicNone, strings.Replace(dup, "soak.tx/0", "soak.none/0", 1)) ||
+		!knownKafkaHalt(topicTx, "soak.tx/0: end transaction at offset 247: ... destination log end is 249 after markers that should end it at 248; ... or a transaction coordinator that failed over wrote a marker twice") {
 		t.Fatal("knownKafkaHalt classified a stop wrongly")
 	}
 }

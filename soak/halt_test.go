@@ -34,8 +34,13 @@ type halt struct {
 }
 
 // knownKafkaHalt reports whether a FAILED partition is kmirror's stop for a
-// destination that got a transaction marker twice while copying
-// (fetcher/sink.go's message); the logs then decide (compareHalted). Not on
+// destination that got a transaction marker twice while copying: seen on
+// the next append (fetcher/sink.go's "got a transaction marker twice") or
+// when kmirror's own EndTxn finds the log end one past its markers
+// (fetcher/control.go's "wrote a marker twice"; seed 1 hit it on
+// soak.tx/0 at fault 32: the marker of the transaction before written
+// again 11 s later, after the coordinator's broker was frozen); the logs
+// then decide (compareHalted). Not on
 // the compacted topic: there kmirror fills the source's empty offsets with
 // ABORT markers of its own, so an extra marker cannot be told apart from
 // the log alone, and a FAILED compacted partition fails the run (the marker
@@ -46,7 +51,7 @@ type halt struct {
 // (the 1,000-fault run's soak.none/0 was kmirror's resume bug, labelled
 // known Kafka by the message alone).
 func knownKafkaHalt(topic, msg string) bool {
-	return topic == topicTx && strings.Contains(msg, "got a transaction marker twice")
+	return topic == topicTx && (strings.Contains(msg, "got a transaction marker twice") || strings.Contains(msg, "wrote a marker twice"))
 }
 
 // compareHalted compares a halted partition's logs: before the extra marker
@@ -81,6 +86,9 @@ func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry) 
 		switch s := srcAt[d.Offset-1]; {
 		case d.Offset < h.Marker:
 			dstBefore = append(dstBefore, d)
+		case d.Offset == h.Marker && !repeatsMarker(dst, d):
+			c.find(&c.Mismatched, "%s: destination offset %d is an extra %s marker of producer %d epoch %d that repeats no earlier marker: not Kafka's duplicate marker (%s)",
+				tp, d.Offset, markerName(d), d.Producer, d.Epoch, h.Message)
 		case d.Offset == h.Marker:
 			c.KnownKafkaExtraMarkers++
 			c.Findings = append(c.Findings, fmt.Sprintf("KNOWN KAFKA BEHAVIOUR: %s: destination offset %d is an extra %s marker (the source has no such entry there); the partition is FAILED (%s)", tp, d.Offset, markerName(d), h.Message))
@@ -101,6 +109,22 @@ func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry) 
 			c.NotCopiedAfterHalt++
 		}
 	}
+}
+
+// repeatsMarker reports whether marker m repeats one before it in log: the
+// same producer, epoch and outcome, which is what a transaction coordinator
+// that failed over writes again (docs/KAFKA-FACTS.md). An extra marker of
+// any other shape is not Kafka's duplicate.
+func repeatsMarker(log []fetcher.LogEntry, m fetcher.LogEntry) bool {
+	for _, e := range log {
+		if e.Offset >= m.Offset {
+			return false
+		}
+		if e.Control && e.Producer == m.Producer && e.Epoch == m.Epoch && e.Commit == m.Commit {
+			return true
+		}
+	}
+	return false
 }
 
 func sameEntry(s, d fetcher.LogEntry) bool {
