@@ -343,7 +343,9 @@ func catchUp(t *testing.T, ctx context.Context, w *world, ld *load, r *report, l
 // the faults go on.
 const failedWatchEvery = 30 * time.Second
 
-// findHalts reads describe for FAILED partitions: the known Kafka one
+// findHalts reads describe for partitions FAILED for good (retry attempt -1:
+// a failure kmirror does not retry; a retriable one is FAILED between its
+// retries, as a fault makes it): the known Kafka one
 // (halt_test.go) is recorded and no longer waited for; any other is the
 // error that fails the run, with describe's reason. A describe that fails
 // (a broker or instance down for a fault) is logged and tried next time.
@@ -359,8 +361,8 @@ func findHalts(t *testing.T, ctx context.Context, w *world, r *report) error {
 	for _, tp := range m.Topics {
 		for _, p := range tp.Partitions {
 			name := fmt.Sprintf("%s/%d", tp.Name, p.Partition)
-			if p.State != "FAILED" || r.Counts.Halts[name] != nil {
-				continue
+			if p.State != "FAILED" || p.RetryAttempt != -1 || r.Counts.Halts[name] != nil {
+				continue // only a copy that stopped for good: a retriable failure is retried
 			}
 			if !knownKafkaHalt(tp.Name, p.Message) {
 				return fmt.Errorf("%s is FAILED: %s", name, p.Message)
