@@ -43,7 +43,14 @@ const guardTimeout = 5 * time.Second
 // rules apply always; the read-only rules while some topic is read-only.
 func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16) (local []byte, forward []byte, err error) {
 	if rt := s.p.appRoute; rt != nil {
-		return s.enforceFreeze(rt.freeze.Load(), h, frame, pr, acks)
+		if h.key == 18 {
+			forward, err := s.routeApiVersions(h, frame)
+			return nil, forward, err
+		}
+		if f := rt.freeze.Load(); f.Frozen() || !rt.switched.Load() {
+			return s.enforceFreeze(f, h, frame, pr, acks)
+		}
+		// Switched: the route leads to the standby, whose guard it shares (SwitchRoute).
 	}
 	g := s.p.guard.Load()
 	if g == nil || !enforcement.InternalKey(h.key) {
@@ -138,7 +145,7 @@ func (p *Proxy) UpstreamClientOptions() ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(p.cfg.Upstream...), kgo.DialTimeout(p.cfg.DialTimeout), kgo.ClientID(clientid.Admin)}
+	opts := []kgo.Opt{kgo.SeedBrokers(p.upstream().bootstrap...), kgo.DialTimeout(p.cfg.DialTimeout), kgo.ClientID(clientid.Admin)}
 	return append(opts, auth...), nil
 }
 

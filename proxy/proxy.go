@@ -60,6 +60,9 @@ type Proxy struct {
 	metricsSv *http.Server
 	started   bool
 
+	// up is the cluster the proxy leads to (upstream.go); a route's changes at a switch.
+	up atomic.Pointer[upstreamSet]
+
 	// appRoute is set on a proxy serving a route (route.go); routes are the routes this
 	// proxy started (none on a route's own proxy).
 	appRoute *routeIdentity
@@ -102,6 +105,7 @@ func New(cfg Config, opts ...Option) (*Proxy, error) {
 		Handlers: &Handlers{},
 		brokers:  make(map[int32]*brokerEntry),
 	}
+	p.up.Store(&upstreamSet{bootstrap: cfg.Upstream, tls: cfg.UpstreamTLS, sasl: cfg.UpstreamSASL})
 	for _, o := range opts {
 		o(p)
 	}
@@ -174,10 +178,10 @@ func (p *Proxy) Start(ctx context.Context) error {
 	go p.runDiscovery()
 	if p.appRoute != nil {
 		p.log.Info("route listening; it leads to its primary until a switch", "bootstrap", ln.addr().String(),
-			"primary", p.cfg.Upstream, "mirror", p.appRoute.mirror, "advertised_host", p.cfg.AdvertisedHost)
+			"primary", p.upstream().bootstrap, "mirror", p.appRoute.mirror, "advertised_host", p.cfg.AdvertisedHost)
 		return nil
 	}
-	p.log.Info("proxy listening", "bootstrap", ln.addr().String(), "upstream", p.cfg.Upstream, "advertised_host", p.cfg.AdvertisedHost)
+	p.log.Info("proxy listening", "bootstrap", ln.addr().String(), "upstream", p.upstream().bootstrap, "advertised_host", p.cfg.AdvertisedHost)
 	p.logClientAuth(ctx)
 	if err := p.startRoutes(ctx); err != nil {
 		_ = p.Close()
@@ -383,10 +387,11 @@ func (p *Proxy) upstreamAddrs(r route) []string {
 	}
 	// Bootstrap connections rotate over the configured bootstrap list so load spreads and a
 	// dead first entry does not stall every client; known brokers are the fallback.
-	n := len(p.cfg.Upstream)
+	seeds := p.upstream().bootstrap
+	n := len(seeds)
 	out := make([]string, 0, n+len(p.brokers))
 	for i := range n {
-		out = append(out, p.cfg.Upstream[(p.nextUp+i)%n])
+		out = append(out, seeds[(p.nextUp+i)%n])
 	}
 	p.nextUp++
 	for _, b := range p.brokers {

@@ -3,6 +3,8 @@ package proxy
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"regexp"
@@ -166,9 +168,16 @@ type routeIdentity struct {
 	// clusterID is the id clients see (the primary's, learned by the first discovery);
 	// empty until known, and then responses pass unchanged.
 	clusterID atomic.Pointer[string]
-	// topicIDs maps the upstream's topic ids to the ids clients know (the primary's);
-	// nil before a switch.
-	topicIDs atomic.Pointer[map[[16]byte][16]byte]
+	// upstreamClusterID is the cluster id of the cluster the route leads to now (learned by
+	// discovery and from Metadata answers before they are rewritten).
+	upstreamClusterID atomic.Pointer[string]
+	// ids are the topic ids the route's clients were given, by topic name: learned from
+	// the primary's Metadata answers until a switch, given back in place of the standby's
+	// after it (a forced switch cannot ask a primary that is gone).
+	idsMu sync.Mutex
+	ids   map[string][16]byte
+	// switched: the route leads to the standby (SwitchRoute).
+	switched atomic.Bool
 	// freeze is the write freeze of a switch in progress (nil: none).
 	freeze atomic.Pointer[enforcement.Freeze]
 }
@@ -180,8 +189,13 @@ func (ri *routeIdentity) pinClusterID(id string) {
 	}
 }
 
-// rewriteClusterID replaces *id with the pinned cluster id; it reports a change.
+// rewriteClusterID replaces *id, the upstream's cluster id, with the pinned cluster id; it
+// reports a change.
 func (ri *routeIdentity) rewriteClusterID(id *string) bool {
+	if id != nil && *id != "" {
+		actual := *id
+		ri.upstreamClusterID.Store(&actual)
+	}
 	pinned := ri.clusterID.Load()
 	if pinned == nil {
 		if id != nil {
@@ -196,16 +210,28 @@ func (ri *routeIdentity) rewriteClusterID(id *string) bool {
 	return true
 }
 
-// rewriteMetadata gives a route's Metadata answer the route's cluster id and topic ids.
+// rewriteMetadata gives a route's Metadata answer the route's cluster id and topic ids:
+// before a switch it learns the primary's ids, after it gives them back for the standby's
+// topics of the same names. A topic first seen after the switch keeps the standby's id.
 func (ri *routeIdentity) rewriteMetadata(resp *kmsg.MetadataResponse) {
 	ri.rewriteClusterID(resp.ClusterID)
-	ids := ri.topicIDs.Load()
-	if ids == nil {
-		return
-	}
+	switched := ri.switched.Load()
+	ri.idsMu.Lock()
+	defer ri.idsMu.Unlock()
 	for i := range resp.Topics {
-		if id, ok := (*ids)[resp.Topics[i].TopicID]; ok {
-			resp.Topics[i].TopicID = id
+		t := &resp.Topics[i]
+		if t.Topic == nil || t.TopicID == ([16]byte{}) || t.ErrorCode != 0 {
+			continue
+		}
+		known, ok := ri.ids[*t.Topic]
+		switch {
+		case ok && switched:
+			t.TopicID = known
+		case !switched:
+			if ri.ids == nil {
+				ri.ids = map[string][16]byte{}
+			}
+			ri.ids[*t.Topic] = t.TopicID
 		}
 	}
 }
@@ -218,7 +244,7 @@ func (p *Proxy) routeProxy(rc RouteConfig) *Proxy {
 	cfg.Listen = rc.Listen
 	cfg.AdvertisedHost = cmp.Or(rc.AdvertisedHost, p.cfg.AdvertisedHost)
 	cfg.BrokerPortBase, cfg.BrokerPortCount, cfg.BrokerPorts = rc.BrokerPortBase, rc.brokerPortCount(), nil
-	cfg.Upstream, cfg.UpstreamTLS, cfg.UpstreamSASL = rc.Primary.Bootstrap, rc.Primary.TLS, rc.Primary.SASL
+	cfg.Upstream, cfg.UpstreamTLS, cfg.UpstreamSASL = nil, UpstreamTLS{}, UpstreamSASL{} // r.up holds the route's
 	cfg.MetricsAddr = ""
 	r := &Proxy{
 		cfg:      cfg,
@@ -230,6 +256,7 @@ func (p *Proxy) routeProxy(rc RouteConfig) *Proxy {
 
 		testHookClientFrame: p.testHookClientFrame,
 	}
+	r.up.Store(&upstreamSet{role: upstreamPrimary, bootstrap: rc.Primary.Bootstrap, tls: rc.Primary.TLS, sasl: rc.Primary.SASL})
 	r.auditLog.Store(p.auditLog.Load())
 	return r
 }
@@ -276,7 +303,7 @@ type RouteStatus struct {
 func (p *Proxy) Routes() []RouteStatus {
 	var out []RouteStatus
 	for _, r := range p.routeProxies() {
-		st := RouteStatus{Name: r.appRoute.name, Mirror: r.appRoute.mirror, Bootstrap: r.Addr(), Upstream: "primary"}
+		st := RouteStatus{Name: r.appRoute.name, Mirror: r.appRoute.mirror, Bootstrap: r.Addr(), Upstream: r.upstream().role}
 		if id := r.appRoute.clusterID.Load(); id != nil {
 			st.ClusterID = *id
 		}
@@ -312,10 +339,11 @@ func (p *Proxy) RouteAddr(name string) string {
 }
 
 // produceBarrier counts a route session's Produce requests (acks other than 0): claimed
-// before the freeze is read, answered once the broker's response reached the client (or the
-// freeze refused it whole). The freeze stores itself and then reads claimed; dispatch adds to
-// claimed and then reads the freeze: with Go's sequentially consistent atomics, a Produce
-// either sees the freeze or is counted in the snapshot FreezeRoute waits for.
+// before the freeze is read, answered once the response reached the client, the broker's or
+// the freeze's refusal alike, in request order (session.produceAnswered). The freeze stores
+// itself and then reads claimed; dispatch adds to claimed and then reads the freeze: with
+// Go's sequentially consistent atomics, a Produce either sees the freeze or is counted in the
+// snapshot FreezeRoute waits for.
 type produceBarrier struct{ claimed, answered atomic.Int64 }
 
 // FreezeRoute installs the write freeze of the route named name (nil lifts it). With a
@@ -391,4 +419,79 @@ func (s *session) enforceFreeze(f *enforcement.Freeze, h requestHeader, frame []
 	}
 	s.p.metrics.refusal(h.key, refusedRouteFrozen)
 	return appendResponseFrame(nil, h.corrID, responseHeaderVersion(h.key, h.version), resp.AppendTo(nil)), nil, nil
+}
+
+// errRouteSwitched closes a route's client connections at a switch: clients reconnect to the
+// same addresses and reach the standby.
+var errRouteSwitched = errors.New("the route was switched to its standby; the client reconnects there")
+
+// SwitchRoute makes the route named name lead to the standby, the cluster this proxy fronts
+// (docs/cutover.md, step 6): new connections and broker discovery go to the standby with
+// kmirror's own destination TLS and SASL, the standby's read-only guard applies (mirror topics
+// not switched stay read-only, kmirror's internals stay protected), every client connection of
+// the route is closed so that clients reconnect and re-read metadata, and only then is the
+// freeze lifted: a write refused during the switch is retried by its client on the standby.
+// The cluster id and the topic ids the route's clients know stay the primary's. Switching a
+// switched route again does nothing.
+func (p *Proxy) SwitchRoute(ctx context.Context, name string) error {
+	r := p.routeNamed(name)
+	if r == nil {
+		return fmt.Errorf("no route %q on this instance", name)
+	}
+	if r.appRoute.switched.Load() {
+		return nil
+	}
+	cur := p.upstream()
+	standby := &upstreamSet{role: upstreamStandby, bootstrap: cur.bootstrap, tls: cur.tls, sasl: cur.sasl}
+	r.guard.Store(p.guard.Load())
+	r.mu.Lock()
+	r.up.Store(standby)
+	r.appRoute.switched.Store(true)
+	for _, b := range r.brokers {
+		b.addr = "" // the standby's discovery or Metadata gives each node id its address
+	}
+	r.mu.Unlock()
+	if err := r.discover(ctx); err != nil {
+		// Not fatal: the standby's Metadata answers to the reconnecting clients advertise
+		// its brokers too.
+		r.log.Warn("broker discovery on the standby failed at the switch; broker listeners learn their addresses from clients' metadata", "err", err)
+	}
+	closed := 0
+	r.sessions.Range(func(k, _ any) bool {
+		k.(*session).closeWith(errRouteSwitched)
+		closed++
+		return true
+	})
+	r.appRoute.freeze.Store(nil)
+	r.log.Info("route switched to the standby", "standby", standby.bootstrap, "connections_closed", closed)
+	return nil
+}
+
+// routeApiVersions makes a route's ApiVersions v5+ request pass the broker's cluster check
+// once the route leads to another cluster than the one its clients know. A client names the
+// cluster id it knows with the node it dials (KIP-1102), the route's pinned id, and a broker
+// of another cluster answers REBOOTSTRAP_REQUIRED: after a switch every Kafka 4 Java client
+// rebootstrapped forever (TestRealRouteSwitchJavaClients). Both fields are cleared, as a
+// bootstrapping client sends them: the route, not the client's memory, decides which cluster
+// a listener leads to (replacing only the cluster id still failed the check for the
+// coordinator connections of the Java consumer, one run in two).
+func (s *session) routeApiVersions(h requestHeader, frame []byte) ([]byte, error) {
+	ri := s.p.appRoute
+	if h.version < 5 {
+		return frame, nil
+	}
+	req := kmsg.NewApiVersionsRequest()
+	req.Version = h.version
+	if err := req.ReadFrom(frame[4+h.bodyOff:]); err != nil {
+		return nil, fmt.Errorf("route %s: decoding ApiVersions v%d: %w", ri.name, h.version, err)
+	}
+	pinned, actual := ri.clusterID.Load(), ri.upstreamClusterID.Load()
+	if req.ClusterID == nil || pinned == nil || *req.ClusterID != *pinned || (actual != nil && *actual == *pinned) {
+		return frame, nil
+	}
+	req.ClusterID, req.NodeID = nil, -1
+	out := append(make([]byte, 0, len(frame)), frame[:4+h.bodyOff]...)
+	out = req.AppendTo(out)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,8 +119,13 @@ func TestRouteConfigErrors(t *testing.T) {
 // route "app" leads to another (the primary); it returns the proxy and the route's proxy.
 func routedProxy(t *testing.T, primary []string, opts []Option) (*Proxy, *Proxy) {
 	t.Helper()
-	standby := startKfake(t, 1)
-	p := startProxyWith(t, standby.ListenAddrs(), opts, func(c *Config) {
+	return routedProxyTo(t, primary, startKfake(t, 1).ListenAddrs(), opts)
+}
+
+// routedProxyTo is routedProxy with the standby (the proxy's own upstream) given.
+func routedProxyTo(t *testing.T, primary, standby []string, opts []Option) (*Proxy, *Proxy) {
+	t.Helper()
+	p := startProxyWith(t, standby, opts, func(c *Config) {
 		c.Routes = []RouteConfig{{Name: "app", Listen: "127.0.0.1:0", Mirror: "dr", Primary: RouteUpstream{Bootstrap: primary}}}
 	})
 	r := p.routeNamed("app")
@@ -255,11 +261,18 @@ func TestKfakeRouteClusterIDPinned(t *testing.T) {
 	md.Version = 12
 	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("pinned")}}
 	before := rawConn(t, r.Addr(), md).(*kmsg.MetadataResponse)
-	upstreamID := before.Topics[0].TopicID
+	if learned := r.appRoute.ids["pinned"]; learned != before.Topics[0].TopicID {
+		t.Fatalf("the route learned id %x for the topic, the primary gave %x", learned, before.Topics[0].TopicID)
+	}
 
+	// As after a switch: the upstream's id for the name is replaced by the one the
+	// clients were given.
 	pinned, mapped := "route-cluster-id", [16]byte{1, 2, 3}
 	r.appRoute.clusterID.Store(&pinned)
-	r.appRoute.topicIDs.Store(&map[[16]byte][16]byte{upstreamID: mapped})
+	r.appRoute.idsMu.Lock()
+	r.appRoute.ids["pinned"] = mapped
+	r.appRoute.idsMu.Unlock()
+	r.appRoute.switched.Store(true)
 	after := rawConn(t, r.Addr(), md).(*kmsg.MetadataResponse)
 	if after.ClusterID == nil || *after.ClusterID != pinned {
 		t.Errorf("Metadata cluster id %v, want %q", after.ClusterID, pinned)
@@ -583,5 +596,75 @@ func TestKfakeRouteFreezeCommits(t *testing.T) {
 	}
 	if got := committed("orders"); got != 6 {
 		t.Fatalf("the primary has offset %d for orders, want 6 (the frozen commit must not reach it)", got)
+	}
+}
+
+// TestKfakeRouteFreezeWaitsBehindRefusals: a Produce the freeze refuses on a connection
+// whose earlier Produce still waits at the primary is answered after it, in order, and does
+// not count as that earlier answer. The first version counted it at once, and FreezeRoute
+// returned while Kafka's VerifiableProducer (five requests in flight) still had writes on the
+// way: the primary's log end moved after the freeze (TestRealRouteSwitchJavaClients).
+func TestKfakeRouteFreezeWaitsBehindRefusals(t *testing.T) {
+	primary, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(primary.Close)
+	p, r := routedProxy(t, primary.ListenAddrs(), nil)
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	primary.ControlKey(0, func(kmsg.Request) (kmsg.Response, error, bool) {
+		primary.KeepControl()
+		once.Do(func() {
+			close(held)
+			primary.SleepControl(func() { <-release })
+		})
+		return nil, nil, false
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := net.DialTimeout("tcp", r.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("test"))
+	produce := func(corrID int32) {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+		req.Topics = []kmsg.ProduceRequestTopic{{Topic: "orders", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0}}}}
+		if _, err := conn.Write(f.AppendRequest(nil, req, corrID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(1)
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the Produce never reached the primary")
+	}
+	frozen := make(chan error, 1)
+	go func() {
+		frozen <- p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{"orders": true}})
+	}()
+	polltest.Until(t, 10*time.Second, "the freeze installed", func() bool { return r.appRoute.freeze.Load() != nil })
+	produce(2)
+	polltest.Until(t, 10*time.Second, "the second Produce read by the route", func() bool {
+		n := int64(0)
+		r.sessions.Range(func(k, _ any) bool { n += k.(*session).produces.claimed.Load(); return true })
+		return n == 2
+	})
+	// FreezeRoute looks every 2 ms: 300 ms without an answer is the wait, not a slow poll.
+	select {
+	case err := <-frozen:
+		t.Fatalf("FreezeRoute returned (%v) while the first Produce was still held at the primary", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	if err := <-frozen; err != nil {
+		t.Fatalf("FreezeRoute once the write was answered: %v", err)
+	}
+	for _, want := range []int32{1, 2} {
+		nextResponse(t, conn, want, 10*time.Second)
 	}
 }

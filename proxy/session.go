@@ -249,9 +249,8 @@ func (s *session) dispatch(frame []byte) error {
 		return err
 	}
 	if local != nil {
-		if routeProduce {
-			s.produces.answered.Add(1) // refused whole: never reached the primary
-		}
+		// Refused whole: it never reached the primary, and counts as answered once its
+		// answer is delivered behind the responses owed before it (produceAnswered).
 		if len(local) == 0 { // acks=0 and everything refused: no response is owed
 			s.release()
 			return nil
@@ -441,6 +440,7 @@ func (s *session) runUpstreamReader(conn net.Conn) {
 			case frame = <-p.local:
 			}
 			s.deliver(p, frame, false, true)
+			s.produceAnswered(p)
 			continue
 		}
 		if err := s.relayResponse(p, br, conn); err != nil {
@@ -451,9 +451,18 @@ func (s *session) runUpstreamReader(conn net.Conn) {
 			s.closeWith(err)
 			return
 		}
-		if p.key == 0 && s.p.appRoute != nil {
-			s.produces.answered.Add(1)
-		}
+		s.produceAnswered(p)
+	}
+}
+
+// produceAnswered counts a route's Produce as answered (FreezeRoute's barrier) when its
+// response reached the client. Responses go out in request order, so answered reaching a
+// count taken at the freeze means every Produce read before it was answered; counting a
+// refusal when it is made instead would let it stand in for an earlier write still at the
+// broker. (An acks=0 Produce owes no response and is not counted on either side.)
+func (s *session) produceAnswered(p *pending) {
+	if p.key == 0 && s.p.appRoute != nil {
+		s.produces.answered.Add(1)
 	}
 }
 

@@ -191,7 +191,7 @@ func TestDiscoveryWithoutUpstreamSASLSaysWhatToSet(t *testing.T) {
 	}
 	// With credentials discovery works (TestTLSAndSASLToBrokers); with credentials that fail,
 	// the hint would mislead and is not given.
-	p.cfg.UpstreamSASL = UpstreamSASL{Mechanism: "PLAIN", Username: "admin", Password: "wrong"}
+	p.up.Store(&upstreamSet{bootstrap: kc.ListenAddrs(), sasl: UpstreamSASL{Mechanism: "PLAIN", Username: "admin", Password: "wrong"}})
 	if err := p.discover(context.Background()); err == nil || strings.Contains(err.Error(), "set upstream_sasl") {
 		t.Fatalf("discovery with wrong credentials: %v, want an error without the hint", err)
 	}

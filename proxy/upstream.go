@@ -14,6 +14,25 @@ import (
 	"github.com/kmirror/kmirror/internal/clientopts"
 )
 
+// upstreamSet is the cluster a proxy leads to: its bootstrap list and kmirror's own TLS and
+// SASL towards it. The destination's proxy keeps its own; a route's is its primary's until a
+// switch makes it the standby's (SwitchRoute), read once per use so that a dial or discovery
+// sees one whole set.
+type upstreamSet struct {
+	role      string // a route's upstreamPrimary or upstreamStandby; "" on the destination's proxy
+	bootstrap []string
+	tls       UpstreamTLS
+	sasl      UpstreamSASL
+}
+
+// The roles of a route's upstream, as describe and the status page show them.
+const (
+	upstreamPrimary = "primary"
+	upstreamStandby = "standby"
+)
+
+func (p *Proxy) upstream() *upstreamSet { return p.up.Load() }
+
 // dialUpstream connects to the broker behind route r (TLS when configured). SASL is not
 // done here: the client authenticates through the 1:1 connection itself.
 func (p *Proxy) dialUpstream(ctx context.Context, r route) (net.Conn, error) {
@@ -54,7 +73,8 @@ func (p *Proxy) dialOne(ctx context.Context, addr string, tlsCfg *tls.Config) (n
 // connections (TLS only) and its clients (UpstreamClientOptions).
 func (p *Proxy) upstreamAuth() clientopts.Config {
 	var a clientopts.Config
-	if u := p.cfg.UpstreamTLS; u.Enabled {
+	up := p.upstream()
+	if u := up.tls; u.Enabled {
 		a.TLS = &clientopts.TLS{
 			CA:         clientopts.PEM{Name: "upstream_tls.ca_file", File: u.CAFile},
 			Cert:       clientopts.PEM{Name: "upstream_tls.cert_file", File: u.CertFile},
@@ -66,7 +86,7 @@ func (p *Proxy) upstreamAuth() clientopts.Config {
 		}
 	}
 	// Config.Validate refused unknown mechanisms already.
-	if s := p.cfg.UpstreamSASL; s.Mechanism != "" {
+	if s := up.sasl; s.Mechanism != "" {
 		a.SASL = &clientopts.SASL{Mechanism: s.Mechanism, User: s.Username, Pass: s.Password}
 	}
 	return a
@@ -97,21 +117,25 @@ func (p *Proxy) discover(ctx context.Context) error {
 	adm := kadm.NewClient(cl)
 	md, err := adm.BrokerMetadata(ctx)
 	var eof *kgo.ErrFirstReadEOF
-	if err != nil && p.cfg.UpstreamSASL.Mechanism == "" && errors.As(err, &eof) {
+	up := p.upstream()
+	if err != nil && up.sasl.Mechanism == "" && errors.As(err, &eof) {
 		// Without credentials kmirror's own clients (state, mirroring) cannot work at all and
 		// would only retry quietly: say what to set.
 		return fmt.Errorf("fetching broker metadata from %v: the destination closed the connection at the first request, "+
 			"so it probably requires SASL: set upstream_sasl (mechanism, username, password) in the proxy config, "+
-			"without it kmirror's state and mirroring cannot reach the destination: %w", p.cfg.Upstream, err)
+			"without it kmirror's state and mirroring cannot reach the destination: %w", up.bootstrap, err)
 	}
 	if err != nil {
-		return fmt.Errorf("fetching broker metadata from %v: %w", p.cfg.Upstream, err)
+		return fmt.Errorf("fetching broker metadata from %v: %w", up.bootstrap, err)
 	}
 	for _, b := range md.Brokers {
 		p.advertise(b.NodeID, b.Host, b.Port)
 	}
 	if p.appRoute != nil {
 		p.appRoute.pinClusterID(md.Cluster)
+		if md.Cluster != "" {
+			p.appRoute.upstreamClusterID.Store(&md.Cluster)
+		}
 	}
 	if err := p.checkUpstreamKeys(ctx, adm); err != nil {
 		p.log.Warn("could not check the destination's API keys against kmirror's range; clients' ApiVersions answers are still checked", "err", err)

@@ -1,0 +1,250 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/enforcement"
+	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
+)
+
+// TestRealRouteSwitchJavaClients is TestKfakeRouteSwitchKeepsClients on real Apache Kafka
+// (primary: the package's 3-broker cluster; standby: a 1-broker cluster of its own) with the
+// clients Kafka's own system tests use: VerifiableProducer (idempotent, acks=all) and
+// VerifiableConsumer (a consumer group committing after every poll) run through the route
+// across the switch, neither restarted nor reconfigured. The mirror's part (the records at
+// the same offsets, the group's offsets) is done by hand; the switch is SwitchRoute.
+func TestRealRouteSwitchJavaClients(t *testing.T) {
+	primaryCluster := sharedReal(t)
+	standbyCluster := kafkatest.Start(t)
+	p, r := routedProxyTo(t, primaryCluster.Bootstrap()[:1], standbyCluster.Bootstrap(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	topic, group := uniqueTopic("switch"), uniqueTopic("switch-g")
+	admin := func(addrs []string) *kadm.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return kadm.NewClient(cl)
+	}
+	primAdm, standAdm := admin(primaryCluster.Bootstrap()), admin(standbyCluster.Bootstrap())
+	if _, err := primAdm.CreateTopic(ctx, 3, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := standAdm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+
+	cfgFile := filepath.Join(t.TempDir(), "client.properties")
+	if err := os.WriteFile(cfgFile, []byte("enable.idempotence=true\nacks=all\nretries=2147483647\ndelivery.timeout.ms=120000\nretry.backoff.ms=50\nlinger.ms=0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prod := startVerifiable(t, ctx, "org.apache.kafka.tools.VerifiableProducer", "--bootstrap-server", r.Addr(), "--topic", topic,
+		"--max-messages", "-1", "--throughput", "100", "--producer.config", cfgFile)
+	cons := startVerifiable(t, ctx, "org.apache.kafka.tools.VerifiableConsumer", "--bootstrap-server", r.Addr(), "--topic", topic,
+		"--group-id", group, "--reset-policy", "earliest", "--verbose", "--group-protocol", "classic")
+	polltest.Until(t, 90*time.Second, "the Java clients produce and consume through the route", func() bool {
+		return len(prod.values("producer_send_success")) > 100 && len(cons.values("record_data")) > 50
+	})
+
+	// Freeze writes; the group commits the log ends; freeze commits.
+	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{topic: true}}); err != nil {
+		t.Fatal(err)
+	}
+	ends, err := primAdm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polltest.Eventually(t, 60*time.Second, "the group committed the frozen log ends", func() (bool, string) {
+		offs, err := primAdm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false, err.Error()
+		}
+		done, state := true, ""
+		ends.Each(func(o kadm.ListedOffset) {
+			c, ok := offs.Lookup(topic, o.Partition)
+			if !ok {
+				c.At = 0 // never committed: the group starts at the beginning
+			}
+			done = done && c.At == o.Offset
+			state += fmt.Sprintf(" p%d committed %d end %d;", o.Partition, c.At, o.Offset)
+		})
+		return done, state + " last consumer events: " + cons.last(3)
+	})
+	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{topic: true}, Commits: true}); err != nil {
+		t.Fatal(err)
+	}
+	frozenAt := time.Now()
+	copyTopic(t, ctx, primaryCluster.Bootstrap(), standbyCluster.Bootstrap(), topic, ends)
+	offs, err := primAdm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commits := offs.Offsets()
+	for _, ps := range commits {
+		for p, o := range ps {
+			o.LeaderEpoch = -1 // the standby's epochs are its own (KAFKA-FACTS.md, group sync)
+			ps[p] = o
+		}
+	}
+	if _, err := standAdm.CommitOffsets(ctx, group, commits); err != nil {
+		t.Fatal(err)
+	}
+	acksBefore := len(prod.values("producer_send_success"))
+	if err := p.SwitchRoute(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("switched after a write freeze of %s", time.Since(frozenAt).Round(time.Millisecond))
+	polltest.Until(t, 2*time.Minute, "the Java producer goes on through the switched route", func() bool {
+		return len(prod.values("producer_send_success")) > acksBefore+200
+	})
+	prod.stop(t)
+	acked := prod.values("producer_send_success")
+	if errs := prod.values("producer_send_error"); len(errs) > 0 {
+		t.Errorf("the producer saw %d send errors: a switch must only delay writes", len(errs))
+	}
+	onStandby := readAll(t, ctx, standbyCluster.Bootstrap(), topic)
+	for _, v := range acked {
+		if onStandby[v] != 1 {
+			t.Errorf("acknowledged %s is %d times on the standby", v, onStandby[v])
+		}
+	}
+	polltest.Until(t, 2*time.Minute, "the Java consumer read everything on the standby", func() bool {
+		seen := map[string]bool{}
+		for _, v := range cons.values("record_data") {
+			seen[v] = true
+		}
+		return len(seen) >= len(onStandby)
+	})
+	cons.stop(t)
+	count := map[string]int{}
+	for _, v := range cons.values("record_data") {
+		count[v]++
+	}
+	for v, n := range count {
+		if n != 1 {
+			t.Errorf("the consumer group saw %s %d times", v, n)
+		}
+	}
+	after, err := primAdm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after.Each(func(o kadm.ListedOffset) {
+		if e, _ := ends.Lookup(topic, o.Partition); e.Offset != o.Offset {
+			t.Errorf("primary %s/%d grew from %d to %d after the freeze", topic, o.Partition, e.Offset, o.Offset)
+		}
+	})
+	t.Logf("%d records acknowledged (%d after the switch), %d consumed", len(acked), len(acked)-acksBefore, len(count))
+}
+
+// verifiable is a running Kafka Verifiable* tool and the JSON events it printed.
+type verifiable struct {
+	cmd    interface{ Wait() error }
+	pid    int
+	mu     sync.Mutex
+	events []map[string]any
+	done   chan struct{}
+}
+
+func startVerifiable(t *testing.T, ctx context.Context, class string, args ...string) *verifiable {
+	t.Helper()
+	cmd, err := kafkatest.ToolCommand(ctx, class, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// KMIRROR_TOOL_LOG4J: a log4j2 configuration for the tools (e.g. the NetworkClient at
+	// DEBUG), to see what a client does at a switch.
+	if f := os.Getenv("KMIRROR_TOOL_LOG4J"); f != "" {
+		for i, a := range cmd.Args {
+			if strings.HasPrefix(a, "-Dlog4j2.configurationFile=") {
+				cmd.Args[i] = "-Dlog4j2.configurationFile=" + f
+			}
+		}
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = &prefixWriter{t: t, prefix: class}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	v := &verifiable{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
+	go func() {
+		defer close(v.done)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var ev map[string]any
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				v.mu.Lock()
+				v.events = append(v.events, ev)
+				v.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-v.done; _ = cmd.Wait() })
+	return v
+}
+
+// values are the "value" fields of the events named name, in order.
+func (v *verifiable) values(name string) []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []string
+	for _, ev := range v.events {
+		if ev["name"] == name {
+			out = append(out, fmt.Sprint(ev["value"]))
+		}
+	}
+	return out
+}
+
+// last renders the tool's n last events.
+func (v *verifiable) last(n int) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	b, _ := json.Marshal(v.events[max(0, len(v.events)-n):])
+	return string(b)
+}
+
+// stop asks the tool to shut down (SIGTERM: it prints what it finished) and waits for it.
+func (v *verifiable) stop(t *testing.T) {
+	t.Helper()
+	_ = syscall.Kill(v.pid, syscall.SIGTERM)
+	select {
+	case <-v.done:
+	case <-time.After(30 * time.Second):
+		t.Errorf("tool %d did not stop on SIGTERM within 30s", v.pid)
+	}
+}
+
+// prefixWriter logs a tool's stderr lines into the test log.
+type prefixWriter struct {
+	t      *testing.T
+	prefix string
+}
+
+func (w *prefixWriter) Write(b []byte) (int, error) {
+	w.t.Logf("%s: %s", w.prefix, b)
+	return len(b), nil
+}
+
+var _ io.Writer = (*prefixWriter)(nil)

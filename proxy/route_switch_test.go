@@ -1,0 +1,334 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/enforcement"
+	"github.com/kmirror/kmirror/internal/polltest"
+)
+
+// TestKfakeRouteSwitchKeepsClients: a planned switch done by hand around SwitchRoute — freeze
+// writes, let the consumer commit the log end, freeze commits, copy the topic at the same
+// offsets and the group's offsets to the standby, switch — while a franz-go idempotent
+// producer and a consumer group run through the route, neither reconfigured nor restarted.
+// Afterwards every acknowledged record is on the standby exactly once, nothing reached the
+// primary after the freeze, the consumer saw every record exactly once, and the route's
+// clients still see the primary's cluster id and topic id.
+func TestKfakeRouteSwitchKeepsClients(t *testing.T) {
+	const topic = "orders"
+	primary, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(primary.Close)
+	standby, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(standby.Close)
+	p, r := routedProxyTo(t, primary.ListenAddrs(), standby.ListenAddrs(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	direct := func(addrs []string) *kadm.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return kadm.NewClient(cl)
+	}
+	primAdm, standAdm := direct(primary.ListenAddrs()), direct(standby.ListenAddrs())
+	primaryIDs := topicIDs(t, ctx, r.Addr(), topic)
+
+	// The applications: a producer and a consumer group, through the route only.
+	prod, err := kgo.NewClient(kgo.SeedBrokers(r.Addr()), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	cons, err := kgo.NewClient(kgo.SeedBrokers(r.Addr()), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	var (
+		mu    sync.Mutex
+		acked = map[string]bool{}
+		seen  = map[string]int{}
+		errs  []error
+	)
+	count := func() (int, int) { mu.Lock(); defer mu.Unlock(); return len(acked), len(seen) }
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := 0; loadCtx.Err() == nil; i++ {
+			v := "v" + strconv.Itoa(i)
+			err := prod.ProduceSync(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i % 5)), Value: []byte(v)}).FirstErr()
+			mu.Lock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("produce %s: %w", v, err))
+			} else {
+				acked[v] = true
+			}
+			mu.Unlock()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for loadCtx.Err() == nil {
+			fs := cons.PollFetches(loadCtx)
+			fs.EachRecord(func(rec *kgo.Record) { mu.Lock(); seen[string(rec.Value)]++; mu.Unlock() })
+			// Commit after processing, as an application does; a refused commit (the freeze)
+			// is retried by the next one.
+			_ = cons.CommitUncommittedOffsets(loadCtx)
+		}
+	}()
+	polltest.Until(t, 30*time.Second, "records produced and consumed through the route", func() bool {
+		a, s := count()
+		return a > 100 && s > 50
+	})
+
+	// 1. Freeze writes; 2. the consumer commits the log end; 3. freeze commits too.
+	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{topic: true}}); err != nil {
+		t.Fatal(err)
+	}
+	ends, err := primAdm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 30*time.Second, "the group committed the frozen log ends", func() bool {
+		offs, err := primAdm.FetchOffsets(ctx, "g")
+		if err != nil {
+			return false
+		}
+		done := true
+		ends.Each(func(o kadm.ListedOffset) {
+			c, ok := offs.Lookup(topic, o.Partition)
+			if !ok {
+				c.At = 0 // never committed: the group starts at the beginning
+			}
+			done = done && c.At == o.Offset
+		})
+		return done
+	})
+	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{topic: true}, Commits: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	// 4. The mirror's part, done by hand: the records at the same offsets, the group's offsets.
+	copyTopic(t, ctx, primary.ListenAddrs(), standby.ListenAddrs(), topic, ends)
+	offs, err := primAdm.FetchOffsets(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := standAdm.CommitOffsets(ctx, "g", offs.Offsets()); err != nil {
+		t.Fatal(err)
+	}
+
+	// 5. Switch; the clients go on by themselves.
+	before, _ := count()
+	if err := p.SwitchRoute(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Routes(); len(st) != 1 || st[0].Upstream != "standby" {
+		t.Errorf("route status after the switch: %+v", st)
+	}
+	polltest.Until(t, 60*time.Second, "the producer goes on through the switched route", func() bool {
+		a, _ := count()
+		return a > before+100
+	})
+	stopLoad()
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("the producer saw %d errors (first: %v): a switch must only delay writes", len(errs), errs[0])
+	}
+	after, err := primAdm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after.Each(func(o kadm.ListedOffset) {
+		if e, _ := ends.Lookup(topic, o.Partition); e.Offset != o.Offset {
+			t.Errorf("primary %s/%d grew from %d to %d after the freeze", topic, o.Partition, e.Offset, o.Offset)
+		}
+	})
+
+	// Every acknowledged record is on the standby once; the consumer finishes reading it
+	// and has then seen each record exactly once.
+	onStandby := readAll(t, ctx, standby.ListenAddrs(), topic)
+	for v := range acked {
+		if onStandby[v] != 1 {
+			t.Errorf("acknowledged %s is %d times on the standby", v, onStandby[v])
+		}
+	}
+	tail, err := kgo.NewClient(kgo.SeedBrokers(r.Addr()), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tail.Close()
+	// The first consumer's last commits may not have landed: what it saw after its last
+	// commit is read again here; count only what it had not seen.
+	_ = cons.CommitUncommittedOffsets(ctx)
+	cons.Close()
+	polltest.Until(t, 30*time.Second, "the group read everything on the standby", func() bool {
+		fs := tail.PollRecords(ctx, 1000)
+		fs.EachRecord(func(rec *kgo.Record) {
+			mu.Lock()
+			if seen[string(rec.Value)] == 0 {
+				seen[string(rec.Value)]++
+			}
+			mu.Unlock()
+		})
+		_, s := count()
+		return s >= len(onStandby)
+	})
+	for v, n := range seen {
+		if n != 1 || onStandby[v] != 1 {
+			t.Errorf("the consumer saw %s %d times; the standby has it %d times", v, n, onStandby[v])
+		}
+	}
+	if got := topicIDs(t, ctx, r.Addr(), topic); got != primaryIDs {
+		t.Errorf("the route's topic id changed at the switch: %x, was %x", got, primaryIDs)
+	}
+}
+
+// topicIDs is topic's id as Metadata v12 through bootstrap answers it.
+func topicIDs(t *testing.T, ctx context.Context, bootstrap, topic string) [16]byte {
+	t.Helper()
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 12
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr(topic)}}
+	resp := rawConn(t, bootstrap, md).(*kmsg.MetadataResponse)
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("Metadata of %s: %+v", topic, resp.Topics)
+	}
+	return resp.Topics[0].TopicID
+}
+
+// copyTopic copies topic's records below ends from one cluster to the other's empty topic,
+// partition by partition in order, so each lands at its source offset (what kmirror's copy
+// does for real in the e2e tests).
+func copyTopic(t *testing.T, ctx context.Context, from, to []string, topic string, ends kadm.ListedOffsets) {
+	t.Helper()
+	src, err := kgo.NewClient(kgo.SeedBrokers(from...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := kgo.NewClient(kgo.SeedBrokers(to...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	want := int64(0)
+	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
+	for n := int64(0); n < want; {
+		fs := src.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("copying %s: %v", topic, err)
+		}
+		for _, rec := range fs.Records() {
+			if e, _ := ends.Lookup(topic, rec.Partition); rec.Offset >= e.Offset {
+				continue
+			}
+			r, err := dst.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: rec.Partition, Key: rec.Key, Value: rec.Value}).First()
+			if err != nil || r.Offset != rec.Offset {
+				t.Fatalf("copying %s/%d offset %d: landed at %v, %v", topic, rec.Partition, rec.Offset, r, err)
+			}
+			n++
+		}
+	}
+}
+
+// readAll counts each value of topic's records on a cluster.
+func readAll(t *testing.T, ctx context.Context, addrs []string, topic string) map[string]int {
+	t.Helper()
+	adm := func() *kadm.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return kadm.NewClient(cl)
+	}()
+	want := endOffsets(t, ctx, adm, topic)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	out := map[string]int{}
+	for n := int64(0); n < want; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("reading %s: %v", topic, err)
+		}
+		fs.EachRecord(func(rec *kgo.Record) { out[string(rec.Value)]++; n++ })
+	}
+	return out
+}
+
+// TestKfakeRouteApiVersionsAfterSwitch: an ApiVersions v5 naming the route's cluster id (the
+// primary's, pinned) reaches the primary as sent, and after a switch reaches the standby with
+// the cluster id and node id cleared, as a bootstrapping client sends them: a Kafka 4 broker
+// answers a cluster id not its own with REBOOTSTRAP_REQUIRED (KIP-1102), and the Java clients
+// rebootstrapped forever (TestRealRouteSwitchJavaClients).
+func TestKfakeRouteApiVersionsAfterSwitch(t *testing.T) {
+	cluster := func(id string) *kfake.Cluster {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	primary, standby := cluster("primary-cluster"), cluster("standby-cluster")
+	p, r := routedProxyTo(t, primary.ListenAddrs(), standby.ListenAddrs(), nil)
+	seen := func(c *kfake.Cluster) chan *kmsg.ApiVersionsRequest {
+		ch := make(chan *kmsg.ApiVersionsRequest, 16)
+		c.ControlKey(18, func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			if av := req.(*kmsg.ApiVersionsRequest); av.Version >= 5 && av.ClientSoftwareName == "route-test" { // not kmirror's own clients
+				ch <- av
+			}
+			return nil, nil, false
+		})
+		return ch
+	}
+	fromPrimary, fromStandby := seen(primary), seen(standby)
+	pinned := r.appRoute.clusterID.Load()
+	if pinned == nil {
+		t.Fatal("the route did not learn the primary's cluster id")
+	}
+	send := func() {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 5, "route-test", "1"
+		req.ClusterID, req.NodeID = pinned, 0
+		rawConn(t, r.Addr(), req)
+	}
+	send()
+	if got := <-fromPrimary; got.ClusterID == nil || *got.ClusterID != *pinned || got.NodeID != 0 {
+		t.Fatalf("before the switch the primary got cluster id %v node %d, want %q and 0", got.ClusterID, got.NodeID, *pinned)
+	}
+	if err := p.SwitchRoute(context.Background(), "app"); err != nil {
+		t.Fatal(err)
+	}
+	send()
+	if got := <-fromStandby; got.ClusterID != nil || got.NodeID != -1 {
+		t.Fatalf("after the switch the standby got cluster id %v node %d, want null and -1", got.ClusterID, got.NodeID)
+	}
+}
