@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -231,36 +232,25 @@ func (in *Instance) Run(ctx context.Context) error {
 	if !in.cfg.Mirroring {
 		return in.Proxy.Run(ctx)
 	}
-	var wg sync.WaitGroup
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var coordErr error
-	wg.Add(5)
-	go func() {
-		defer wg.Done()
-		coordErr = in.Coord.Run(mctx)
-	}()
-	go func() {
-		defer wg.Done()
+	parts := newStopTracker(in.log)
+	parts.run("coordinator", func() { coordErr = in.Coord.Run(mctx) })
+	parts.run("sync jobs", func() {
 		jobs := &syncjobs.Scheduler{Coord: in.Coord, Mirrors: in.Backend, Sources: in.sources, Destination: in.Backend.Destination, Log: in.log}
 		jobs.Run(mctx)
-	}()
-	go func() {
-		defer wg.Done()
-		in.followReadOnlySet(mctx)
-	}()
-	go func() {
-		defer wg.Done()
-		in.rpo.Run(mctx)
-	}()
-	go func() {
-		defer wg.Done()
-		in.page.Run(mctx)
-	}()
+	})
+	parts.run("read-only set", func() { in.followReadOnlySet(mctx) })
+	parts.run("rpo report", func() { in.rpo.Run(mctx) })
+	parts.run("status page", func() { in.page.Run(mctx) })
 	err := in.Proxy.Run(ctx)
+	in.log.Info("stopping: the proxy stopped serving; stopping the control plane and the copy")
 	cancel()
-	wg.Wait()
-	in.closeDataPath()
+	parts.wait()
+	parts.run("copy pipeline and clients", in.closeDataPath)
+	parts.wait()
+	in.log.Info("stopped", "took", parts.since().Round(time.Millisecond))
 	return errors.Join(err, coordErr)
 }
 
@@ -280,3 +270,57 @@ func (in *Instance) followReadOnlySet(ctx context.Context) {
 		}
 	}
 }
+
+// stopTracker runs the instance's parts and, once they are told to stop, logs every
+// stopLogEvery which are still running: a graceful stop that takes long (the soak saw
+// SIGTERM take over 30 s under faults) then says what it waits for.
+type stopTracker struct {
+	log     *slog.Logger
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	running map[string]bool
+	began   time.Time
+	every   time.Duration // stopLogEvery; tests shorten it
+}
+
+const stopLogEvery = 5 * time.Second
+
+func newStopTracker(log *slog.Logger) *stopTracker {
+	return &stopTracker{log: log, running: map[string]bool{}, every: stopLogEvery}
+}
+
+func (s *stopTracker) run(name string, fn func()) {
+	s.mu.Lock()
+	s.running[name] = true
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() { s.mu.Lock(); delete(s.running, name); s.mu.Unlock() }()
+		fn()
+	}()
+}
+
+// wait returns once every part returned, logging those still running meanwhile.
+func (s *stopTracker) wait() {
+	if s.began.IsZero() {
+		s.began = time.Now()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			s.mu.Lock()
+			names := slices.Sorted(maps.Keys(s.running))
+			s.mu.Unlock()
+			s.log.Warn("still stopping", "waiting_for", names, "for", time.Since(s.began).Round(time.Second))
+		}
+	}
+}
+
+func (s *stopTracker) since() time.Duration { return time.Since(s.began) }
