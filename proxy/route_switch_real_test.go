@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/enforcement"
 	"github.com/kmirror/kmirror/internal/kafkatest"
@@ -35,15 +34,7 @@ func TestRealRouteSwitchJavaClients(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	topic, group := uniqueTopic("switch"), uniqueTopic("switch-g")
-	admin := func(addrs []string) *kadm.Client {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return kadm.NewClient(cl)
-	}
-	primAdm, standAdm := admin(primaryCluster.Bootstrap()), admin(standbyCluster.Bootstrap())
+	primAdm, standAdm := adminFor(t, primaryCluster.Bootstrap()), adminFor(t, standbyCluster.Bootstrap())
 	if _, err := primAdm.CreateTopic(ctx, 3, 3, nil, topic); err != nil {
 		t.Fatal(err)
 	}

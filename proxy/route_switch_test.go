@@ -26,28 +26,12 @@ import (
 // clients still see the primary's cluster id and topic id.
 func TestKfakeRouteSwitchKeepsClients(t *testing.T) {
 	const topic = "orders"
-	primary, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(primary.Close)
-	standby, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(standby.Close)
+	primary := startKfakeTopics(t, 2, 2, topic)
+	standby := startKfakeTopics(t, 2, 2, topic)
 	p, r := routedProxyTo(t, primary.ListenAddrs(), standby.ListenAddrs(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	direct := func(addrs []string) *kadm.Client {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return kadm.NewClient(cl)
-	}
-	primAdm, standAdm := direct(primary.ListenAddrs()), direct(standby.ListenAddrs())
+	primAdm, standAdm := adminFor(t, primary.ListenAddrs()), adminFor(t, standby.ListenAddrs())
 	primaryIDs := topicIDs(t, ctx, r.Addr(), topic)
 
 	// The applications: a producer and a consumer group, through the route only.
@@ -273,15 +257,7 @@ func copyTopic(t *testing.T, ctx context.Context, from, to []string, topic strin
 // readAll counts each value of topic's records on a cluster.
 func readAll(t *testing.T, ctx context.Context, addrs []string, topic string) map[string]int {
 	t.Helper()
-	adm := func() *kadm.Client {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return kadm.NewClient(cl)
-	}()
-	want := endOffsets(t, ctx, adm, topic)
+	want := endOffsets(t, ctx, adminFor(t, addrs), topic)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -347,4 +323,42 @@ func TestKfakeRouteApiVersionsAfterSwitch(t *testing.T) {
 	if got := <-fromStandby; got.ClusterID != nil || got.NodeID != -1 {
 		t.Fatalf("after the switch the standby got cluster id %v node %d, want null and -1", got.ClusterID, got.NodeID)
 	}
+}
+
+// adminFor is an admin client of the cluster at addrs, closed with the test.
+func adminFor(t *testing.T, addrs []string) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// holdFirstProduce holds the first Produce the cluster gets until release is closed; held is
+// closed once it is held.
+func holdFirstProduce(c *kfake.Cluster) (held, release chan struct{}) {
+	held, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.ControlKey(0, func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		once.Do(func() {
+			close(held)
+			c.SleepControl(func() { <-release })
+		})
+		return nil, nil, false
+	})
+	return held, release
+}
+
+// startKfakeTopics is a kfake cluster of brokers brokers with topics of partitions partitions.
+func startKfakeTopics(t *testing.T, brokers int, partitions int32, topics ...string) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(brokers), kfake.SeedTopics(partitions, topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }

@@ -386,11 +386,7 @@ func endOffsets(t *testing.T, ctx context.Context, adm *kadm.Client, topic strin
 // the producer gets no error, and once the freeze is lifted every record it was acknowledged
 // is on the primary exactly once, in order.
 func TestKfakeRouteFreezeHoldsWritesAndLosesNone(t *testing.T) {
-	primary, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "orders", "other"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(primary.Close)
+	primary := startKfakeTopics(t, 2, 2, "orders", "other")
 	p, r := routedProxy(t, primary.ListenAddrs(), nil)
 	direct, err := kgo.NewClient(kgo.SeedBrokers(primary.ListenAddrs()...))
 	if err != nil {
@@ -488,22 +484,9 @@ func TestKfakeRouteFreezeHoldsWritesAndLosesNone(t *testing.T) {
 // forwarded before it was answered, so that the primary's log end read after every instance's
 // acknowledgement covers all of them.
 func TestKfakeRouteFreezeWaitsForWritesInFlight(t *testing.T) {
-	primary, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(primary.Close)
+	primary := startKfakeTopics(t, 1, 1, "orders")
 	p, r := routedProxy(t, primary.ListenAddrs(), nil)
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	primary.ControlKey(0, func(kmsg.Request) (kmsg.Response, error, bool) {
-		primary.KeepControl()
-		once.Do(func() {
-			close(held)
-			primary.SleepControl(func() { <-release })
-		})
-		return nil, nil, false
-	})
+	held, release := holdFirstProduce(primary)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(r.Addr()))
 	if err != nil {
 		t.Fatal(err)
@@ -544,11 +527,7 @@ func TestKfakeRouteFreezeWaitsForWritesInFlight(t *testing.T) {
 // is answered COORDINATOR_LOAD_IN_PROGRESS (retried by clients) and never reaches the
 // primary; before that, and for other topics, commits pass.
 func TestKfakeRouteFreezeCommits(t *testing.T) {
-	primary, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders", "other"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(primary.Close)
+	primary := startKfakeTopics(t, 1, 1, "orders", "other")
 	p, r := routedProxy(t, primary.ListenAddrs(), nil)
 	ctx := context.Background()
 	commit := func(topic string, offset int64) int16 {
@@ -605,22 +584,9 @@ func TestKfakeRouteFreezeCommits(t *testing.T) {
 // returned while Kafka's VerifiableProducer (five requests in flight) still had writes on the
 // way: the primary's log end moved after the freeze (TestRealRouteSwitchJavaClients).
 func TestKfakeRouteFreezeWaitsBehindRefusals(t *testing.T) {
-	primary, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(primary.Close)
+	primary := startKfakeTopics(t, 1, 1, "orders")
 	p, r := routedProxy(t, primary.ListenAddrs(), nil)
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	primary.ControlKey(0, func(kmsg.Request) (kmsg.Response, error, bool) {
-		primary.KeepControl()
-		once.Do(func() {
-			close(held)
-			primary.SleepControl(func() { <-release })
-		})
-		return nil, nil, false
-	})
+	held, release := holdFirstProduce(primary)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	conn, err := net.DialTimeout("tcp", r.Addr(), 5*time.Second)
