@@ -193,8 +193,10 @@ func (ri *routeIdentity) pinClusterID(id string) {
 // reports a change.
 func (ri *routeIdentity) rewriteClusterID(id *string) bool {
 	if id != nil && *id != "" {
-		actual := *id
-		ri.upstreamClusterID.Store(&actual)
+		if known := ri.upstreamClusterID.Load(); known == nil || *known != *id {
+			actual := *id // stored only when it changes: Metadata is answered often
+			ri.upstreamClusterID.Store(&actual)
+		}
 	}
 	pinned := ri.clusterID.Load()
 	if pinned == nil {

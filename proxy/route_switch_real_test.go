@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/kmirror/kmirror/enforcement"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
@@ -62,41 +60,13 @@ func TestRealRouteSwitchJavaClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	polltest.Eventually(t, 60*time.Second, "the group committed the frozen log ends", func() (bool, string) {
-		offs, err := primAdm.FetchOffsets(ctx, group)
-		if err != nil {
-			return false, err.Error()
-		}
-		done, state := true, ""
-		ends.Each(func(o kadm.ListedOffset) {
-			c, ok := offs.Lookup(topic, o.Partition)
-			if !ok {
-				c.At = 0 // never committed: the group starts at the beginning
-			}
-			done = done && c.At == o.Offset
-			state += fmt.Sprintf(" p%d committed %d end %d;", o.Partition, c.At, o.Offset)
-		})
-		return done, state + " last consumer events: " + cons.last(3)
-	})
+	waitCommittedEnds(t, ctx, primAdm, group, topic, ends, 60*time.Second, func() string { return "last consumer events: " + cons.last(3) })
 	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{topic: true}, Commits: true}); err != nil {
 		t.Fatal(err)
 	}
 	frozenAt := time.Now()
 	copyTopic(t, ctx, primaryCluster.Bootstrap(), standbyCluster.Bootstrap(), topic, ends)
-	offs, err := primAdm.FetchOffsets(ctx, group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	commits := offs.Offsets()
-	for _, ps := range commits {
-		for p, o := range ps {
-			o.LeaderEpoch = -1 // the standby's epochs are its own (KAFKA-FACTS.md, group sync)
-			ps[p] = o
-		}
-	}
-	if _, err := standAdm.CommitOffsets(ctx, group, commits); err != nil {
-		t.Fatal(err)
-	}
+	offs := copyGroup(t, ctx, primAdm, standAdm, group)
 	acksBefore := len(prod.values("producer_send_success"))
 	if err := p.SwitchRoute(ctx, "app"); err != nil {
 		t.Fatal(err)
@@ -147,15 +117,7 @@ func TestRealRouteSwitchJavaClients(t *testing.T) {
 		reread++
 	}
 	t.Logf("the consumer group read %d records twice: those it read on the standby before it rejoined there", reread)
-	after, err := primAdm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	after.Each(func(o kadm.ListedOffset) {
-		if e, _ := ends.Lookup(topic, o.Partition); e.Offset != o.Offset {
-			t.Errorf("primary %s/%d grew from %d to %d after the freeze", topic, o.Partition, e.Offset, o.Offset)
-		}
-	})
+	assertEndsUnchanged(t, ctx, primAdm, topic, ends)
 	t.Logf("%d records acknowledged (%d after the switch), %d consumed", len(acked), len(acked)-acksBefore, len(count))
 }
 

@@ -102,34 +102,14 @@ func TestKfakeRouteSwitchKeepsClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	polltest.Until(t, 30*time.Second, "the group committed the frozen log ends", func() bool {
-		offs, err := primAdm.FetchOffsets(ctx, "g")
-		if err != nil {
-			return false
-		}
-		done := true
-		ends.Each(func(o kadm.ListedOffset) {
-			c, ok := offs.Lookup(topic, o.Partition)
-			if !ok {
-				c.At = 0 // never committed: the group starts at the beginning
-			}
-			done = done && c.At == o.Offset
-		})
-		return done
-	})
+	waitCommittedEnds(t, ctx, primAdm, "g", topic, ends, 30*time.Second, func() string { return "" })
 	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{topic: true}, Commits: true}); err != nil {
 		t.Fatal(err)
 	}
 
 	// 4. The mirror's part, done by hand: the records at the same offsets, the group's offsets.
 	copyTopic(t, ctx, primary.ListenAddrs(), standby.ListenAddrs(), topic, ends)
-	offs, err := primAdm.FetchOffsets(ctx, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := standAdm.CommitOffsets(ctx, "g", offs.Offsets()); err != nil {
-		t.Fatal(err)
-	}
+	offs := copyGroup(t, ctx, primAdm, standAdm, "g")
 
 	// 5. Switch; the clients go on by themselves.
 	before, _ := count()
@@ -148,15 +128,7 @@ func TestKfakeRouteSwitchKeepsClients(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatalf("the producer saw %d errors (first: %v): a switch must only delay writes", len(errs), errs[0])
 	}
-	after, err := primAdm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	after.Each(func(o kadm.ListedOffset) {
-		if e, _ := ends.Lookup(topic, o.Partition); e.Offset != o.Offset {
-			t.Errorf("primary %s/%d grew from %d to %d after the freeze", topic, o.Partition, e.Offset, o.Offset)
-		}
-	})
+	assertEndsUnchanged(t, ctx, primAdm, topic, ends)
 
 	// Every acknowledged record is on the standby once; the consumer finishes reading it
 	// and has then seen each record exactly once.
@@ -361,4 +333,62 @@ func startKfakeTopics(t *testing.T, brokers int, partitions int32, topics ...str
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// waitCommittedEnds waits until group has committed ends on every partition of topic (a
+// partition never committed counts as 0); detail adds to the message of a wait that fails.
+func waitCommittedEnds(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic string, ends kadm.ListedOffsets, d time.Duration, detail func() string) {
+	t.Helper()
+	polltest.Eventually(t, d, "the group committed the frozen log ends", func() (bool, string) {
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false, err.Error()
+		}
+		done, state := true, ""
+		ends.Each(func(o kadm.ListedOffset) {
+			c, ok := offs.Lookup(topic, o.Partition)
+			if !ok {
+				c.At = 0 // never committed: the group starts at the beginning
+			}
+			done = done && c.At == o.Offset
+			state += fmt.Sprintf(" p%d committed %d end %d;", o.Partition, c.At, o.Offset)
+		})
+		return done, state + " " + detail()
+	})
+}
+
+// copyGroup commits group's offsets on from to to, as the switch's group copy does (leader
+// epoch -1: the standby's epochs are its own, KAFKA-FACTS.md), and returns them.
+func copyGroup(t *testing.T, ctx context.Context, from, to *kadm.Client, group string) kadm.OffsetResponses {
+	t.Helper()
+	offs, err := from.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commits := offs.Offsets()
+	for _, ps := range commits {
+		for p, o := range ps {
+			o.LeaderEpoch = -1
+			ps[p] = o
+		}
+	}
+	if _, err := to.CommitOffsets(ctx, group, commits); err != nil {
+		t.Fatal(err)
+	}
+	return offs
+}
+
+// assertEndsUnchanged fails the test if topic's log ends moved from ends (nothing reached the
+// primary after the freeze).
+func assertEndsUnchanged(t *testing.T, ctx context.Context, adm *kadm.Client, topic string, ends kadm.ListedOffsets) {
+	t.Helper()
+	after, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after.Each(func(o kadm.ListedOffset) {
+		if e, _ := ends.Lookup(topic, o.Partition); e.Offset != o.Offset {
+			t.Errorf("primary %s/%d grew from %d to %d after the freeze", topic, o.Partition, e.Offset, o.Offset)
+		}
+	})
 }
