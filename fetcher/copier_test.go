@@ -52,6 +52,7 @@ func TestRealKafka(t *testing.T) {
 	sub("TransactionFacts", testTransactionFacts)
 	sub("TransactionalSource", testTransactionalSource)
 	sub("TransactionResume", testTransactionResume)
+	sub("DuplicateMarkerThenNewOwner", testDuplicateMarkerThenNewOwner)
 	sub("FailoverAbortsOpenTransaction", testFailoverAbortsOpenTransaction)
 	sub("PauseAtQuietPoint", testPauseAtQuietPoint)
 	sub("CompactedSource", testCompactedSource)

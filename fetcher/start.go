@@ -133,6 +133,9 @@ func (c *Copier) lookUp(ctx context.Context, task Task) (sp startPoint, err erro
 		return sp, fmt.Errorf("%w: destination log of %s/%d has %d records more than the source (destination log end %d, source high watermark %d); it diverged",
 			ErrDiverged, task.Topic, task.Partition, sp.rp.logEnd-sp.offs.srcHW, sp.rp.logEnd, sp.offs.srcHW)
 	}
+	if err := c.verifyTail(ctx, task, sp); err != nil {
+		return sp, err
+	}
 	return sp, nil
 }
 

@@ -1,0 +1,156 @@
+package fetcher
+
+// Checking the resume point. Offset identity makes the destination log end
+// the next source offset to copy, which holds only if every destination
+// entry below it is the source's entry at its offset. An owner checks that
+// of each batch it appends (the broker's base offset must be the source's),
+// but one write is not the owner's: a destination transaction coordinator
+// that fails over may write a transaction's marker again
+// (docs/KAFKA-FACTS.md, "duplicate marker"), after the owner's last append.
+// Then no append of that owner shows the shift, the log end counts the
+// duplicates, and a new owner resuming there would skip the source entries
+// they displaced, silently (the soak's seed 2 found exactly this:
+// docs/RELIABILITY.md). Duplicates that an append of the owner followed are
+// caught by that append; so any that remain are the last entries of the
+// log, and the last one is checked here before the log end is trusted.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// verifyTail checks that the destination's last entry, at the resume point
+// minus one, is the source's entry at that offset. It errs only on a
+// proven difference: a record with other bytes or timestamp, an entry of
+// another kind or outcome, or a marker whose destination producer belongs
+// to another source producer's transactional id than the source marker's.
+// What cannot be compared passes: an offset below either log start, or
+// one a cleaner emptied on either side (compaction takes records and
+// markers away; a duplicate marker over such an offset hides nothing).
+func (c *Copier) verifyTail(ctx context.Context, task Task, sp startPoint) error {
+	last := sp.rp.logEnd - 1
+	if last < 0 || last < sp.offs.srcStart {
+		return nil
+	}
+	dst, ok, err := entryAt(ctx, c.cfg.Destination, task.Topic, task.Partition, last)
+	if err != nil || !ok {
+		return wrapTail(task, "destination", err)
+	}
+	src, ok, err := entryAt(ctx, c.cfg.Source, task.Topic, task.Partition, last)
+	if err != nil || !ok {
+		return wrapTail(task, "source", err)
+	}
+	switch {
+	case src.Control != dst.Control || src.Commit != dst.Commit || src.Transactional != dst.Transactional ||
+		!src.Control && (src.Timestamp != dst.Timestamp || string(src.Record) != string(dst.Record)):
+		return tailMismatch(task, dst, src, "")
+	case !src.Control:
+		return nil
+	}
+	owner, err := c.markerOwner(ctx, task, src.Producer, dst.Producer)
+	if err != nil {
+		return fmt.Errorf("fetcher: %s/%d: checking the destination's last marker: %w", task.Topic, task.Partition, err)
+	}
+	if owner != "" {
+		return tailMismatch(task, dst, src, owner)
+	}
+	return nil
+}
+
+// markerOwner finds the transactional id that wrote a destination marker,
+// when it is not the one of the source marker's producer; "" when it is, or
+// when nobody knows (the id expired, or its producer id rolled over after
+// 32,767 epochs: the marker's producer id is then nobody's).
+func (c *Copier) markerOwner(ctx context.Context, task Task, srcPID, dstPID int64) (string, error) {
+	want := txnIDFor(task.TransactionalID, srcPID)
+	described, err := c.txn.describeTxns(ctx, want)
+	if err != nil {
+		return "", err
+	}
+	if d, ok := described[want]; ok && d.Err == nil && d.ProducerID == dstPID {
+		return "", nil
+	}
+	listed, err := c.txn.adm.ListTransactions(ctx, []int64{dstPID}, nil)
+	if err != nil && len(listed) == 0 {
+		if unsupported(err) {
+			return "", nil // Kafka before 3.0 cannot tell; nothing proven
+		}
+		return "", fmt.Errorf("listing the transactions of destination producer %d: %w", dstPID, err)
+	}
+	for id, l := range listed {
+		if l.ProducerID == dstPID && id != want {
+			return id, nil
+		}
+	}
+	if c.log != nil {
+		c.log.Warn("cannot tell which transactional id wrote the destination's last marker (its producer id expired or rolled over); trusting the log end",
+			"topic", task.Topic, "partition", task.Partition, "producer_id", dstPID, "expected_transactional_id", want)
+	}
+	return "", nil
+}
+
+// tailMismatch is the error of a resume point the destination's last entry
+// disproves; owner names the transactional id of a marker that is not the
+// source marker's producer's.
+func tailMismatch(task Task, dst, src LogEntry, owner string) error {
+	held := dst.String()
+	if dst.Control {
+		held = fmt.Sprintf("a %s of producer %d epoch %d", dst, dst.Producer, dst.Epoch)
+		if owner != "" {
+			held += fmt.Sprintf(" (transactional id %s)", owner)
+		}
+	}
+	why := "the destination partition was written by someone else or diverged"
+	if dst.Control {
+		why = "the destination got a transaction marker twice (a destination transaction coordinator that fails over between writing a transaction's markers and completing it makes its successor write them again) after the last owner's last write, so nothing that owner wrote showed the shift"
+	}
+	return fmt.Errorf("%w: %s/%d: the destination's last entry, at offset %d, is %s where the source has a %s: %s; resuming at the destination log end %d would skip the source entries the extra ones displaced, so nothing more is appended, and the destination topic must be re-created to mirror it again",
+		ErrOffsetMismatch, task.Topic, task.Partition, dst.Offset, held, src, why, dst.Offset+1)
+}
+
+func wrapTail(task Task, side string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("fetcher: %s/%d: reading the %s's entry before the resume point: %w", task.Topic, task.Partition, side, err)
+}
+
+// entryAt reads a partition's entry at offset; ok is false when there is
+// none (a compacted-away offset, or one below the log start).
+func entryAt(ctx context.Context, cl *kgo.Client, topic string, partition int32, offset int64) (LogEntry, bool, error) {
+	var batches []Batch
+	err := atLeader(ctx, cl, topic, partition, func(m partitionMeta, _ *kgo.Broker) error {
+		r, err := fetchOnce(ctx, cl, m, topic, partition, offset, 1<<20, 10*time.Millisecond)
+		if err != nil {
+			return err
+		}
+		batches = batches[:0]
+		it := NewBatchIterator(r.RecordBatches)
+		var b Batch
+		for it.Next(&b) && b.BaseOffset <= offset {
+			batches = append(batches, b)
+		}
+		return it.Err()
+	})
+	if errors.Is(err, kerr.OffsetOutOfRange) {
+		return LogEntry{}, false, nil // the log starts above it now
+	}
+	if err != nil {
+		return LogEntry{}, false, err
+	}
+	entries, err := entriesOf(batches, topic, partition, offset)
+	if err != nil {
+		return LogEntry{}, false, err
+	}
+	for _, e := range entries {
+		if e.Offset == offset {
+			return e, true, nil
+		}
+	}
+	return LogEntry{}, false, nil
+}
