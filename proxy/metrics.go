@@ -144,6 +144,8 @@ const (
 	// a write held back by a route's switch (route.go; counted in refusals, not
 	// refused_writes: it is retried, and alerts must not fire for a switch)
 	refusedRouteFrozen = "route_frozen"
+	// refusedRouteFetchHold: a Fetch held after a switch until the groups rejoined (route_hold.go).
+	refusedRouteFetchHold = "route_fetch_hold"
 )
 
 func (m *metrics) refusedWrite(reason string) {

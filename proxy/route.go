@@ -180,6 +180,8 @@ type routeIdentity struct {
 	switched atomic.Bool
 	// freeze is the write freeze of a switch in progress (nil: none).
 	freeze atomic.Pointer[enforcement.Freeze]
+	// hold is the fetch hold after a switch (route_hold.go; nil: none).
+	hold atomic.Pointer[fetchHold]
 }
 
 // pinClusterID makes id the cluster id the route's clients see, unless one is pinned.
@@ -433,9 +435,11 @@ var errRouteSwitched = errors.New("the route was switched to its standby; the cl
 // not switched stay read-only, kmirror's internals stay protected), every client connection of
 // the route is closed so that clients reconnect and re-read metadata, and only then is the
 // freeze lifted: a write refused during the switch is retried by its client on the standby.
-// The cluster id and the topic ids the route's clients know stay the primary's. Switching a
+// The cluster id and the topic ids the route's clients know stay the primary's. hold is the
+// fetch hold for the consumer groups copied at the switch (route_hold.go); it is installed
+// before the connections close, so no reconnecting member fetches before it. Switching a
 // switched route again does nothing.
-func (p *Proxy) SwitchRoute(ctx context.Context, name string) error {
+func (p *Proxy) SwitchRoute(ctx context.Context, name string, hold FetchHold) error {
 	r := p.routeNamed(name)
 	if r == nil {
 		return fmt.Errorf("no route %q on this instance", name)
@@ -453,6 +457,7 @@ func (p *Proxy) SwitchRoute(ctx context.Context, name string) error {
 		b.addr = "" // the standby's discovery or Metadata gives each node id its address
 	}
 	r.mu.Unlock()
+	r.installFetchHold(hold)
 	if err := r.discover(ctx); err != nil {
 		// Not fatal: the standby's Metadata answers to the reconnecting clients advertise
 		// its brokers too.

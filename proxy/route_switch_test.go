@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,7 +24,7 @@ import (
 // offsets and the group's offsets to the standby, switch — while a franz-go idempotent
 // producer and a consumer group run through the route, neither reconfigured nor restarted.
 // Afterwards every acknowledged record is on the standby exactly once, nothing reached the
-// primary after the freeze, the consumer saw every record exactly once, and the route's
+// primary after the freeze, the consumer saw every record exactly once (the fetch hold), and the route's
 // clients still see the primary's cluster id and topic id.
 func TestKfakeRouteSwitchKeepsClients(t *testing.T) {
 	const topic = "orders"
@@ -113,7 +115,8 @@ func TestKfakeRouteSwitchKeepsClients(t *testing.T) {
 
 	// 5. Switch; the clients go on by themselves.
 	before, _ := count()
-	if err := p.SwitchRoute(ctx, "app"); err != nil {
+	hold := FetchHold{Topics: map[string]bool{topic: true}, Groups: membersAt(t, ctx, primAdm, "g")}
+	if err := p.SwitchRoute(ctx, "app", hold); err != nil {
 		t.Fatal(err)
 	}
 	if st := p.Routes(); len(st) != 1 || st[0].Upstream != "standby" {
@@ -165,14 +168,12 @@ func TestKfakeRouteSwitchKeepsClients(t *testing.T) {
 			t.Errorf("the consumer saw %s; the standby has it %d times", v, onStandby[v])
 		}
 	}
-	// Read twice only what it read on the standby before it rejoined there (its commits
-	// refused meanwhile): at or past the offsets committed at the switch.
+	// Nothing read twice: the fetch hold kept the member from reading on the standby before it
+	// rejoined there and resumed at the offsets copied at the switch.
 	for _, rec := range again {
-		if c, _ := offs.Lookup(topic, rec.Partition); rec.Offset < c.At {
-			t.Errorf("the consumer read %s (%s/%d offset %d) twice, below the offset %d committed at the switch", rec.Value, topic, rec.Partition, rec.Offset, c.At)
-		}
+		c, _ := offs.Lookup(topic, rec.Partition)
+		t.Errorf("the consumer read %s (%s/%d offset %d) twice (offset %d committed at the switch)", rec.Value, topic, rec.Partition, rec.Offset, c.At)
 	}
-	t.Logf("the consumer read %d records twice: those it read on the standby before it rejoined there", len(again))
 	if got := topicIDs(t, ctx, r.Addr(), topic); got != primaryIDs {
 		t.Errorf("the route's topic id changed at the switch: %x, was %x", got, primaryIDs)
 	}
@@ -288,13 +289,28 @@ func TestKfakeRouteApiVersionsAfterSwitch(t *testing.T) {
 	if got := <-fromPrimary; got.ClusterID == nil || *got.ClusterID != *pinned || got.NodeID != 0 {
 		t.Fatalf("before the switch the primary got cluster id %v node %d, want %q and 0", got.ClusterID, got.NodeID, *pinned)
 	}
-	if err := p.SwitchRoute(context.Background(), "app"); err != nil {
+	if err := p.SwitchRoute(context.Background(), "app", FetchHold{}); err != nil {
 		t.Fatal(err)
 	}
 	send()
 	if got := <-fromStandby; got.ClusterID != nil || got.NodeID != -1 {
 		t.Fatalf("after the switch the standby got cluster id %v node %d, want null and -1", got.ClusterID, got.NodeID)
 	}
+}
+
+// membersAt is group's member count on the cluster of adm: what the fetch hold waits for on
+// the standby.
+func membersAt(t *testing.T, ctx context.Context, adm *kadm.Client, group string) map[string]int {
+	t.Helper()
+	described, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := described[group]
+	if !ok || d.Err != nil || len(d.Members) == 0 {
+		t.Fatalf("group %s on the primary: %+v", group, d)
+	}
+	return map[string]int{group: len(d.Members)}
 }
 
 // adminFor is an admin client of the cluster at addrs, closed with the test.
@@ -390,5 +406,97 @@ func assertEndsUnchanged(t *testing.T, ctx context.Context, adm *kadm.Client, to
 		if e, _ := ends.Lookup(topic, o.Partition); e.Offset != o.Offset {
 			t.Errorf("primary %s/%d grew from %d to %d after the freeze", topic, o.Partition, e.Offset, o.Offset)
 		}
+	})
+}
+
+// TestKfakeRouteFetchHold: after a switch with a fetch hold, a Fetch naming a switched topic is
+// answered NOT_LEADER_OR_FOLLOWER after its MaxWait, an incremental one
+// FETCH_SESSION_ID_NOT_FOUND, and one naming only other topics is forwarded, until the held
+// group is Stable on the standby with its members; then the same Fetch gets the standby's
+// records. A second switch's hold whose group never rejoins ends at its bound.
+func TestKfakeRouteFetchHold(t *testing.T) {
+	const topic, other = "held", "free"
+	primary := startKfakeTopics(t, 1, 1, topic, other)
+	standby := startKfakeTopics(t, 1, 1, topic, other)
+	p, r := routedProxyTo(t, primary.ListenAddrs(), standby.ListenAddrs(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	seed, err := kgo.NewClient(kgo.SeedBrokers(standby.ListenAddrs()...), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seed.Close()
+	for _, tp := range []string{topic, other} {
+		if err := seed.ProduceSync(ctx, &kgo.Record{Topic: tp, Value: []byte("on the standby")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.SwitchRoute(ctx, "app", FetchHold{Topics: map[string]bool{topic: true}, Groups: map[string]int{"g": 1}}); err != nil {
+		t.Fatal(err)
+	}
+
+	fetch := func(tp string, sessionEpoch int32) *kmsg.FetchResponse {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.MaxWaitMillis, req.MaxBytes, req.SessionEpoch = 12, 300, 1<<20, sessionEpoch
+		if sessionEpoch > 0 {
+			req.SessionID = 7
+		}
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = tp
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LastFetchedEpoch = 1<<20, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return rawConn(t, r.Addr(), req).(*kmsg.FetchResponse)
+	}
+	partitionErr := func(resp *kmsg.FetchResponse) error {
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return fmt.Errorf("answer %+v", resp)
+		}
+		return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	}
+
+	began := time.Now()
+	if err := partitionErr(fetch(topic, -1)); !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("a held topic's Fetch got %v, want NOT_LEADER_OR_FOLLOWER", err)
+	}
+	if waited := time.Since(began); waited < 250*time.Millisecond {
+		t.Errorf("the held Fetch was answered after %v: it should wait out its MaxWait (300 ms) as a long poll", waited)
+	}
+	if resp := fetch(topic, 3); resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+		t.Errorf("an incremental Fetch got error code %d, want FETCH_SESSION_ID_NOT_FOUND", resp.ErrorCode)
+	}
+	if err := partitionErr(fetch(other, -1)); err != nil {
+		t.Errorf("a Fetch of a topic not switched was held or refused: %v", err)
+	}
+
+	// The member rejoins on the standby (through the route, as after a switch).
+	cons, err := kgo.NewClient(kgo.SeedBrokers(r.Addr()), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := 0
+	polltest.Until(t, 30*time.Second, "the rejoined member reads the standby's record", func() bool {
+		fs := cons.PollFetches(ctx)
+		got += fs.NumRecords()
+		return got > 0
+	})
+	if err := partitionErr(fetch(topic, -1)); err != nil {
+		t.Fatalf("after the group rejoined, a Fetch of the switched topic got %v", err)
+	}
+
+	// A hold whose group never rejoins ends at its bound (a second route on a fresh proxy).
+	p2, r2 := routedProxyTo(t, primary.ListenAddrs(), standby.ListenAddrs(), nil)
+	if err := p2.SwitchRoute(ctx, "app", FetchHold{Topics: map[string]bool{topic: true}, Groups: map[string]int{"gone": 1}, Max: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	r = r2
+	if err := partitionErr(fetch(topic, -1)); !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("within its bound, the hold answered %v", err)
+	}
+	polltest.Until(t, 10*time.Second, "the hold ends at its bound", func() bool {
+		return partitionErr(fetch(topic, -1)) == nil
 	})
 }
