@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -94,15 +95,23 @@ func (c *Copier) markerOwner(ctx context.Context, task Task, srcPID, dstPID int6
 // disproves; owner names the transactional id that wrote it when that is known and is not the
 // source marker's producer's.
 func tailMismatch(task Task, dst, src LogEntry, owner string) error {
-	held := fmt.Sprintf("a %s of producer %d epoch %d", dst, dst.Producer, dst.Epoch)
+	held := fmt.Sprintf("%s of producer %d epoch %d", withArticle(dst.String()), dst.Producer, dst.Epoch)
 	if owner != "" {
 		held += fmt.Sprintf(" (transactional id %s)", owner)
 	}
-	return fmt.Errorf("%w: %s/%d: the destination's last entry, at offset %d, is %s where the source has a %s: "+
+	return fmt.Errorf("%w: %s/%d: the destination's last entry, at offset %d, is %s where the source has %s: "+
 		"the destination got a transaction marker twice (a destination transaction coordinator that fails over between writing a transaction's markers and completing it makes its successor write them again) "+
 		"after the last owner's last write, so nothing that owner wrote showed the shift; resuming at the destination log end %d would skip the source entries the extra ones displaced, "+
 		"so nothing more is appended, and the destination topic must be re-created to mirror it again",
-		ErrOffsetMismatch, task.Topic, task.Partition, dst.Offset, held, src, dst.Offset+1)
+		ErrOffsetMismatch, task.Topic, task.Partition, dst.Offset, held, withArticle(src.String()), dst.Offset+1)
+}
+
+// withArticle puts "a" or "an" before a LogEntry's description ("an ABORT marker").
+func withArticle(s string) string {
+	if s != "" && strings.ContainsRune("AEIOUaeiou", rune(s[0])) {
+		return "an " + s
+	}
+	return "a " + s
 }
 
 func wrapTail(task Task, side string, err error) error {
