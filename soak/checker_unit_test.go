@@ -181,3 +181,25 @@ func TestKnownKafkaHalt(t *testing.T) {
 		t.Fatal("knownKafkaHalt classified a stop wrongly")
 	}
 }
+
+// TestRepeatedMarkersNamesOnlyRepeats: the evidence read at a compacted partition's failure
+// names a marker that repeats an earlier one's producer, epoch and outcome, and nothing else
+// (a later epoch of the same producer, or the other outcome, is a new marker).
+func TestRepeatedMarkersNamesOnlyRepeats(t *testing.T) {
+	log := []fetcher.LogEntry{
+		{Offset: 0, Control: true, Producer: 7, Epoch: 1},
+		{Offset: 1, Record: []byte("r")},
+		{Offset: 2, Control: true, Producer: 7, Epoch: 2},
+		{Offset: 3, Control: true, Producer: 7, Epoch: 2, Commit: true},
+		{Offset: 4, Control: true, Producer: 8, Epoch: 1},
+		{Offset: 5, Control: true, Producer: 7, Epoch: 2},
+	}
+	got := repeatedMarkers(log)
+	want := "offset 5 repeats the ABORT marker of producer 7 epoch 2 at 2"
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("repeatedMarkers = %q, want [%q]", got, want)
+	}
+	if rep := repeatedMarkers(log[:5]); len(rep) != 0 {
+		t.Fatalf("repeatedMarkers of a log without repeats = %q", rep)
+	}
+}

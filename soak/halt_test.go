@@ -1,8 +1,11 @@
 package soak
 
 import (
+	"context"
 	"fmt"
 	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/fetcher"
 )
@@ -137,4 +140,44 @@ func markerName(e fetcher.LogEntry) string {
 		return "COMMIT"
 	}
 	return "ABORT"
+}
+
+// markerEvidence reads a FAILED compacted partition's destination log at once and says which
+// markers in it repeat an earlier one (Kafka's duplicate marker, repeatsMarker) or that none
+// does. The compacted topic's cleaner removes markers within minutes, so the evidence is
+// read when the failure is found, not at the end of the run (a seed-1 run lost it that way:
+// docs/RELIABILITY.md).
+func markerEvidence(ctx context.Context, dst *kgo.Client, topic string, partition int32) string {
+	log, err := fetcher.LogEntries(ctx, dst, topic, partition, 0)
+	if err != nil {
+		return fmt.Sprintf("the destination log could not be read for evidence: %v", err)
+	}
+	if rep := repeatedMarkers(log); len(rep) > 0 {
+		return "the destination log has markers repeating an earlier one (Kafka's duplicate marker): " + strings.Join(rep, "; ")
+	}
+	return fmt.Sprintf("no marker of the destination log (%d entries) repeats an earlier one: not Kafka's duplicate marker", len(log))
+}
+
+// repeatedMarkers names each marker of log that repeats an earlier one's producer, epoch and
+// outcome, with the offset of the first.
+func repeatedMarkers(log []fetcher.LogEntry) []string {
+	type key struct {
+		producer int64
+		epoch    int16
+		commit   bool
+	}
+	first := map[key]int64{}
+	var out []string
+	for _, e := range log {
+		if !e.Control {
+			continue
+		}
+		k := key{e.Producer, e.Epoch, e.Commit}
+		if at, ok := first[k]; ok {
+			out = append(out, fmt.Sprintf("offset %d repeats the %s marker of producer %d epoch %d at %d", e.Offset, markerName(e), e.Producer, e.Epoch, at))
+			continue
+		}
+		first[k] = e.Offset
+	}
+	return out
 }

@@ -365,6 +365,9 @@ func findHalts(t *testing.T, ctx context.Context, w *world, r *report) error {
 				continue // only a copy that stopped for good: a retriable failure is retried
 			}
 			if !knownKafkaHalt(tp.Name, p.Message) {
+				if tp.Name == topicCompact {
+					return fmt.Errorf("%s is FAILED: %s; %s", name, p.Message, markerEvidence(ctx, w.dst.Client(t), tp.Name, p.Partition))
+				}
 				return fmt.Errorf("%s is FAILED: %s", name, p.Message)
 			}
 			t.Logf("KNOWN KAFKA BEHAVIOUR: %s is FAILED, not waited for; the logs will say whether it is the duplicate marker: %s", name, p.Message)
