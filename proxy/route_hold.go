@@ -3,7 +3,8 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -113,11 +114,11 @@ func (r *Proxy) installFetchHold(hold FetchHold) {
 func (r *Proxy) awaitGroupsRejoined(h *fetchHold, groups map[string]int) ([]string, error) {
 	opts, err := r.UpstreamClientOptions()
 	if err != nil {
-		return sortedKeys(groups), err
+		return slices.Sorted(maps.Keys(groups)), err
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return sortedKeys(groups), fmt.Errorf("creating the fetch hold's client: %w", err)
+		return slices.Sorted(maps.Keys(groups)), fmt.Errorf("creating the fetch hold's client: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -127,7 +128,7 @@ func (r *Proxy) awaitGroupsRejoined(h *fetchHold, groups map[string]int) ([]stri
 	defer t.Stop()
 	var lastErr error
 	for {
-		names := sortedKeys(groups)
+		names := slices.Sorted(maps.Keys(groups))
 		described, err := adm.DescribeGroups(ctx, names...)
 		if err != nil && len(described) == 0 {
 			lastErr = err
@@ -142,21 +143,12 @@ func (r *Proxy) awaitGroupsRejoined(h *fetchHold, groups map[string]int) ([]stri
 		}
 		select {
 		case <-ctx.Done():
-			return sortedKeys(groups), lastErr
+			return slices.Sorted(maps.Keys(groups)), lastErr
 		case <-h.released:
 			return nil, nil
 		case <-t.C:
 		}
 	}
-}
-
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // holdFetch answers a route's Fetch while the fetch hold lasts (nil: forward it).

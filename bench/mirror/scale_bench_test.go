@@ -52,6 +52,7 @@ func BenchmarkScale(b *testing.B) {
 	work := b.TempDir()
 	e := &env{src: kafkatest.Start(b), dst: kafkatest.Start(b), kmirror: instancetest.Binary(b), work: work}
 	names := scaleFill(ctx, b, e.src, topics)
+	warmTransactions(ctx, b, e.dst)
 	k1, k2 := startKmirror(b, e, e.kmirror, "scale-1"), startKmirror(b, e, e.kmirror, "scale-2")
 	adm := kafkatest.NewClient(b, []string{k1.addr}, kgo.MaxVersions(protocol.KgoMaxVersions(nil)))
 	var figs []scaleFigure
@@ -226,4 +227,26 @@ func scaleIdle(ctx context.Context, b *testing.B, e *env, ks []*kmirrorProc, d t
 			scaleFigure{fmt.Sprintf("instance %d RSS at idle", i+1), fmt.Sprintf("%.0f MiB", float64(rss)/(1<<20)), "≤ 256 MiB + copy buffer (64 MiB)"})
 	}
 	return out
+}
+
+// warmTransactions makes the destination create its transaction state topic before anything is
+// timed: a fresh cluster creates __transaction_state (50 partitions) at the first
+// InitProducerId, and until it is led every coordinator lookup answers COORDINATOR_NOT_AVAILABLE.
+// On a loaded machine that took 10–30 s of the first start-up figure, a cost no destination in
+// service pays (it has the topic since its first transactional producer).
+func warmTransactions(ctx context.Context, b *testing.B, c *kafkatest.Cluster) {
+	b.Helper()
+	cl := c.Client(b)
+	polltest.Eventually(b, 3*time.Minute, "the destination's transaction coordinator answers", func() (bool, string) {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis = kmsg.StringPtr("bench-warm-up"), 60_000
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return false, err.Error()
+		}
+		if resp.ErrorCode != 0 {
+			return false, fmt.Sprintf("error code %d", resp.ErrorCode)
+		}
+		return true, ""
+	})
 }
