@@ -466,7 +466,17 @@ func (r *runner) waitStopped(ctx context.Context, topics []string) (*protocol.De
 			return nil, err
 		}
 		if errs := MirrorErrors(resp); len(errs) > 0 {
-			return nil, errors.New(errs[0])
+			if !onlyRetriable(resp) {
+				return nil, errors.New(errs[0])
+			}
+			// The state is not readable for a moment (a destination broker restarting): the
+			// failover was asked for and goes on; keep waiting rather than fail the command.
+			w.progress("Waiting for failover: " + errs[0] + "; asking again")
+			if !w.pause(ctx) {
+				return nil, fmt.Errorf("timed out after --timeout %s, the last answer: %s; run --describe --mirror %s to follow the failover, or raise --timeout",
+					r.a.Timeout, errs[0], r.a.Mirror)
+			}
+			continue
 		}
 		stopped, total, pending, seen := 0, 0, []string{}, map[string]bool{}
 		filtered := &protocol.DescribeMirrorsResponse{}
@@ -507,6 +517,17 @@ func (r *runner) waitStopped(ctx context.Context, topics []string) (*protocol.De
 				r.a.Timeout, len(pending), plural(total, "partition"), strings.Join(truncate(pending, 5), ", "), r.a.Mirror)
 		}
 	}
+}
+
+// onlyRetriable reports whether every mirror error of resp is one a later describe may not
+// have (COORDINATOR_NOT_AVAILABLE while the state is unreadable, and the like).
+func onlyRetriable(resp *protocol.DescribeMirrorsResponse) bool {
+	for _, m := range resp.Mirrors {
+		if e := protocol.ErrorForCode(m.ErrorCode); e != nil && !e.Retriable {
+			return false
+		}
+	}
+	return true
 }
 
 func plural(n int, what string) string { return pluralpkg.Of(n, what) }

@@ -157,3 +157,24 @@ func TestSyncTimedOut(t *testing.T) {
 	fmt.Fprintf(&out, "error: %v\n", err)
 	golden(t, "wait_for_sync_timeout.golden", out.Bytes())
 }
+
+// TestOnlyRetriable: --remove --wait keeps waiting through a mirror error a later describe may
+// not have (the soak's seed 3 ran --remove --wait while a destination broker restarted, and the
+// command failed on COORDINATOR_NOT_AVAILABLE), and stops on any other.
+func TestOnlyRetriable(t *testing.T) {
+	resp := func(codes ...int16) *protocol.DescribeMirrorsResponse {
+		r := &protocol.DescribeMirrorsResponse{}
+		for _, c := range codes {
+			r.Mirrors = append(r.Mirrors, protocol.DescribeMirrorsResponseMirror{Name: "m", ErrorCode: c})
+		}
+		return r
+	}
+	notAvailable := protocol.ErrCoordinatorNotAvailable.Code
+	unknown := protocol.ErrUnknownMirror.Code
+	if !onlyRetriable(resp(notAvailable)) || !onlyRetriable(resp(0, notAvailable)) {
+		t.Error("COORDINATOR_NOT_AVAILABLE should be waited through")
+	}
+	if onlyRetriable(resp(unknown)) || onlyRetriable(resp(notAvailable, unknown)) {
+		t.Error("UNKNOWN_MIRROR must end the wait")
+	}
+}
