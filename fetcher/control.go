@@ -147,13 +147,17 @@ func (c *Copier) endTxn(p *partition, o *op) error {
 }
 
 // fillMarkers fills [o.base, o.base+o.n) with markers of empty aborted
-// transactions, FillerTransactions in flight at once: filler id j writes the
-// markers of the offsets s with s mod FillerTransactions == j, one after the
-// other (its next transaction begins as soon as the coordinator has written
-// the previous one's marker). Which marker lands at which offset does not
-// matter, every one is the same invisible abort marker; their number does,
-// and the log end is checked against it when all are written. Two owners
-// filling the same offsets use the same ids in the same order: on a
+// transactions, in rounds of up to FillerTransactions at once (one per
+// filler id). Which marker lands at which offset does not matter, every one
+// is the same invisible abort marker; their number does. Each round ends
+// when every transaction of it is complete (its marker is in the log: EndTxn
+// answers before the marker is written), and the next round counts from the
+// log end read then. So a marker Kafka writes twice (a transaction
+// coordinator that moves while markers are being written: a destination
+// broker restarting during a long fill wrote three in a soak run) is absorbed
+// when it lands inside the range being filled, where it is as invisible as
+// the filler it replaces; only one that lands past the range stops the copy.
+// Two owners filling the same offsets use the same ids: on a
 // transaction.version 2 destination a repeated EndTxn of an epoch is
 // answered as a retry and a stale epoch is fenced, never with a second
 // marker.
@@ -161,56 +165,67 @@ func (c *Copier) fillMarkers(p *partition, o *op) (err error) {
 	defer func() {
 		if err != nil {
 			// A filler whose EndTxn was answered may still have its marker
-			// on the way (EndTxn answers at PrepareAbort): the next try
-			// settles every filler again before it reads the log end.
+			// on the way: the next try settles every filler again before it
+			// reads the log end.
 			c.forgetFillers(p)
 		}
 	}()
 	if err := c.settleFillers(p); err != nil {
 		return err
 	}
-	end, err := c.logEnd(p)
-	if err != nil {
-		return err
-	}
 	target := o.base + o.n
-	if end < o.base || end > target {
-		return fmt.Errorf("%w: destination log end %d is outside the filler range %d..%d", ErrOffsetMismatch, end, o.base, target)
+	for {
+		end, err := c.logEnd(p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case end < o.base || end > target:
+			return fmt.Errorf("%w: destination log end %d is outside the filler range %d..%d; the destination partition was written by someone else, or a transaction coordinator that failed over wrote a marker twice past the range",
+				ErrOffsetMismatch, end, o.base, target)
+		case end == target:
+			c.mu.Lock()
+			p.progress.DestinationLogEnd = target
+			c.mu.Unlock()
+			return nil
+		}
+		if err := c.fillRound(p, p.fillers[:min(target-end, int64(len(p.fillers)))]); err != nil {
+			return err
+		}
 	}
-	k := int64(len(p.fillers))
-	errs := make([]error, k)
+}
+
+// fillRound writes one marker with each of fillers at once and returns when
+// every one of them is in the log.
+func (c *Copier) fillRound(p *partition, fillers []*destTxn) error {
+	errs := make([]error, len(fillers))
 	var wg sync.WaitGroup
-	for j := range k {
+	for j, f := range fillers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f := p.fillers[j]
-			for s := end + (j-end%k+k)%k; s < target; s += k {
-				if err := c.lease(); err != nil {
-					errs[j] = err
-					return
-				}
-				if err := c.emptyAbort(p, f); err != nil {
-					errs[j] = err
-					return
-				}
-				c.mu.Lock()
-				p.progress.FillerMarkers++
-				c.mu.Unlock()
+			if err := c.lease(); err != nil {
+				errs[j] = err
+				return
 			}
+			if err := c.emptyAbort(p, f); err != nil {
+				errs[j] = err
+				return
+			}
+			c.mu.Lock()
+			p.progress.FillerMarkers++
+			c.mu.Unlock()
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if err := c.waitLanded(p, target); err != nil {
-		return err
+	ids := make([]string, len(fillers))
+	for j, f := range fillers {
+		ids[j] = f.id
 	}
-	c.mu.Lock()
-	p.progress.DestinationLogEnd = target
-	c.mu.Unlock()
-	return nil
+	return c.txn.awaitComplete(c.ctx, ids)
 }
 
 // settleFillers fences every filler id whose identity is unknown before

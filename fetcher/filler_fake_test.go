@@ -3,6 +3,7 @@ package fetcher
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -179,4 +180,128 @@ func contains(ids []string, id string) bool {
 		}
 	}
 	return false
+}
+
+// TestFakeFillerAbsorbsDuplicateMarker: a transaction marker that Kafka writes twice while a
+// long fill runs (a destination broker restarting during the soak's seed-4 run: the fill of
+// 210 offsets ended three markers past its range) lands inside the range being filled, where
+// it is as invisible as a filler marker. The fill counts from the log end after each round, so
+// it writes one marker fewer and ends exactly at the range's end; counting only its own
+// markers, it ended one past it and stopped the copy. The duplicate here repeats the last
+// filler marker with WriteTxnMarkers once the fill is under way, as a coordinator does.
+func TestFakeFillerAbsorbsDuplicateMarker(t *testing.T) {
+	p := &pair{src: kafkatest.Start(t, kafkatest.Fake()), dst: kafkatest.Start(t, kafkatest.Fake())}
+	e := newEnv(t, p)
+	const topic, holes = "dup-in-fill", 40
+	e.createSource(topic, 1, compactedConfigs())
+	write := e.keyWriter(topic, kgo.NoCompression())
+	write("a")
+	keys := make([]string, holes)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+		write(keys[i]) // a batch each: superseded below, so one hole of 40 offsets
+	}
+	write(keys...)
+	write("z")
+	p.src.Fake().Compact()
+	if h := e.holesIn(e.src, topic); h != holes {
+		t.Fatalf("the source has %d offsets without a record, want %d", h, holes)
+	}
+	e.ensureDestination(topic)
+
+	// The third round's first EndTxn starts the duplicate and is answered
+	// CONCURRENT_TRANSACTIONS (retried by the copy) until the duplicate is in the log, so that
+	// it lands while the fill runs.
+	var (
+		mu       sync.Mutex
+		endTxns  int
+		dupAt    int64 = -1
+		dupErr   error
+		dupFired bool
+		dupDone  bool
+	)
+	p.dst.Fake().ControlKey(int16(kmsg.EndTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		p.dst.Fake().KeepControl()
+		req := kr.(*kmsg.EndTxnRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		if !strings.Contains(req.TransactionalID, "-f") || dupDone {
+			return nil, nil, false
+		}
+		if !dupFired {
+			if endTxns++; endTxns < 9 {
+				return nil, nil, false
+			}
+			dupFired = true
+			go func() { // not from inside kfake's request loop
+				at, err := e.duplicateLastMarker(topic)
+				mu.Lock()
+				dupAt, dupErr, dupDone = at, err, true
+				mu.Unlock()
+			}()
+		}
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.ConcurrentTransactions.Code
+		return resp, nil, true
+	})
+
+	c := e.newCopier(Config{FillerTransactions: 4})
+	defer c.Close()
+	var evs events
+	if err := c.Start(e.ctx, Task{Topic: topic, Partition: 0, TransactionalID: "mirror-dup-in-fill-0"}, evs.on); err != nil {
+		t.Fatal(err)
+	}
+	_, srcEnd := e.offsets(e.srcAdm, topic, 0)
+	polltest.Eventually(t, time.Minute, "the copy caught up, or failed", func() (bool, string) {
+		if ev, bad := evs.permanentFailure(); bad {
+			t.Fatalf("the copy failed: %v", ev.Err)
+		}
+		pr, _ := c.Progress(topic, 0)
+		return pr.DestinationLogEnd == srcEnd, fmt.Sprintf("destination log end %d of %d", pr.DestinationLogEnd, srcEnd)
+	})
+	mu.Lock()
+	at, err := dupAt, dupErr
+	mu.Unlock()
+	if err != nil || at < 1 || at >= 1+holes {
+		t.Fatalf("the duplicate marker was not written inside the fill: offset %d, %v", at, err)
+	}
+	pr, _ := c.Progress(topic, 0)
+	if pr.FillerMarkers != holes-1 {
+		t.Errorf("the fill wrote %d markers; with the duplicate in its range it needs %d", pr.FillerMarkers, holes-1)
+	}
+	if f := evs.failures(); len(f) > 0 {
+		t.Fatalf("events: %+v", f)
+	}
+	n := e.verifyEntries(topic, 0, true)
+	t.Logf("%d entries at identical offsets; the duplicate landed at %d, inside the fill", n, at)
+}
+
+// duplicateLastMarker writes the destination partition's last marker again once there is
+// one, and returns the offset the duplicate got.
+func (e *env) duplicateLastMarker(topic string) (int64, error) {
+	for {
+		entries, err := LogEntries(e.ctx, e.dst, topic, 0, 0)
+		if err != nil {
+			return -1, err
+		}
+		for i := len(entries) - 1; i >= 0; i-- {
+			if m := entries[i]; m.Control {
+				before := entries[len(entries)-1].Offset
+				e.duplicateMarker(topic, 0, m)
+				after, err := LogEntries(e.ctx, e.dst, topic, 0, before+1)
+				if err != nil {
+					return -1, err
+				}
+				for _, x := range after {
+					if x.Control && x.Producer == m.Producer && x.Epoch == m.Epoch {
+						return x.Offset, nil
+					}
+				}
+				return -1, fmt.Errorf("the duplicate of producer %d epoch %d is not in the log after offset %d", m.Producer, m.Epoch, before)
+			}
+		}
+		if err := sleepCtx(e.ctx, 5*time.Millisecond); err != nil {
+			return -1, err
+		}
+	}
 }

@@ -17,6 +17,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -146,3 +149,40 @@ type addPartitionsV3 struct {
 }
 
 func (addPartitionsV3) MaxVersion() int16 { return 3 }
+
+// completeTimeout bounds awaitComplete: a coordinator writes a transaction's
+// markers within its request timeout, and one that moves to another broker
+// meanwhile loads the transaction and writes them again.
+const completeTimeout = 30 * time.Second
+
+// awaitComplete waits until none of ids has a transaction in flight
+// (inFlightStates): every marker its EndTxn asked for is in the log. EndTxn
+// answers once the outcome is prepared, before the markers are written.
+func (t txnClient) awaitComplete(ctx context.Context, ids []string) error {
+	ctx, cancel := context.WithTimeout(ctx, completeTimeout)
+	defer cancel()
+	for wait := 2 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		described, err := t.describeTxns(ctx, ids...)
+		open := []string{fmt.Sprint(err)}
+		if err == nil {
+			open = open[:0]
+			for _, id := range ids {
+				d, ok := described[id]
+				switch {
+				case !ok:
+					open = append(open, id+" (not described)")
+				case d.Err != nil && d.Err != kerr.TransactionalIDNotFound:
+					open = append(open, fmt.Sprintf("%s (%v)", id, d.Err))
+				case slices.Contains(inFlightStates, d.State):
+					open = append(open, id+" "+d.State)
+				}
+			}
+			if len(open) == 0 {
+				return nil
+			}
+		}
+		if err := sleepCtx(ctx, wait); err != nil {
+			return fmt.Errorf("waiting for filler transactions to complete (last seen: %s): %w", strings.Join(open, ", "), err)
+		}
+	}
+}
