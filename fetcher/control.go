@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -147,17 +148,19 @@ func (c *Copier) endTxn(p *partition, o *op) error {
 }
 
 // fillMarkers fills [o.base, o.base+o.n) with markers of empty aborted
-// transactions, in rounds of up to FillerTransactions at once (one per
-// filler id). Which marker lands at which offset does not matter, every one
-// is the same invisible abort marker; their number does. Each round ends
-// when every transaction of it is complete (its marker is in the log: EndTxn
-// answers before the marker is written), and the next round counts from the
-// log end read then. So a marker Kafka writes twice (a transaction
+// transactions, FillerTransactions in flight at once (one per filler id).
+// Which marker lands at which offset does not matter, every one is the same
+// invisible abort marker; their number does. So a fill writes most of the
+// range in a pipelined pass that leaves one round's worth unwritten, waits
+// until every filler transaction is complete (its marker is in the log:
+// EndTxn answers before the marker is written), and writes the rest in
+// rounds, each counted from the log end read after the previous one
+// completed. A marker Kafka writes twice meanwhile (a transaction
 // coordinator that moves while markers are being written: a destination
-// broker restarting during a long fill wrote three in a soak run) is absorbed
-// when it lands inside the range being filled, where it is as invisible as
-// the filler it replaces; only one that lands past the range stops the copy.
-// Two owners filling the same offsets use the same ids: on a
+// broker restarting during a long fill wrote three in a soak run) lands
+// inside the range, where it is as invisible as the filler it replaces, and
+// the rounds write that many fewer; only a duplicate past the range stops
+// the copy. Two owners filling the same offsets use the same ids: on a
 // transaction.version 2 destination a repeated EndTxn of an epoch is
 // answered as a retry and a stale epoch is fenced, never with a second
 // marker.
@@ -173,48 +176,59 @@ func (c *Copier) fillMarkers(p *partition, o *op) (err error) {
 	if err := c.settleFillers(p); err != nil {
 		return err
 	}
-	target := o.base + o.n
+	target, k := o.base+o.n, int64(len(p.fillers))
 	for {
+		// Exact here: no filler transaction of this fill is in flight (settled, or completed).
 		end, err := c.logEnd(p)
 		if err != nil {
 			return err
 		}
+		rest := target - end
 		switch {
-		case end < o.base || end > target:
+		case end < o.base || rest < 0:
 			return fmt.Errorf("%w: destination log end %d is outside the filler range %d..%d; the destination partition was written by someone else, or a transaction coordinator that failed over wrote a marker twice past the range",
 				ErrOffsetMismatch, end, o.base, target)
-		case end == target:
+		case rest == 0:
 			c.mu.Lock()
 			p.progress.DestinationLogEnd = target
 			c.mu.Unlock()
 			return nil
+		case rest > 2*k:
+			err = c.fillPass(p, p.fillers, rest-k)
+		default:
+			err = c.fillPass(p, p.fillers[:min(rest, k)], min(rest, k))
 		}
-		if err := c.fillRound(p, p.fillers[:min(target-end, int64(len(p.fillers)))]); err != nil {
+		if err != nil {
 			return err
 		}
 	}
 }
 
-// fillRound writes one marker with each of fillers at once and returns when
-// every one of them is in the log.
-func (c *Copier) fillRound(p *partition, fillers []*destTxn) error {
+// fillPass writes n markers with fillers, each filler id writing one after
+// the other (its next transaction begins once the coordinator has completed
+// the previous one), and returns when every one of them is in the log.
+func (c *Copier) fillPass(p *partition, fillers []*destTxn, n int64) error {
+	var tickets atomic.Int64
+	tickets.Store(n)
 	errs := make([]error, len(fillers))
 	var wg sync.WaitGroup
 	for j, f := range fillers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.lease(); err != nil {
-				errs[j] = err
-				return
+			for tickets.Add(-1) >= 0 {
+				if err := c.lease(); err != nil {
+					errs[j] = err
+					return
+				}
+				if err := c.emptyAbort(p, f); err != nil {
+					errs[j] = err
+					return
+				}
+				c.mu.Lock()
+				p.progress.FillerMarkers++
+				c.mu.Unlock()
 			}
-			if err := c.emptyAbort(p, f); err != nil {
-				errs[j] = err
-				return
-			}
-			c.mu.Lock()
-			p.progress.FillerMarkers++
-			c.mu.Unlock()
 		}()
 	}
 	wg.Wait()
