@@ -64,7 +64,7 @@ func (c *Copier) runControl(p *partition, o *op) {
 			c.popLocked(p)
 		}
 		p.progress.UpdatedAt = time.Now()
-	case c.ctx.Err() != nil:
+	case c.ctx.Err() != nil, errors.Is(err, errFillYielded):
 	default:
 		c.controlFailedLocked(p, o, err)
 	}
@@ -204,6 +204,20 @@ func (c *Copier) fillMarkers(p *partition, o *op) (err error) {
 	}
 }
 
+// errFillYielded ends a fill the partition's stop interrupted: a fill may run
+// for minutes (a hole of thousands of offsets), and a stop that waited for it
+// held a rebalance (the coordinators' revoke callback) or a graceful restart
+// as long. Leaving the rest is safe: the next fill, here or at the next
+// owner, fences every filler id and counts from the log end.
+var errFillYielded = errors.New("the fill yields to the partition's stop")
+
+// stopRequested reports whether the partition is stopping.
+func (c *Copier) stopRequested(p *partition) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return p.state != stateRunning
+}
+
 // fillPass writes n markers with fillers, each filler id writing one after
 // the other (its next transaction begins once the coordinator has completed
 // the previous one), and returns when every one of them is in the log.
@@ -217,6 +231,10 @@ func (c *Copier) fillPass(p *partition, fillers []*destTxn, n int64) error {
 		go func() {
 			defer wg.Done()
 			for tickets.Add(-1) >= 0 {
+				if c.stopRequested(p) {
+					errs[j] = errFillYielded
+					return
+				}
 				if err := c.lease(); err != nil {
 					errs[j] = err
 					return

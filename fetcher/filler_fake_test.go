@@ -305,3 +305,75 @@ func (e *env) duplicateLastMarker(topic string) (int64, error) {
 		}
 	}
 }
+
+// TestFakeStopInterruptsFill: a stop does not wait for a long fill to end (a fill of
+// thousands of holes runs for minutes, and a handover's stop holds the coordinators'
+// rebalance meanwhile); the fill yields at its next marker, and the next owner fills the rest,
+// counted from the log end, to exactly the range's end.
+func TestFakeStopInterruptsFill(t *testing.T) {
+	p := &pair{src: kafkatest.Start(t, kafkatest.Fake()), dst: kafkatest.Start(t, kafkatest.Fake())}
+	e := newEnv(t, p)
+	const topic, holes = "stop-in-fill", 200
+	e.createSource(topic, 1, compactedConfigs())
+	write := e.keyWriter(topic, kgo.NoCompression())
+	write("a")
+	keys := make([]string, holes)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+		write(keys[i])
+	}
+	write(keys...)
+	write("z")
+	p.src.Fake().Compact()
+	if h := e.holesIn(e.src, topic); h != holes {
+		t.Fatalf("the source has %d offsets without a record, want %d", h, holes)
+	}
+	e.ensureDestination(topic)
+	// Each filler marker takes a few milliseconds, so the fill lasts about a second.
+	p.dst.Fake().ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		p.dst.Fake().KeepControl()
+		time.Sleep(5 * time.Millisecond)
+		return nil, nil, false
+	})
+	task := Task{Topic: topic, Partition: 0, TransactionalID: "mirror-stop-in-fill-0"}
+	first := e.newCopier(Config{FillerTransactions: 1})
+	if err := first.Start(e.ctx, task, nil); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Eventually(t, 30*time.Second, "the fill under way", func() (bool, string) {
+		pr, _ := first.Progress(topic, 0)
+		return pr.FillerMarkers >= 10, fmt.Sprintf("%d filler markers", pr.FillerMarkers)
+	})
+	pr, err := first.Stop(topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	if pr.FillerMarkers >= holes/2 {
+		t.Fatalf("the stop returned after %d of %d filler markers: it waited for the fill", pr.FillerMarkers, holes)
+	}
+
+	second := e.newCopier(Config{FillerTransactions: 4})
+	defer second.Close()
+	var evs events
+	if err := second.Start(e.ctx, task, evs.on); err != nil {
+		t.Fatal(err)
+	}
+	_, srcEnd := e.offsets(e.srcAdm, topic, 0)
+	polltest.Eventually(t, time.Minute, "the next owner caught up, or failed", func() (bool, string) {
+		if ev, bad := evs.permanentFailure(); bad {
+			t.Fatalf("the copy failed: %v", ev.Err)
+		}
+		pr, _ := second.Progress(topic, 0)
+		return pr.DestinationLogEnd == srcEnd, fmt.Sprintf("destination log end %d of %d", pr.DestinationLogEnd, srcEnd)
+	})
+	if f := evs.failures(); len(f) > 0 {
+		t.Fatalf("events: %+v", f)
+	}
+	rest, _ := second.Progress(topic, 0)
+	if pr.FillerMarkers+rest.FillerMarkers != holes {
+		t.Errorf("the two owners wrote %d + %d filler markers for %d holes", pr.FillerMarkers, rest.FillerMarkers, holes)
+	}
+	e.verifyEntries(topic, 0, true)
+	t.Logf("the stop returned after %d filler markers; the next owner wrote the other %d", pr.FillerMarkers, rest.FillerMarkers)
+}
