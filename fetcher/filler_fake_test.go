@@ -56,27 +56,14 @@ func TestFakeFillerMarkerLandsLate(t *testing.T) {
 
 	c := e.newCopier(Config{FillerTransactions: 2})
 	defer c.Close()
-	var evs events
-	if err := c.Start(e.ctx, Task{Topic: topic, Partition: 0, TransactionalID: txnID}, evs.on); err != nil {
-		t.Fatal(err)
-	}
-	_, srcEnd := e.offsets(e.srcAdm, topic, 0)
-	polltest.Eventually(t, time.Minute, "the copy caught up, or failed", func() (bool, string) {
-		if ev, bad := evs.permanentFailure(); bad {
-			t.Fatalf("the copy failed: %v", ev.Err)
-		}
-		pr, _ := c.Progress(topic, 0)
-		return pr.DestinationLogEnd == srcEnd, fmt.Sprintf("destination log end %d of %d", pr.DestinationLogEnd, srcEnd)
-	})
-	if f := evs.failures(); len(f) > 0 {
-		t.Fatalf("events: %+v", f)
-	}
+	e.copyToEnd(c, Task{Topic: topic, Partition: 0, TransactionalID: txnID}).noFailures()
 	m.mu.Lock()
 	held, refusedOnce, late := m.held, m.refusedOnce, m.pending != nil
 	m.mu.Unlock()
 	if !refusedOnce || held == 0 || late {
 		t.Fatalf("the late marker was not exercised: refused %v, requests held for it %d, still pending %v", refusedOnce, held, late)
 	}
+	_, srcEnd := e.offsets(e.srcAdm, topic, 0)
 	_, dstEnd := e.offsets(e.dstAdm, topic, 0)
 	if dstEnd != srcEnd {
 		t.Fatalf("destination log end %d, source %d: the filler wrote %d markers too many", dstEnd, srcEnd, dstEnd-srcEnd)
@@ -193,21 +180,7 @@ func TestFakeFillerAbsorbsDuplicateMarker(t *testing.T) {
 	p := &pair{src: kafkatest.Start(t, kafkatest.Fake()), dst: kafkatest.Start(t, kafkatest.Fake())}
 	e := newEnv(t, p)
 	const topic, holes = "dup-in-fill", 40
-	e.createSource(topic, 1, compactedConfigs())
-	write := e.keyWriter(topic, kgo.NoCompression())
-	write("a")
-	keys := make([]string, holes)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("k%d", i)
-		write(keys[i]) // a batch each: superseded below, so one hole of 40 offsets
-	}
-	write(keys...)
-	write("z")
-	p.src.Fake().Compact()
-	if h := e.holesIn(e.src, topic); h != holes {
-		t.Fatalf("the source has %d offsets without a record, want %d", h, holes)
-	}
-	e.ensureDestination(topic)
+	e.compactedHole(topic, holes)
 
 	// The third round's first EndTxn starts the duplicate and is answered
 	// CONCURRENT_TRANSACTIONS (retried by the copy) until the duplicate is in the log, so that
@@ -247,18 +220,7 @@ func TestFakeFillerAbsorbsDuplicateMarker(t *testing.T) {
 
 	c := e.newCopier(Config{FillerTransactions: 4})
 	defer c.Close()
-	var evs events
-	if err := c.Start(e.ctx, Task{Topic: topic, Partition: 0, TransactionalID: "mirror-dup-in-fill-0"}, evs.on); err != nil {
-		t.Fatal(err)
-	}
-	_, srcEnd := e.offsets(e.srcAdm, topic, 0)
-	polltest.Eventually(t, time.Minute, "the copy caught up, or failed", func() (bool, string) {
-		if ev, bad := evs.permanentFailure(); bad {
-			t.Fatalf("the copy failed: %v", ev.Err)
-		}
-		pr, _ := c.Progress(topic, 0)
-		return pr.DestinationLogEnd == srcEnd, fmt.Sprintf("destination log end %d of %d", pr.DestinationLogEnd, srcEnd)
-	})
+	evs := e.copyToEnd(c, Task{Topic: topic, Partition: 0, TransactionalID: "mirror-dup-in-fill-0"})
 	mu.Lock()
 	at, err := dupAt, dupErr
 	mu.Unlock()
@@ -269,9 +231,7 @@ func TestFakeFillerAbsorbsDuplicateMarker(t *testing.T) {
 	if pr.FillerMarkers != holes-1 {
 		t.Errorf("the fill wrote %d markers; with the duplicate in its range it needs %d", pr.FillerMarkers, holes-1)
 	}
-	if f := evs.failures(); len(f) > 0 {
-		t.Fatalf("events: %+v", f)
-	}
+	evs.noFailures()
 	n := e.verifyEntries(topic, 0, true)
 	t.Logf("%d entries at identical offsets; the duplicate landed at %d, inside the fill", n, at)
 }
@@ -314,21 +274,7 @@ func TestFakeStopInterruptsFill(t *testing.T) {
 	p := &pair{src: kafkatest.Start(t, kafkatest.Fake()), dst: kafkatest.Start(t, kafkatest.Fake())}
 	e := newEnv(t, p)
 	const topic, holes = "stop-in-fill", 200
-	e.createSource(topic, 1, compactedConfigs())
-	write := e.keyWriter(topic, kgo.NoCompression())
-	write("a")
-	keys := make([]string, holes)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("k%d", i)
-		write(keys[i])
-	}
-	write(keys...)
-	write("z")
-	p.src.Fake().Compact()
-	if h := e.holesIn(e.src, topic); h != holes {
-		t.Fatalf("the source has %d offsets without a record, want %d", h, holes)
-	}
-	e.ensureDestination(topic)
+	e.compactedHole(topic, holes)
 	// Each filler marker takes a few milliseconds, so the fill lasts about a second.
 	p.dst.Fake().ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
 		p.dst.Fake().KeepControl()
@@ -355,25 +301,34 @@ func TestFakeStopInterruptsFill(t *testing.T) {
 
 	second := e.newCopier(Config{FillerTransactions: 4})
 	defer second.Close()
-	var evs events
-	if err := second.Start(e.ctx, task, evs.on); err != nil {
-		t.Fatal(err)
-	}
-	_, srcEnd := e.offsets(e.srcAdm, topic, 0)
-	polltest.Eventually(t, time.Minute, "the next owner caught up, or failed", func() (bool, string) {
-		if ev, bad := evs.permanentFailure(); bad {
-			t.Fatalf("the copy failed: %v", ev.Err)
-		}
-		pr, _ := second.Progress(topic, 0)
-		return pr.DestinationLogEnd == srcEnd, fmt.Sprintf("destination log end %d of %d", pr.DestinationLogEnd, srcEnd)
-	})
-	if f := evs.failures(); len(f) > 0 {
-		t.Fatalf("events: %+v", f)
-	}
+	e.copyToEnd(second, task).noFailures()
 	rest, _ := second.Progress(topic, 0)
 	if pr.FillerMarkers+rest.FillerMarkers != holes {
 		t.Errorf("the two owners wrote %d + %d filler markers for %d holes", pr.FillerMarkers, rest.FillerMarkers, holes)
 	}
 	e.verifyEntries(topic, 0, true)
 	t.Logf("the stop returned after %d filler markers; the next owner wrote the other %d", pr.FillerMarkers, rest.FillerMarkers)
+}
+
+// compactedHole makes a compacted one-partition topic on the kfake source
+// whose log has one hole of holes offsets after its first record (a batch
+// per key, each superseded by one batch of them all, then compacted), and
+// creates its destination.
+func (e *env) compactedHole(topic string, holes int) {
+	e.t.Helper()
+	e.createSource(topic, 1, compactedConfigs())
+	write := e.keyWriter(topic, kgo.NoCompression())
+	write("a")
+	keys := make([]string, holes)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+		write(keys[i])
+	}
+	write(keys...)
+	write("z") // the last batch is never cleaned
+	e.p.src.Fake().Compact()
+	if h := e.holesIn(e.src, topic); h != holes {
+		e.t.Fatalf("the source has %d offsets without a record, want %d", h, holes)
+	}
+	e.ensureDestination(topic)
 }

@@ -151,8 +151,37 @@ func (e *env) newCopier(cfg Config) *Copier {
 
 // events collects a copier's events for a test.
 type events struct {
+	t   *testing.T
 	mu  sync.Mutex
 	evs []datapath.Event
+}
+
+// copyToEnd starts c on task and waits until it has copied the source
+// partition to its log end as it was at the start, failing the test at the
+// first permanent failure; it returns the copy's events.
+func (e *env) copyToEnd(c *Copier, task Task) *events {
+	e.t.Helper()
+	evs := &events{t: e.t}
+	if err := c.Start(e.ctx, task, evs.on); err != nil {
+		e.t.Fatal(err)
+	}
+	_, srcEnd := e.offsets(e.srcAdm, task.Topic, task.Partition)
+	polltest.Eventually(e.t, time.Minute, fmt.Sprintf("%s/%d copied to %d, or failed", task.Topic, task.Partition, srcEnd), func() (bool, string) {
+		if ev, bad := evs.permanentFailure(); bad {
+			e.t.Fatalf("the copy failed: %v", ev.Err)
+		}
+		pr, _ := c.Progress(task.Topic, task.Partition)
+		return pr.DestinationLogEnd == srcEnd, fmt.Sprintf("destination log end %d of %d", pr.DestinationLogEnd, srcEnd)
+	})
+	return evs
+}
+
+// noFailures fails the test if the copy reported anything but filled gaps.
+func (ev *events) noFailures() {
+	ev.t.Helper()
+	if f := ev.failures(); len(f) > 0 {
+		ev.t.Fatalf("events: %+v", f)
+	}
 }
 
 func (ev *events) on(e datapath.Event) {

@@ -29,7 +29,8 @@ import (
 // a marker: a duplicate is always a marker, so a record there needs no second look (and
 // plain topics pay one fetch, not two, which counts when thousands of partitions start). The
 // marker must be the source's entry at that offset: a marker of the same outcome, written by
-// the transactional id of the source marker's producer. It errs only on a proven
+// the transactional id of the source marker's producer, or by an application's (the
+// destination wrote it as the writable side, and the source holds its copy). It errs only on a proven
 // difference; what cannot be compared passes: an offset below either log start, or one a
 // cleaner emptied on either side (compaction takes records and markers away; a duplicate
 // marker over such an offset hides nothing).
@@ -60,9 +61,12 @@ func (c *Copier) verifyTail(ctx context.Context, task Task, sp startPoint) error
 }
 
 // markerOwner finds the transactional id that wrote a destination marker,
-// when it is not the one of the source marker's producer; "" when it is, or
-// when nobody knows (the id expired, or its producer id rolled over after
-// 32,767 epochs: the marker's producer id is then nobody's).
+// when it is one of the partition's own ids but not the one of the source
+// marker's producer; "" when it is that one, when it is not one of ours (an
+// application's, from when this destination was the writable side: the
+// source's marker is then the copy), or when nobody knows (the id expired,
+// or its producer id rolled over after 32,767 epochs: the marker's producer
+// id is then nobody's).
 func (c *Copier) markerOwner(ctx context.Context, task Task, srcPID, dstPID int64) (string, error) {
 	want := txnIDFor(task.TransactionalID, srcPID)
 	described, err := c.txn.describeTxns(ctx, want)
@@ -80,9 +84,18 @@ func (c *Copier) markerOwner(ctx context.Context, task Task, srcPID, dstPID int6
 		return "", fmt.Errorf("listing the transactions of destination producer %d: %w", dstPID, err)
 	}
 	for id, l := range listed {
-		if l.ProducerID == dstPID && id != want {
+		if l.ProducerID != dstPID || id == want {
+			continue
+		}
+		if _, _, ours := parseTxnID(task.TransactionalID, id); ours {
 			return id, nil
 		}
+		// Not one of this partition's ids: an application wrote the marker while this
+		// destination was writable (a promoted or failed-back cluster now mirrors the
+		// cluster that copied it, so the source's marker is the copy and this is its
+		// original, the drill's promote back found exactly this). A duplicate is written
+		// only for the transactional id of the transaction it ends, one of ours.
+		return "", nil
 	}
 	if c.log != nil {
 		c.log.Warn("cannot tell which transactional id wrote the destination's last marker (its producer id expired or rolled over); trusting the log end",
