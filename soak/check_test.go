@@ -69,15 +69,6 @@ func (c *counts) compareLog(tp string, src, dst []fetcher.LogEntry, compacting b
 		byOffset[dst[i].Offset] = &dst[i]
 	}
 	srcOffsets := make(map[int64]bool, len(src))
-	lastOfKey := func(es []fetcher.LogEntry) map[string]int64 {
-		m := map[string]int64{}
-		for _, e := range es {
-			if !e.Control {
-				m[string(e.Key)] = e.Offset
-			}
-		}
-		return m
-	}
 	srcLast, dstLast := lastOfKey(src), lastOfKey(dst)
 	for _, s := range src {
 		srcOffsets[s.Offset] = true
@@ -112,6 +103,17 @@ func (c *counts) compareLog(tp string, src, dst []fetcher.LogEntry, compacting b
 			c.find(&c.Duplicated, "%s: destination offset %d holds %s, which the source does not have", tp, d.Offset, d)
 		}
 	}
+}
+
+// lastOfKey maps each key of a log to the offset of its last record.
+func lastOfKey(es []fetcher.LogEntry) map[string]int64 {
+	m := map[string]int64{}
+	for _, e := range es {
+		if !e.Control {
+			m[string(e.Key)] = e.Offset
+		}
+	}
+	return m
 }
 
 // partitions lists every partition of topics on the source with its log start.
@@ -161,7 +163,7 @@ func (c *counts) checkLogs(ctx context.Context, src, dst *kgo.Client, topics []s
 				return fmt.Errorf("destination log of %s: %w", tp, err)
 			}
 			if h := c.Halts[tp]; h != nil {
-				c.compareHalted(tp, h, a, d) // never the compacted topic (knownKafkaHalt)
+				c.compareHalted(tp, h, a, d, topic == topicCompact)
 				continue
 			}
 			c.compareLog(tp, a, d, topic == topicCompact)

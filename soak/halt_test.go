@@ -1,16 +1,15 @@
 package soak
 
 import (
-	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/fetcher"
 )
 
-// A halt is a destination partition stock Kafka gave one transaction marker
+// A halt is a destination partition stock Kafka gave a transaction marker
 // too many (docs/KAFKA-FACTS.md: a destination transaction coordinator that
 // fails over between writing a transaction's markers and completing it makes
 // its successor write them again). From that marker on every destination
@@ -27,12 +26,19 @@ import (
 type halt struct {
 	// Message is describe's message of the FAILED partition.
 	Message string `json:"message"`
-	// Marker is the destination offset of the extra marker (-1 until the
-	// logs are compared).
+	// Marker is the destination offset of the (first) extra marker (-1
+	// until the logs are compared).
 	Marker int64 `json:"extra_marker_offset"`
+	// Extra are the destination offsets of the extra markers, when they
+	// were proven at the failure (compactedHalt: the compacted topic's
+	// cleaner may remove them before the run ends); empty on the
+	// transactional topic, whose one extra marker the end-of-run logs show.
+	Extra []int64 `json:"extra_marker_offsets,omitempty"`
+	// Evidence is what the destination log showed at the failure.
+	Evidence string `json:"evidence,omitempty"`
 	// CopiedEnd is the source offset below which every entry is on the
-	// destination (before the marker at its own offset, after it at one
-	// past).
+	// destination (before the marker at its own offset, after the extra
+	// markers that many offsets past).
 	CopiedEnd int64 `json:"copied_end"`
 }
 
@@ -45,11 +51,11 @@ type halt struct {
 // again 11 s later, after the coordinator's broker was frozen); the logs
 // then decide (compareHalted). Not on
 // the compacted topic: there kmirror fills the source's empty offsets with
-// ABORT markers of its own, so an extra marker cannot be told apart from
-// the log alone, and a FAILED compacted partition fails the run (the marker
-// filler's own "wrote a marker twice" is such a stop: a seed-1 run found
-// two markers too many there, see docs/RELIABILITY.md). And only on the
-// transactional topic: a destination gets markers only where kmirror copies
+// ABORT markers of its own, so an extra marker is not told by the source's
+// offsets; compactedHalt decides there, from the markers' epochs in the
+// destination log read at the failure (a fresh clone's CI run found a fill's
+// two last markers written again past its range: docs/RELIABILITY.md). And
+// only on the transactional topic: a destination gets markers only where kmirror copies
 // transactions, so a plain topic's shift is never Kafka's duplicate marker
 // (the 1,000-fault run's soak.none/0 was kmirror's resume bug, labelled
 // known Kafka by the message alone).
@@ -57,27 +63,49 @@ func knownKafkaHalt(topic, msg string) bool {
 	return topic == topicTx && (strings.Contains(msg, "got a transaction marker twice") || strings.Contains(msg, "wrote a marker twice"))
 }
 
-// compareHalted compares a halted partition's logs: before the extra marker
-// as compareLog does; the marker itself as KnownKafkaExtraMarkers; after it,
-// each destination entry against the source entry one offset before; the
-// source entries not copied as NotCopiedAfterHalt.
-func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry) {
+// compareHalted compares a halted partition's logs: before the first extra
+// marker as compareLog does; the extra markers as KnownKafkaExtraMarkers;
+// after them, each destination entry against the source entry as many
+// offsets before as extra markers precede it; the source entries not
+// copied as NotCopiedAfterHalt. The extra markers are h.Extra when the
+// failure proved them (the compacted topic); otherwise the one extra marker
+// is found here, the first destination marker the source does not have at
+// its offset, and must repeat an earlier marker.
+func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry, compacting bool) {
 	srcAt := make(map[int64]*fetcher.LogEntry, len(src))
 	for i := range src {
 		srcAt[src[i].Offset] = &src[i]
 	}
-	h.Marker = -1
-	for _, d := range dst {
-		if s := srcAt[d.Offset]; d.Control && (s == nil || !sameEntry(*s, d)) {
-			h.Marker = d.Offset
-			break
+	proven := len(h.Extra) > 0
+	if !proven {
+		for _, d := range dst {
+			if s := srcAt[d.Offset]; d.Control && (s == nil || !sameEntry(*s, d)) {
+				if proven = repeatsMarker(dst, d); !proven {
+					c.find(&c.Mismatched, "%s: destination offset %d is an extra %s marker of producer %d epoch %d that repeats no earlier marker: not Kafka's duplicate marker (%s)",
+						tp, d.Offset, markerName(d), d.Producer, d.Epoch, h.Message)
+				}
+				h.Extra = []int64{d.Offset}
+				break
+			}
 		}
 	}
-	if h.Marker < 0 {
-		c.compareLog(tp, src, dst, false)
+	if len(h.Extra) == 0 {
+		h.Marker = -1
+		c.compareLog(tp, src, dst, compacting)
 		c.find(&c.Mismatched, "%s: FAILED (%s), but the destination has no extra marker", tp, h.Message)
 		return
 	}
+	h.Marker = h.Extra[0]
+	extra := make(map[int64]bool, len(h.Extra))
+	for _, o := range h.Extra {
+		extra[o] = true
+	}
+	if proven {
+		c.KnownKafkaExtraMarkers += len(h.Extra)
+		c.Findings = append(c.Findings, fmt.Sprintf("KNOWN KAFKA BEHAVIOUR: %s: destination offsets %v are extra markers (Kafka wrote them twice); the partition is FAILED (%s)%s",
+			tp, h.Extra, h.Message, strings.TrimSuffix("; "+h.Evidence, "; ")))
+	}
+	srcLast := lastOfKey(src)
 	var srcBefore, dstBefore []fetcher.LogEntry
 	for _, s := range src {
 		if s.Offset < h.Marker {
@@ -86,32 +114,126 @@ func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry) 
 	}
 	h.CopiedEnd = h.Marker
 	for _, d := range dst {
-		switch s := srcAt[d.Offset-1]; {
-		case d.Offset < h.Marker:
+		if d.Offset < h.Marker {
 			dstBefore = append(dstBefore, d)
-		case d.Offset == h.Marker && !repeatsMarker(dst, d):
-			c.find(&c.Mismatched, "%s: destination offset %d is an extra %s marker of producer %d epoch %d that repeats no earlier marker: not Kafka's duplicate marker (%s)",
-				tp, d.Offset, markerName(d), d.Producer, d.Epoch, h.Message)
-		case d.Offset == h.Marker:
-			c.KnownKafkaExtraMarkers++
-			c.Findings = append(c.Findings, fmt.Sprintf("KNOWN KAFKA BEHAVIOUR: %s: destination offset %d is an extra %s marker (the source has no such entry there); the partition is FAILED (%s)", tp, d.Offset, markerName(d), h.Message))
-		case s == nil || !sameEntry(*s, d):
-			c.find(&c.Mismatched, "%s: destination offset %d after the extra marker is not source offset %d: %s", tp, d.Offset, d.Offset-1, d)
-		default:
-			h.CopiedEnd = d.Offset
+			continue
+		}
+		if extra[d.Offset] {
+			continue
+		}
+		shift := int64(0)
+		for _, o := range h.Extra {
+			if o < d.Offset {
+				shift++
+			}
+		}
+		at := d.Offset - shift
+		switch s := srcAt[at]; {
+		case s != nil && sameEntry(*s, d):
+			h.CopiedEnd = at + 1
 			if d.Control {
 				c.MarkersVerified++
 			} else {
 				c.RecordsVerified++
 			}
+		case s == nil && compacting && d.Control && !d.Commit:
+			c.FillerMarkers++ // kmirror's filler of a hole the source's cleaner made
+		case s == nil && compacting && !d.Control && srcLast[string(d.Key)] > at:
+			c.CompactedAway++
+		default:
+			c.find(&c.Mismatched, "%s: destination offset %d after %d extra markers is not source offset %d: %s", tp, d.Offset, shift, at, d)
 		}
 	}
-	c.compareLog(tp, srcBefore, dstBefore, false)
+	c.compareLog(tp, srcBefore, dstBefore, compacting)
 	for _, s := range src {
 		if s.Offset >= h.CopiedEnd {
 			c.NotCopiedAfterHalt++
 		}
 	}
+}
+
+// compactedHalt decides whether a FAILED partition of the compacted topic is
+// Kafka's duplicate marker, from the message and the destination log read at
+// once (the cleaner removes markers within seconds there: delete.retention.ms
+// 1000). There kmirror's marker filler writes ABORT markers where the source
+// has none, so an extra marker is not told by the source's offsets: the
+// message names the first offset past what kmirror wrote (the fill's range
+// end, the end its markers should have made, or the source offset of the
+// batch that landed late), and every entry from there up to the first one
+// that is not Kafka's rewrite must be a marker the log proves rewritten
+// (rewritten): a marker with the epoch of an earlier marker of its producer or
+// an older one. On a transaction.version 2 destination every transaction
+// ends with a new epoch, so a marker kmirror asked for has an epoch above all
+// earlier ones of its producer id; only a coordinator writing an ended
+// transaction's markers again puts an old epoch after a newer one. It
+// returns the extra markers' offsets and the evidence in words; none when
+// the log does not prove it (the run then fails with the evidence).
+func compactedHalt(msg string, log []fetcher.LogEntry) ([]int64, string) {
+	from, ok := pastWritten(msg)
+	if !ok {
+		return nil, "the message names no offset past kmirror's writes: not a duplicate-marker stop"
+	}
+	var extra []int64
+	var said []string
+	next := from
+	for _, e := range log {
+		if e.Offset < from {
+			continue
+		}
+		by, ok := rewritten(log, e)
+		if e.Offset != next || !ok {
+			said = append(said, fmt.Sprintf("offset %d (%s) is not a rewritten marker", e.Offset, e))
+			break
+		}
+		extra = append(extra, e.Offset)
+		said = append(said, fmt.Sprintf("offset %d rewrites the %s marker of producer %d epoch %d (%s)", e.Offset, markerName(e), e.Producer, e.Epoch, by))
+		next++
+	}
+	if len(extra) == 0 {
+		if len(said) == 0 {
+			said = []string{"the log ends there"}
+		}
+		return nil, fmt.Sprintf("from offset %d, the first past kmirror's writes: %s; the destination log (%d entries) proves no marker written twice there",
+			from, said[0], len(log))
+	}
+	return extra, fmt.Sprintf("from offset %d, the first past kmirror's writes: %s", from, strings.Join(said, "; "))
+}
+
+// pastWritten reads from a duplicate-marker stop's message the first offset
+// past what kmirror wrote correctly (fetcher/control.go and fetcher/sink.go).
+func pastWritten(msg string) (int64, bool) {
+	for _, re := range pastWrittenRes {
+		if m := re.FindStringSubmatch(msg); m != nil {
+			n, err := strconv.ParseInt(m[1], 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+var pastWrittenRes = []*regexp.Regexp{
+	regexp.MustCompile(`outside the filler range \d+\.\.(\d+)`),
+	regexp.MustCompile(`after markers that should end it at (\d+)`),
+	regexp.MustCompile(`the batch of source offset (\d+) was appended at destination offset \d+`),
+}
+
+// rewritten reports whether marker m is a marker Kafka wrote again: an ABORT
+// or COMMIT whose producer has an earlier marker in log with the same or a
+// later epoch (on transaction.version 2 each transaction ends with a new,
+// higher epoch), and says which.
+func rewritten(log []fetcher.LogEntry, m fetcher.LogEntry) (string, bool) {
+	if !m.Control {
+		return "", false
+	}
+	for _, e := range log {
+		if e.Offset >= m.Offset {
+			break
+		}
+		if e.Control && e.Producer == m.Producer && e.Epoch >= m.Epoch {
+			return fmt.Sprintf("after its %s marker of epoch %d at %d", markerName(e), e.Epoch, e.Offset), true
+		}
+	}
+	return "", false
 }
 
 // repeatsMarker reports whether marker m repeats one before it in log: the
@@ -140,44 +262,4 @@ func markerName(e fetcher.LogEntry) string {
 		return "COMMIT"
 	}
 	return "ABORT"
-}
-
-// markerEvidence reads a FAILED compacted partition's destination log at once and says which
-// markers in it repeat an earlier one (Kafka's duplicate marker, repeatsMarker) or that none
-// does. The compacted topic's cleaner removes markers within minutes, so the evidence is
-// read when the failure is found, not at the end of the run (a seed-1 run lost it that way:
-// docs/RELIABILITY.md).
-func markerEvidence(ctx context.Context, dst *kgo.Client, topic string, partition int32) string {
-	log, err := fetcher.LogEntries(ctx, dst, topic, partition, 0)
-	if err != nil {
-		return fmt.Sprintf("the destination log could not be read for evidence: %v", err)
-	}
-	if rep := repeatedMarkers(log); len(rep) > 0 {
-		return "the destination log has markers repeating an earlier one (Kafka's duplicate marker): " + strings.Join(rep, "; ")
-	}
-	return fmt.Sprintf("no marker of the destination log (%d entries) repeats an earlier one: not Kafka's duplicate marker", len(log))
-}
-
-// repeatedMarkers names each marker of log that repeats an earlier one's producer, epoch and
-// outcome, with the offset of the first.
-func repeatedMarkers(log []fetcher.LogEntry) []string {
-	type key struct {
-		producer int64
-		epoch    int16
-		commit   bool
-	}
-	first := map[key]int64{}
-	var out []string
-	for _, e := range log {
-		if !e.Control {
-			continue
-		}
-		k := key{e.Producer, e.Epoch, e.Commit}
-		if at, ok := first[k]; ok {
-			out = append(out, fmt.Sprintf("offset %d repeats the %s marker of producer %d epoch %d at %d", e.Offset, markerName(e), e.Producer, e.Epoch, at))
-			continue
-		}
-		first[k] = e.Offset
-	}
-	return out
 }

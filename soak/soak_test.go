@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/internal/leaktest"
 	"github.com/kmirror/kmirror/internal/polltest"
 )
@@ -364,17 +365,29 @@ func findHalts(t *testing.T, ctx context.Context, w *world, r *report) error {
 			if p.State != "FAILED" || p.RetryAttempt != -1 || r.Counts.Halts[name] != nil {
 				continue // only a copy that stopped for good: a retriable failure is retried
 			}
-			if !knownKafkaHalt(tp.Name, p.Message) {
-				if tp.Name == topicCompact {
-					return fmt.Errorf("%s is FAILED: %s; %s", name, p.Message, markerEvidence(ctx, w.dst.Client(t), tp.Name, p.Partition))
+			h := &halt{Message: p.Message, Marker: -1}
+			switch {
+			case tp.Name == topicCompact:
+				// Read at once: the destination's cleaner removes markers
+				// within seconds (a seed-1 run lost the evidence that way).
+				log, err := fetcher.LogEntries(ctx, w.dst.Client(t), tp.Name, p.Partition, 0)
+				if err != nil {
+					t.Logf("%s is FAILED (%s); its destination log could not be read for evidence, next time: %v", name, p.Message, err)
+					continue
 				}
+				extra, evidence := compactedHalt(p.Message, log)
+				if extra == nil {
+					return fmt.Errorf("%s is FAILED: %s; %s", name, p.Message, evidence)
+				}
+				h.Marker, h.Extra, h.Evidence = extra[0], extra, evidence
+			case !knownKafkaHalt(tp.Name, p.Message):
 				return fmt.Errorf("%s is FAILED: %s", name, p.Message)
 			}
-			t.Logf("KNOWN KAFKA BEHAVIOUR: %s is FAILED, not waited for; the logs will say whether it is the duplicate marker: %s", name, p.Message)
+			t.Logf("KNOWN KAFKA BEHAVIOUR: %s is FAILED, not waited for; the logs will say whether it is the duplicate marker: %s %s", name, p.Message, h.Evidence)
 			if r.Counts.Halts == nil {
 				r.Counts.Halts = map[string]*halt{}
 			}
-			r.Counts.Halts[name] = &halt{Message: p.Message, Marker: -1}
+			r.Counts.Halts[name] = h
 		}
 	}
 	return nil
