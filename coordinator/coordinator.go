@@ -187,6 +187,14 @@ func (c *Coordinator) Write(ctx context.Context, recs ...Record) error {
 	return c.store.Write(ctx, n, recs...)
 }
 
+// MemberID is this instance's member id in the coordinators' group ("" before
+// its first join). It changes when the instance rejoins: an acknowledgement
+// written under it (a route switch's RouteAck) counts for this membership only.
+func (c *Coordinator) MemberID() string {
+	id, _ := c.group.GroupMetadata()
+	return id
+}
+
 // Close releases the clients of a coordinator that is never Run (its
 // caller failed after New); Run releases them itself when it returns.
 func (c *Coordinator) Close() {

@@ -242,6 +242,11 @@ func (in *Instance) Run(ctx context.Context) error {
 		jobs.Run(mctx)
 	})
 	parts.run("read-only set", func() { in.followReadOnlySet(mctx) })
+	if len(in.Proxy.Routes()) > 0 {
+		parts.run("route switches", func() {
+			newRouteApplier(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Proxy, in.log).run(mctx)
+		})
+	}
 	parts.run("rpo report", func() { in.rpo.Run(mctx) })
 	parts.run("status page", func() { in.page.Run(mctx) })
 	err := in.Proxy.Run(ctx)

@@ -2,6 +2,7 @@ package statetopic
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -176,6 +177,12 @@ type RouteSwitch struct {
 	// and transactions were done: the drain waits for the mirror's LMO to
 	// reach each. Recorded so that a new driver waits for the same ones.
 	DrainTargets []DrainTarget `json:"drain_targets,omitempty"`
+	// HeldGroups are the consumer groups copied at GROUPS_COPY that had
+	// members on the primary, with their member counts: at the switch every
+	// instance holds the route's Fetch of the switched topics until each is
+	// Stable on the standby with as many members (proxy.FetchHold), so no
+	// member reads before its rejoin.
+	HeldGroups map[string]int `json:"held_groups,omitempty"`
 	// RecordsAtRisk is, for a forced switch, describe's records at risk
 	// when it was asked for (the RPO); -1 unknown.
 	RecordsAtRisk int64 `json:"records_at_risk,omitempty"`
@@ -288,6 +295,7 @@ func (v *View) RouteSwitch(route string) *RouteSwitch {
 	c := *r.Switch
 	c.Steps = slices.Clone(r.Switch.Steps)
 	c.DrainTargets = slices.Clone(r.Switch.DrainTargets)
+	c.HeldGroups = maps.Clone(r.Switch.HeldGroups)
 	return &c
 }
 

@@ -1,0 +1,215 @@
+package instance
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/enforcement"
+	"github.com/kmirror/kmirror/proxy"
+)
+
+// routeApplier is this instance's side of a route switch (docs/cutover.md):
+// every instance serving a route applies what the route's RouteSwitch
+// record asks of all of them (the produce freeze, the commit freeze, the new
+// upstream, the unfreeze of a rollback) and acknowledges each with a
+// RouteAck record under its current group member id, which is what the
+// driver counts against the live members. A member id changes when an
+// instance rejoins, so an instance that restarted mid-switch acknowledges
+// again only after it has applied the record itself.
+type routeApplier struct {
+	view   routeView
+	write  func(context.Context, ...coordinator.Record) error
+	self   func() string // the coordinators' group member id ("" before the first join)
+	routes routeProxy
+	log    *slog.Logger
+	now    func() time.Time
+	// freezeWait bounds a freeze's wait for writes forwarded before it
+	// (proxy.FreezeRoute): an instance that cannot drain them does not ack,
+	// and the driver rolls the switch back after its own ack timeout.
+	freezeWait time.Duration
+	// retry is how often a route whose record is not final is looked at
+	// again without a state change (a new member id, a failed write).
+	retry time.Duration
+
+	applied map[string]*appliedRoute
+}
+
+// routeView is what the applier reads of the state view.
+type routeView interface {
+	Read(func(v *statetopic.View))
+	Changed() <-chan struct{}
+}
+
+// routeProxy is what the applier changes in the proxy.
+type routeProxy interface {
+	Routes() []proxy.RouteStatus
+	FreezeRoute(ctx context.Context, name string, f *enforcement.Freeze) error
+	SwitchRoute(ctx context.Context, name string, hold proxy.FetchHold) error
+}
+
+// appliedRoute is what this instance has applied of a route's record.
+type appliedRoute struct {
+	attempt  int32
+	freeze   freezeLevel
+	topics   []string // the frozen topics, sorted
+	switched bool
+	// acked names the steps acknowledged for attempt, with the member id
+	// they were written under.
+	acked map[statetopic.RouteStep]string
+}
+
+// freezeLevel is how much of a route a record freezes.
+type freezeLevel int
+
+const (
+	freezeNone freezeLevel = iota
+	freezeProduce
+	freezeCommits // produce and commits
+)
+
+func newRouteApplier(view routeView, write func(context.Context, ...coordinator.Record) error, self func() string, routes routeProxy, log *slog.Logger) *routeApplier {
+	return &routeApplier{view: view, write: write, self: self, routes: routes, log: log, now: time.Now,
+		freezeWait: 10 * time.Second, retry: time.Second, applied: map[string]*appliedRoute{}}
+}
+
+// run applies every change of the routes' records until ctx ends.
+func (a *routeApplier) run(ctx context.Context) {
+	t := time.NewTicker(a.retry)
+	defer t.Stop()
+	for {
+		changed := a.view.Changed()
+		a.applyAll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-t.C:
+		}
+	}
+}
+
+// applyAll applies the record of every route this instance serves.
+func (a *routeApplier) applyAll(ctx context.Context) {
+	for _, r := range a.routes.Routes() {
+		var rec *statetopic.RouteSwitch
+		var topics []string
+		a.view.Read(func(v *statetopic.View) {
+			rec = v.RouteSwitch(r.Name)
+			if rec != nil {
+				if m := v.Mirror(rec.Mirror); m != nil {
+					topics = m.TopicNames()
+				}
+			}
+		})
+		if rec == nil {
+			continue
+		}
+		if err := a.apply(ctx, r.Name, rec, topics); err != nil {
+			a.log.Warn("route switch: applying the route's record failed; trying again", "route", r.Name,
+				"attempt", rec.Attempt, "step", rec.Step, "err", err)
+		}
+	}
+}
+
+// apply brings one route to what its record asks and acknowledges it.
+func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.RouteSwitch, topics []string) error {
+	st := a.applied[route]
+	if st == nil || st.attempt != rec.Attempt {
+		prev := st
+		st = &appliedRoute{attempt: rec.Attempt, acked: map[statetopic.RouteStep]string{}}
+		if prev != nil {
+			st.freeze, st.topics, st.switched = prev.freeze, prev.topics, prev.switched
+		}
+		a.applied[route] = st
+	}
+	if !rec.Step.Known() {
+		return nil // a newer kmirror's step: left to its writer
+	}
+	if rec.Step == statetopic.RouteSwitching || rec.Step == statetopic.RouteSwitched {
+		if rec.Upstream != statetopic.UpstreamStandby {
+			return fmt.Errorf("the record leads the route to its %s: switching a route back is not built (docs/cutover.md)", rec.Upstream)
+		}
+		if !st.switched {
+			hold := proxy.FetchHold{Topics: map[string]bool{}, Groups: rec.HeldGroups}
+			for _, t := range topics {
+				hold.Topics[t] = true
+			}
+			if err := a.routes.SwitchRoute(ctx, route, hold); err != nil {
+				return fmt.Errorf("switching to the standby: %w", err)
+			}
+			st.switched, st.freeze, st.topics = true, freezeNone, nil // SwitchRoute lifts the freeze
+			a.log.Info("route switch: this instance serves the standby", "route", route, "attempt", rec.Attempt)
+		}
+		if rec.Step == statetopic.RouteSwitching {
+			return a.ack(ctx, route, st, statetopic.RouteSwitching)
+		}
+		return nil
+	}
+	if st.switched {
+		return nil // a switched route stays switched; a later attempt leads back (not built)
+	}
+	want := freezeNone
+	switch {
+	case rec.CommitsFrozen():
+		want = freezeCommits
+	case rec.ProduceFrozen():
+		want = freezeProduce
+	}
+	if want != st.freeze || (want != freezeNone && !slices.Equal(topics, st.topics)) {
+		if err := a.freeze(ctx, route, want, topics); err != nil {
+			return err
+		}
+		st.freeze, st.topics = want, topics
+	}
+	if want >= freezeProduce {
+		if err := a.ack(ctx, route, st, statetopic.RouteFreezing); err != nil {
+			return err
+		}
+	}
+	if want == freezeCommits {
+		return a.ack(ctx, route, st, statetopic.RouteGroupsCopy)
+	}
+	return nil
+}
+
+// freeze installs the freeze level on the route (freezeNone lifts it).
+func (a *routeApplier) freeze(ctx context.Context, route string, level freezeLevel, topics []string) error {
+	if level == freezeNone {
+		return a.routes.FreezeRoute(ctx, route, nil)
+	}
+	f := &enforcement.Freeze{Topics: map[string]bool{}, Commits: level == freezeCommits}
+	for _, t := range topics {
+		f.Topics[t] = true
+	}
+	if len(f.Topics) == 0 {
+		return fmt.Errorf("the record's mirror has no topics in this instance's view yet: nothing to freeze")
+	}
+	wctx, cancel := context.WithTimeout(ctx, a.freezeWait)
+	defer cancel()
+	return a.routes.FreezeRoute(wctx, route, f)
+}
+
+// ack writes this instance's RouteAck of step for the route's attempt,
+// once per member id.
+func (a *routeApplier) ack(ctx context.Context, route string, st *appliedRoute, step statetopic.RouteStep) error {
+	self := a.self()
+	if self == "" {
+		return fmt.Errorf("acknowledging %s: this instance has not joined the coordinators' group yet", step)
+	}
+	if st.acked[step] == self {
+		return nil
+	}
+	rec := coordinator.Record{Key: statetopic.RouteAckKey(route, self, step),
+		Value: &statetopic.RouteAck{Attempt: st.attempt, AtMs: a.now().UnixMilli()}}
+	if err := a.write(ctx, rec); err != nil {
+		return fmt.Errorf("acknowledging %s: %w", step, err)
+	}
+	st.acked[step] = self
+	a.log.Info("route switch: acknowledged", "route", route, "attempt", st.attempt, "step", step, "member", self)
+	return nil
+}

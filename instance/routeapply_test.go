@@ -1,0 +1,250 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/enforcement"
+	"github.com/kmirror/kmirror/internal/polltest"
+	"github.com/kmirror/kmirror/proxy"
+)
+
+// fakeRouteView is a state view the test writes records into.
+type fakeRouteView struct {
+	mu      sync.Mutex
+	v       *statetopic.View
+	changed chan struct{}
+}
+
+func newFakeRouteView() *fakeRouteView {
+	return &fakeRouteView{v: statetopic.NewView(), changed: make(chan struct{})}
+}
+
+func (f *fakeRouteView) Read(fn func(v *statetopic.View)) { f.mu.Lock(); defer f.mu.Unlock(); fn(f.v) }
+
+func (f *fakeRouteView) Changed() <-chan struct{} { f.mu.Lock(); defer f.mu.Unlock(); return f.changed }
+
+func (f *fakeRouteView) put(recs ...coordinator.Record) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range recs {
+		f.v.ApplyDecoded(r.Key, r.Value)
+	}
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// fakeRoutes records what the applier asks of the proxy.
+type fakeRoutes struct {
+	mu        sync.Mutex
+	names     []string
+	freezes   []*enforcement.Freeze
+	switches  []proxy.FetchHold
+	freezeErr error
+}
+
+func (f *fakeRoutes) Routes() []proxy.RouteStatus {
+	var out []proxy.RouteStatus
+	for _, n := range f.names {
+		out = append(out, proxy.RouteStatus{Name: n})
+	}
+	return out
+}
+
+func (f *fakeRoutes) FreezeRoute(_ context.Context, _ string, fr *enforcement.Freeze) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.freezeErr != nil && fr != nil {
+		return f.freezeErr
+	}
+	f.freezes = append(f.freezes, fr)
+	return nil
+}
+
+func (f *fakeRoutes) SwitchRoute(_ context.Context, _ string, h proxy.FetchHold) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.switches = append(f.switches, h)
+	return nil
+}
+
+type routeApplierWorld struct {
+	view   *fakeRouteView
+	routes *fakeRoutes
+	member string
+	a      *routeApplier
+}
+
+func newRouteApplierWorld(t *testing.T) *routeApplierWorld {
+	t.Helper()
+	w := &routeApplierWorld{view: newFakeRouteView(), routes: &fakeRoutes{names: []string{"pay"}}, member: "m-1"}
+	write := func(_ context.Context, recs ...coordinator.Record) error { w.view.put(recs...); return nil }
+	w.a = newRouteApplier(w.view, write, func() string { return w.member }, w.routes, slog.New(slog.DiscardHandler))
+	w.view.put(
+		coordinator.Record{Key: statetopic.Key{Type: statetopic.TypeMirrorConfig, Mirror: "dr"}, Value: &statetopic.MirrorConfig{}},
+		coordinator.Record{Key: statetopic.Key{Type: statetopic.TypeMirrorTopic, Mirror: "dr", Topic: "orders"}, Value: &statetopic.MirrorTopic{}},
+		coordinator.Record{Key: statetopic.Key{Type: statetopic.TypeMirrorTopic, Mirror: "dr", Topic: "payments"}, Value: &statetopic.MirrorTopic{}},
+	)
+	return w
+}
+
+func (w *routeApplierWorld) record(step statetopic.RouteStep, attempt int32, mod func(*statetopic.RouteSwitch)) {
+	r := &statetopic.RouteSwitch{Route: "pay", Mirror: "dr", Step: step, Attempt: attempt, DriverTerm: 1,
+		Upstream: statetopic.UpstreamPrimary, Target: statetopic.UpstreamStandby, FreezeStartMs: 1}
+	if mod != nil {
+		mod(r)
+	}
+	w.view.put(coordinator.Record{Key: statetopic.RouteSwitchKey("pay"), Value: r})
+}
+
+func (w *routeApplierWorld) acked(step statetopic.RouteStep, attempt int32) []string {
+	var out []string
+	w.view.Read(func(v *statetopic.View) { out = v.RouteAcked("pay", step, attempt) })
+	return out
+}
+
+func frozen(topics ...string) *enforcement.Freeze {
+	f := &enforcement.Freeze{Topics: map[string]bool{}}
+	for _, t := range topics {
+		f.Topics[t] = true
+	}
+	return f
+}
+
+// The instance side of a planned switch: the produce freeze of the mirror's
+// topics acked under the member id, the commit freeze acked, the switch with
+// the record's held groups acked, each applied once; a rejoin (new member id)
+// acks again; nothing happens for a route this instance does not serve.
+func TestRouteApplierPlannedSwitch(t *testing.T) {
+	w := newRouteApplierWorld(t)
+	ctx := context.Background()
+	w.a.applyAll(ctx)
+	if len(w.routes.freezes) != 0 {
+		t.Fatalf("no record, yet the route was frozen: %v", w.routes.freezes)
+	}
+
+	w.record(statetopic.RouteFreezing, 1, nil)
+	w.a.applyAll(ctx)
+	w.a.applyAll(ctx)
+	if want := []*enforcement.Freeze{frozen("orders", "payments")}; !reflect.DeepEqual(w.routes.freezes, want) {
+		t.Fatalf("freezes %v, want %v", w.routes.freezes, want)
+	}
+	if got := w.acked(statetopic.RouteFreezing, 1); !reflect.DeepEqual(got, []string{"m-1"}) {
+		t.Fatalf("FREEZING acks %v", got)
+	}
+
+	w.member = "m-2" // rejoined: the driver counts the new id
+	w.a.applyAll(ctx)
+	if got := w.acked(statetopic.RouteFreezing, 1); !reflect.DeepEqual(got, []string{"m-1", "m-2"}) {
+		t.Fatalf("FREEZING acks after a rejoin %v", got)
+	}
+
+	for _, step := range []statetopic.RouteStep{statetopic.RouteTxnWait, statetopic.RouteDraining, statetopic.RouteGroupsQuiet} {
+		w.record(step, 1, nil)
+		w.a.applyAll(ctx)
+	}
+	if len(w.routes.freezes) != 1 {
+		t.Fatalf("the produce freeze was applied again in the steps after FREEZING: %v", w.routes.freezes)
+	}
+	w.record(statetopic.RouteGroupsCopy, 1, nil)
+	w.a.applyAll(ctx)
+	want := frozen("orders", "payments")
+	want.Commits = true
+	if len(w.routes.freezes) != 2 || !reflect.DeepEqual(w.routes.freezes[1], want) {
+		t.Fatalf("freezes %v, want the commit freeze second", w.routes.freezes)
+	}
+	if got := w.acked(statetopic.RouteGroupsCopy, 1); !reflect.DeepEqual(got, []string{"m-2"}) {
+		t.Fatalf("GROUPS_COPY acks %v", got)
+	}
+
+	w.record(statetopic.RouteFailingOver, 1, nil)
+	w.a.applyAll(ctx)
+	held := map[string]int{"billing": 3}
+	w.record(statetopic.RouteSwitching, 1, func(r *statetopic.RouteSwitch) { r.Upstream, r.HeldGroups = statetopic.UpstreamStandby, held })
+	w.a.applyAll(ctx)
+	w.record(statetopic.RouteSwitched, 1, func(r *statetopic.RouteSwitch) { r.Upstream = statetopic.UpstreamStandby })
+	w.a.applyAll(ctx)
+	wantHold := proxy.FetchHold{Topics: map[string]bool{"orders": true, "payments": true}, Groups: held}
+	if len(w.routes.switches) != 1 || !reflect.DeepEqual(w.routes.switches[0], wantHold) {
+		t.Fatalf("switches %v, want one with %v", w.routes.switches, wantHold)
+	}
+	if got := w.acked(statetopic.RouteSwitching, 1); !reflect.DeepEqual(got, []string{"m-2"}) {
+		t.Fatalf("SWITCHING acks %v", got)
+	}
+	if len(w.routes.freezes) != 2 {
+		t.Fatalf("a freeze after the switch: %v", w.routes.freezes)
+	}
+
+	other := newRouteApplierWorld(t)
+	other.routes.names = []string{"elsewhere"}
+	other.record(statetopic.RouteSwitching, 1, func(r *statetopic.RouteSwitch) { r.Upstream = statetopic.UpstreamStandby })
+	other.a.applyAll(ctx)
+	if len(other.routes.switches)+len(other.routes.freezes) != 0 {
+		t.Fatal("an instance switched a route it does not serve")
+	}
+}
+
+// A freeze that cannot drain the writes forwarded before it is not acked
+// (the driver rolls back without the ack); tried again, it acks. A rollback
+// lifts the freeze, and the next attempt's acks name that attempt.
+func TestRouteApplierFreezeFailureAndRollback(t *testing.T) {
+	w := newRouteApplierWorld(t)
+	ctx := context.Background()
+	w.routes.freezeErr = errors.New("2 connections still wait for answers")
+	w.record(statetopic.RouteFreezing, 1, nil)
+	w.a.applyAll(ctx)
+	if got := w.acked(statetopic.RouteFreezing, 1); len(got) != 0 {
+		t.Fatalf("acked a freeze that failed: %v", got)
+	}
+	w.routes.freezeErr = nil
+	w.a.applyAll(ctx)
+	if got := w.acked(statetopic.RouteFreezing, 1); !reflect.DeepEqual(got, []string{"m-1"}) {
+		t.Fatalf("FREEZING acks after the retry %v", got)
+	}
+
+	w.record(statetopic.RouteRolledBack, 1, nil)
+	w.a.applyAll(ctx)
+	if n := len(w.routes.freezes); n != 2 || w.routes.freezes[1] != nil {
+		t.Fatalf("freezes %v, want the freeze lifted last", w.routes.freezes)
+	}
+
+	w.record(statetopic.RouteFreezing, 2, nil)
+	w.a.applyAll(ctx)
+	if got := w.acked(statetopic.RouteFreezing, 2); !reflect.DeepEqual(got, []string{"m-1"}) {
+		t.Fatalf("attempt 2's FREEZING acks %v", got)
+	}
+	if n := len(w.routes.freezes); n != 3 || !w.routes.freezes[2].Frozen() {
+		t.Fatalf("attempt 2 did not freeze again: %v", w.routes.freezes)
+	}
+
+	// A forced switch freezes nothing; switching back to the primary is not
+	// built and is refused, not half-applied.
+	w.record(statetopic.RouteSwitching, 3, func(r *statetopic.RouteSwitch) { r.Upstream, r.FreezeStartMs = statetopic.UpstreamPrimary, 0 })
+	w.a.applyAll(ctx)
+	if len(w.routes.switches) != 0 {
+		t.Fatalf("switched towards the primary: %v", w.routes.switches)
+	}
+	if err := w.a.apply(ctx, "pay", &statetopic.RouteSwitch{Step: statetopic.RouteSwitching, Upstream: statetopic.UpstreamPrimary, Attempt: 3}, nil); err == nil {
+		t.Fatal("a switch back to the primary gave no error")
+	}
+}
+
+// run follows the view and stops with its context.
+func TestRouteApplierRunStopsWithContext(t *testing.T) {
+	w := newRouteApplierWorld(t)
+	w.a.retry = 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.a.run(ctx); close(done) }()
+	w.record(statetopic.RouteFreezing, 1, nil)
+	polltest.Until(t, 10*time.Second, "run acks the freeze", func() bool { return len(w.acked(statetopic.RouteFreezing, 1)) > 0 })
+	cancel()
+	<-done
+}
