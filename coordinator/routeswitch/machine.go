@@ -18,6 +18,7 @@ package routeswitch
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -144,8 +145,11 @@ type Input struct {
 	// GROUPS_QUIET: the groups' commits were read.
 	GroupsChecked bool
 	Groups        []Group
-	// GROUPS_COPY: every group's offsets are written to the standby.
+	// GROUPS_COPY: every group's offsets are written to the standby;
+	// HeldGroups are those of them that had members on the primary, with
+	// their member counts, for the fetch hold at the switch (recorded).
 	GroupsCopied bool
+	HeldGroups   map[string]int
 	// FAILING_OVER: every partition of the mirror's topics is STOPPED.
 	FailedOver bool
 }
@@ -251,6 +255,7 @@ func (m *transition) copyCur() *statetopic.RouteSwitch {
 	c := *m.cur
 	c.Steps = slices.Clone(m.cur.Steps)
 	c.DrainTargets = slices.Clone(m.cur.DrainTargets)
+	c.HeldGroups = maps.Clone(m.cur.HeldGroups)
 	return &c
 }
 
@@ -613,6 +618,7 @@ func (m *transition) groupsCopy() Step {
 	}
 	switch {
 	case m.in.GroupsCopied:
+		m.rec.HeldGroups = maps.Clone(m.in.HeldGroups)
 		return m.enter(statetopic.RouteFailingOver, "", m.now.Add(m.p.Poll), ActFailOver)
 	case m.elapsed() >= m.p.GroupCopyTimeout:
 		return m.rollBack(fmt.Sprintf("the groups' offsets were not copied within %s", m.p.GroupCopyTimeout))

@@ -3,6 +3,7 @@ package routeswitch
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -42,7 +43,7 @@ import (
 //	advance 2s                        move the clock on
 //	next [driver=ID] [request] [forced] [mirror=M] [at-risk=N] [busy]
 //	     [err=(text)] [retriable] [txns=N] [targets=(t/p=off, ...)] [lmo=(t/p=off, ...)]
-//	     [groups=(name=end|name=+2s, ...)] [copied] [failed-over]
+//	     [groups=(name=end|name=+2s, ...)] [copied[=(group=members, ...)]] [failed-over]
 //	                                  one call of Next (driver i1 by default; request
 //	                                  is a switch request, mirror dr unless mirror= says
 //	                                  otherwise; groups: at the log end, or last changed at
@@ -218,6 +219,20 @@ func (s *scenario) next(t *testing.T, d *datadriven.TestData) string {
 			}
 		case "copied":
 			in.GroupsCopied = true
+			for _, v := range arg.Vals {
+				if v == "" {
+					continue
+				}
+				name, n, _ := strings.Cut(v, "=")
+				members, err := strconv.Atoi(n)
+				if err != nil {
+					d.Fatalf(t, "copied: %q is not group=members", v)
+				}
+				if in.HeldGroups == nil {
+					in.HeldGroups = map[string]int{}
+				}
+				in.HeldGroups[name] = members
+			}
 		case "failed-over":
 			in.FailedOver = true
 		default:
@@ -273,6 +288,7 @@ func clone(r *statetopic.RouteSwitch) *statetopic.RouteSwitch {
 	c := *r
 	c.Steps = slices.Clone(r.Steps)
 	c.DrainTargets = slices.Clone(r.DrainTargets)
+	c.HeldGroups = maps.Clone(r.HeldGroups)
 	return &c
 }
 
@@ -376,6 +392,13 @@ func (s *scenario) formatRecord(r *statetopic.RouteSwitch) string {
 			ts[i] = fmt.Sprintf("%s/%d=%d", tg.Topic, tg.Partition, tg.Offset)
 		}
 		fmt.Fprintf(&b, " targets=(%s)", strings.Join(ts, ", "))
+	}
+	if len(r.HeldGroups) > 0 {
+		gs := make([]string, 0, len(r.HeldGroups))
+		for _, g := range slices.Sorted(maps.Keys(r.HeldGroups)) {
+			gs = append(gs, fmt.Sprintf("%s=%d", g, r.HeldGroups[g]))
+		}
+		fmt.Fprintf(&b, " held=(%s)", strings.Join(gs, ", "))
 	}
 	if r.Reason != "" {
 		fmt.Fprintf(&b, " reason=(%s)", r.Reason)
