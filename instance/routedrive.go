@@ -1,0 +1,383 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/datapath"
+	"github.com/kmirror/kmirror/coordinator/routeswitch"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+)
+
+// routeDriver drives the route switches this instance owns (docs/cutover.md):
+// the owner of a route's state partition is its driver, so requests for a
+// route are served by one instance and serialised. It runs the pure machine
+// (routeswitch.Next) with what it observed, writes the record Next returns
+// before any effect, and runs the actions that are the driver's alone (the
+// checks, the drain, the group copy, the failover) one at a time per route,
+// feeding their outcomes to the next call. The actions every instance
+// applies (the freezes, the switch, the unfreeze) are the route applier's
+// (routeapply.go), on this instance too: the driver only counts their acks.
+type routeDriver struct {
+	view   routeView
+	write  func(context.Context, ...coordinator.Record) error
+	self   func() string
+	owns   func(route string) bool
+	live   func(context.Context) ([]string, error) // the coordinators' group member ids
+	routes func() []string                         // the routes this instance serves
+	acts   switchActions
+	policy routeswitch.Policy
+	now    func() time.Time
+	log    *slog.Logger
+
+	requests chan *switchCall
+	results  chan actionResult
+	driven   map[string]*drivenRoute
+}
+
+// switchActions is the driver's I/O, one method per action of the machine
+// that is not applied by every instance.
+type switchActions interface {
+	// OpenTransactions counts the transactions open on the topics'
+	// partitions of the primary (DescribeProducers).
+	OpenTransactions(ctx context.Context, topics []string) (int, error)
+	// AbortTransactions aborts the transactions open there.
+	AbortTransactions(ctx context.Context, topics []string) error
+	// LogEnds reads the primary's log end of every partition of the topics.
+	LogEnds(ctx context.Context, topics []string) ([]statetopic.DrainTarget, error)
+	// CopiedEnds reads how far the copy has come in every partition of the
+	// topics: the standby's log ends, since the copy keeps source offsets
+	// (a partition at its drain target has everything up to it, whichever
+	// instance copies it; the owners' progress is in their memory only).
+	CopiedEnds(ctx context.Context, topics []string) (map[routeswitch.TopicPartition]int64, error)
+	// Groups reads the committed offsets of every group consuming the
+	// topics on the primary: whether they are the targets' log ends, and a
+	// fingerprint of them that changes when they do.
+	Groups(ctx context.Context, topics []string, targets []statetopic.DrainTarget) ([]groupOffsets, error)
+	// CopyGroups commits every group's offsets of the topics on the standby
+	// and returns those that had members on the primary, with their counts.
+	CopyGroups(ctx context.Context, topics []string) (map[string]int, error)
+	// FailOver asks for the mirror's topics to stop (a failover) and reports
+	// whether every partition is STOPPED.
+	FailOver(ctx context.Context, mirror string, topics []string) (bool, error)
+}
+
+// groupOffsets is what Groups read of one group.
+type groupOffsets struct {
+	Name        string
+	AtLogEnd    bool
+	Fingerprint string
+}
+
+// switchCall is an operator's request, answered once Next has seen it.
+type switchCall struct {
+	route string
+	req   routeswitch.Request
+	reply chan error
+}
+
+// actionResult is an action's outcome, for the step and attempt it ran in.
+type actionResult struct {
+	route     string
+	step      statetopic.RouteStep
+	attempt   int32
+	set       func(*routeswitch.Input)
+	err       error
+	retriable bool
+}
+
+// drivenRoute is what the driver knows of a route between calls of Next:
+// the facts of the current step (reset when the step or attempt changes),
+// an action in flight, when to call again, and the groups' last changes.
+type drivenRoute struct {
+	step     statetopic.RouteStep
+	attempt  int32
+	facts    routeswitch.Input
+	busy     bool
+	retryAt  time.Time
+	lastSeen map[string]groupSeen
+}
+
+type groupSeen struct {
+	fingerprint string
+	changed     time.Time
+}
+
+// ErrNotRouteDriver refuses a request at an instance that does not drive the route.
+var ErrNotRouteDriver = errors.New("this instance does not drive the route (another instance owns its state partition)")
+
+func newRouteDriver(view routeView, write func(context.Context, ...coordinator.Record) error, self func() string,
+	owns func(string) bool, live func(context.Context) ([]string, error), routes func() []string,
+	acts switchActions, log *slog.Logger) *routeDriver {
+	return &routeDriver{view: view, write: write, self: self, owns: owns, live: live, routes: routes, acts: acts,
+		policy: routeswitch.DefaultPolicy(), now: time.Now, log: log,
+		requests: make(chan *switchCall), results: make(chan actionResult, 16), driven: map[string]*drivenRoute{}}
+}
+
+// Request asks for a switch of route; it returns once the driver started it
+// or refused it (the machine's reason), or ctx ends.
+func (d *routeDriver) Request(ctx context.Context, route string, req routeswitch.Request) error {
+	c := &switchCall{route: route, req: req, reply: make(chan error, 1)}
+	select {
+	case d.requests <- c:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-c.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run drives until ctx ends; actions in flight end with it.
+func (d *routeDriver) run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		changed := d.view.Changed()
+		next := d.driveAll(ctx, nil)
+		timer.Reset(max(time.Until(next), time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-timer.C:
+		case c := <-d.requests:
+			d.serve(ctx, c)
+		case r := <-d.results:
+			d.record(r)
+		}
+	}
+}
+
+// serve hands a request to its route's next call of Next.
+func (d *routeDriver) serve(ctx context.Context, c *switchCall) {
+	if !slices.Contains(d.routes(), c.route) {
+		c.reply <- fmt.Errorf("route %q: no such route on this instance", c.route)
+		return
+	}
+	if !d.owns(c.route) {
+		c.reply <- fmt.Errorf("route %q: %w", c.route, ErrNotRouteDriver)
+		return
+	}
+	d.driveAll(ctx, c)
+}
+
+// record stores an action's outcome as a fact of its step.
+func (d *routeDriver) record(r actionResult) {
+	st := d.driven[r.route]
+	if st == nil {
+		return
+	}
+	st.busy = false
+	if st.step != r.step || st.attempt != r.attempt {
+		return // the switch moved on meanwhile: a fact of an earlier step
+	}
+	if r.err != nil {
+		st.facts.Err, st.facts.Retriable = r.err, r.retriable
+		return
+	}
+	if r.set != nil {
+		r.set(&st.facts)
+	}
+}
+
+// driveAll calls Next for every route this instance drives; it returns
+// when to call again at the latest.
+func (d *routeDriver) driveAll(ctx context.Context, call *switchCall) time.Time {
+	next := d.now().Add(time.Minute)
+	for _, route := range d.routes() {
+		var c *switchCall
+		if call != nil && call.route == route {
+			c = call
+		}
+		if !d.owns(route) {
+			delete(d.driven, route)
+			continue
+		}
+		if at := d.drive(ctx, route, c); !at.IsZero() && at.Before(next) {
+			next = at
+		}
+	}
+	return next
+}
+
+// drive makes one call of Next for route and acts on its answer.
+func (d *routeDriver) drive(ctx context.Context, route string, call *switchCall) time.Time {
+	var rec *statetopic.RouteSwitch
+	var acked, topics []string
+	d.view.Read(func(v *statetopic.View) {
+		rec = v.RouteSwitch(route)
+		if rec != nil {
+			acked = v.RouteAcked(route, rec.Step, rec.Attempt)
+			topics = mirrorTopics(v, rec.Mirror)
+		}
+	})
+	if call == nil && (rec == nil || !rec.Step.InProgress()) {
+		return time.Time{}
+	}
+	st := d.state(route, rec)
+	in := st.facts
+	in.Driver, in.Acked, in.Busy = d.self(), acked, st.busy
+	if call != nil {
+		req := call.req
+		in.Request = &req
+	}
+	live, err := d.live(ctx)
+	if err != nil {
+		d.log.Warn("route switch: the live instances could not be read; trying again", "route", route, "err", err)
+		if call != nil {
+			call.reply <- fmt.Errorf("route %q: reading the live instances: %w", route, err)
+		}
+		return d.now().Add(d.policy.RetryBackoff)
+	}
+	in.Live = live
+	if in.Driver == "" {
+		if call != nil {
+			call.reply <- fmt.Errorf("route %q: this instance has not joined the coordinators' group yet", route)
+		}
+		return d.now().Add(d.policy.RetryBackoff)
+	}
+	out := routeswitch.Next(route, rec, in, d.now(), d.policy)
+	st.facts.Err, st.facts.Retriable = nil, false // an error is answered once
+	if out.Persist != nil {
+		if err := d.write(ctx, coordinator.Record{Key: statetopic.RouteSwitchKey(route), Value: out.Persist}); err != nil {
+			d.log.Warn("route switch: writing the record failed; nothing was done, trying again", "route", route, "step", out.Persist.Step, "err", err)
+			if call != nil {
+				call.reply <- fmt.Errorf("route %q: writing the switch record: %w", route, err)
+			}
+			return d.now().Add(d.policy.RetryBackoff)
+		}
+		d.log.Info("route switch", "route", route, "attempt", out.Persist.Attempt, "step", out.Persist.Step,
+			"driver", out.Persist.Driver, "reason", out.Persist.Reason)
+		st = d.state(route, out.Persist)
+	}
+	if call != nil {
+		call.reply <- out.Refused
+	}
+	if cur := out.Persist; cur != nil || rec != nil {
+		if cur == nil {
+			cur = rec
+		}
+		d.start(ctx, route, st, cur, topics, out.Actions)
+	}
+	return out.RetryAt
+}
+
+// state returns the route's driver state, its facts reset when rec is in
+// another step or attempt than they were gathered in.
+func (d *routeDriver) state(route string, rec *statetopic.RouteSwitch) *drivenRoute {
+	st := d.driven[route]
+	if st == nil {
+		st = &drivenRoute{lastSeen: map[string]groupSeen{}}
+		d.driven[route] = st
+	}
+	if rec != nil && (st.step != rec.Step || st.attempt != rec.Attempt) {
+		if rec.Attempt != st.attempt {
+			st.lastSeen = map[string]groupSeen{}
+		}
+		st.step, st.attempt, st.facts = rec.Step, rec.Attempt, routeswitch.Input{}
+	}
+	return st
+}
+
+// start runs the driver's own actions of one answer, in order, in one
+// goroutine; nothing new starts while they run (the machine is told Busy).
+func (d *routeDriver) start(ctx context.Context, route string, st *drivenRoute, rec *statetopic.RouteSwitch, topics []string, actions []routeswitch.Action) {
+	var mine []routeswitch.Action
+	for _, a := range actions {
+		switch a {
+		case routeswitch.ActFreeze, routeswitch.ActFreezeGroupCommits, routeswitch.ActSwitchUpstream,
+			routeswitch.ActCloseConnections, routeswitch.ActUnfreeze:
+			// The applier's: every instance reads the record.
+		default:
+			mine = append(mine, a)
+		}
+	}
+	if len(mine) == 0 || st.busy {
+		return
+	}
+	st.busy = true
+	step, attempt, mirror := rec.Step, rec.Attempt, rec.Mirror
+	targets := slices.Clone(rec.DrainTargets)
+	go func() {
+		var sets []func(*routeswitch.Input)
+		var err error
+		for _, a := range mine {
+			var set func(*routeswitch.Input)
+			set, err = d.act(ctx, route, st, a, mirror, topics, targets)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", a, err)
+				break
+			}
+			if set != nil {
+				sets = append(sets, set)
+			}
+		}
+		res := actionResult{route: route, step: step, attempt: attempt, err: err, retriable: err != nil && datapath.Retriable(err),
+			set: func(in *routeswitch.Input) {
+				for _, s := range sets {
+					s(in)
+				}
+			}}
+		select {
+		case d.results <- res:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// act runs one action and returns how it changes the facts.
+func (d *routeDriver) act(ctx context.Context, route string, st *drivenRoute, a routeswitch.Action, mirror string, topics []string, targets []statetopic.DrainTarget) (func(*routeswitch.Input), error) {
+	switch a {
+	case routeswitch.ActCheckTransactions:
+		n, err := d.acts.OpenTransactions(ctx, topics)
+		return func(in *routeswitch.Input) { in.TransactionsChecked, in.OpenTransactions = true, n }, err
+	case routeswitch.ActAbortTransactions:
+		return nil, d.acts.AbortTransactions(ctx, topics)
+	case routeswitch.ActReadDrainTargets:
+		ends, err := d.acts.LogEnds(ctx, topics)
+		return func(in *routeswitch.Input) { in.TargetsRead, in.DrainTargets = true, ends }, err
+	case routeswitch.ActWaitDrain:
+		ends, err := d.acts.CopiedEnds(ctx, topics)
+		return func(in *routeswitch.Input) { in.LMOs = ends }, err
+	case routeswitch.ActCheckGroups:
+		gs, err := d.acts.Groups(ctx, topics, targets)
+		now := d.now()
+		return func(in *routeswitch.Input) {
+			in.GroupsChecked, in.Groups = true, nil
+			for _, g := range gs {
+				// Kafka keeps no commit time: a change is seen by polling,
+				// and a first reading counts as one (routeswitch.Group).
+				seen, ok := st.lastSeen[g.Name]
+				if !ok || seen.fingerprint != g.Fingerprint {
+					seen = groupSeen{g.Fingerprint, now}
+					st.lastSeen[g.Name] = seen
+				}
+				in.Groups = append(in.Groups, routeswitch.Group{Name: g.Name, AtLogEnd: g.AtLogEnd, LastChange: seen.changed})
+			}
+		}, err
+	case routeswitch.ActCopyGroupOffsets:
+		held, err := d.acts.CopyGroups(ctx, topics)
+		return func(in *routeswitch.Input) { in.GroupsCopied, in.HeldGroups = true, held }, err
+	case routeswitch.ActFailOver:
+		done, err := d.acts.FailOver(ctx, mirror, topics)
+		return func(in *routeswitch.Input) { in.FailedOver = done }, err
+	}
+	return nil, fmt.Errorf("route %s: the driver has no %s action", route, a)
+}
+
+// mirrorTopics lists the mirror's topics in the view.
+func mirrorTopics(v *statetopic.View, mirror string) []string {
+	if m := v.Mirror(mirror); m != nil {
+		return m.TopicNames()
+	}
+	return nil
+}

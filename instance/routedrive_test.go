@@ -1,0 +1,239 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/routeswitch"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/internal/polltest"
+)
+
+// fakeSwitchActions is the primary and the standby as the driver sees them.
+type fakeSwitchActions struct {
+	mu        sync.Mutex
+	ends      []statetopic.DrainTarget
+	copied    map[routeswitch.TopicPartition]int64 // the standby's log ends
+	open      int                                  // open transactions
+	aborted   int
+	held      map[string]int
+	failedFor []string // the mirrors failed over
+	calls     []string
+}
+
+func (f *fakeSwitchActions) note(c string) { f.mu.Lock(); f.calls = append(f.calls, c); f.mu.Unlock() }
+
+func (f *fakeSwitchActions) OpenTransactions(context.Context, []string) (int, error) {
+	f.note("open-transactions")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.open, nil
+}
+
+func (f *fakeSwitchActions) AbortTransactions(context.Context, []string) error {
+	f.note("abort")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.aborted += f.open
+	f.open = 0
+	return nil
+}
+
+func (f *fakeSwitchActions) LogEnds(context.Context, []string) ([]statetopic.DrainTarget, error) {
+	f.note("log-ends")
+	return f.ends, nil
+}
+
+func (f *fakeSwitchActions) CopiedEnds(context.Context, []string) (map[routeswitch.TopicPartition]int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[routeswitch.TopicPartition]int64{}
+	for k, v := range f.copied {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (f *fakeSwitchActions) Groups(context.Context, []string, []statetopic.DrainTarget) ([]groupOffsets, error) {
+	f.note("groups")
+	return []groupOffsets{{Name: "billing", AtLogEnd: true, Fingerprint: "a"}}, nil
+}
+
+func (f *fakeSwitchActions) CopyGroups(context.Context, []string) (map[string]int, error) {
+	f.note("copy-groups")
+	return f.held, nil
+}
+
+func (f *fakeSwitchActions) FailOver(_ context.Context, mirror string, _ []string) (bool, error) {
+	f.note("fail-over")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failedFor = append(f.failedFor, mirror)
+	return true, nil
+}
+
+type routeDriveWorld struct {
+	*routeApplierWorld
+	acts  *fakeSwitchActions
+	d     *routeDriver
+	owner atomic.Bool
+}
+
+// newRouteDriveWorld is one instance (member m-1) serving and driving route
+// pay of mirror dr, its applier and driver running on a fake view.
+func newRouteDriveWorld(t *testing.T) *routeDriveWorld {
+	t.Helper()
+	w := &routeDriveWorld{routeApplierWorld: newRouteApplierWorld(t)}
+	w.owner.Store(true)
+	w.acts = &fakeSwitchActions{
+		ends:   []statetopic.DrainTarget{{Topic: "orders", Partition: 0, Offset: 100}, {Topic: "payments", Partition: 0, Offset: 7}},
+		copied: map[routeswitch.TopicPartition]int64{{Topic: "orders", Partition: 0}: 100, {Topic: "payments", Partition: 0}: 7},
+		held:   map[string]int{"billing": 2},
+	}
+	write := func(_ context.Context, recs ...coordinator.Record) error { w.view.put(recs...); return nil }
+	w.d = newRouteDriver(w.view, write, func() string { return w.member }, func(string) bool { return w.owner.Load() },
+		func(context.Context) ([]string, error) { return []string{w.member}, nil }, func() []string { return []string{"pay"} },
+		w.acts, slog.New(slog.DiscardHandler))
+	w.d.policy.Poll = 20 * time.Millisecond
+	w.a.retry = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); w.a.run(ctx) }()
+	go func() { defer wg.Done(); w.d.run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return w
+}
+
+func (w *routeDriveWorld) current() *statetopic.RouteSwitch {
+	var r *statetopic.RouteSwitch
+	w.view.Read(func(v *statetopic.View) { r = v.RouteSwitch("pay") })
+	return r
+}
+
+func (w *routeDriveWorld) awaitStep(t *testing.T, step statetopic.RouteStep) *statetopic.RouteSwitch {
+	t.Helper()
+	polltest.Eventually(t, 10*time.Second, "the switch reaches "+step.String(), func() (bool, string) {
+		r := w.current()
+		if r == nil {
+			return false, "no record"
+		}
+		return r.Step == step, r.Step.String() + ": " + r.Reason
+	})
+	return w.current()
+}
+
+// A planned switch driven end to end on one instance: the request starts
+// it, the applier freezes and acks, open transactions are aborted after
+// the transaction wait, the drain targets are recorded and reached, the
+// groups copied and their holds recorded, the mirror failed over, and the
+// applier switches the route with the hold; a second request meanwhile is
+// refused, and one after it would switch back (no mirror that way).
+func TestRouteDriverPlannedSwitch(t *testing.T) {
+	w := newRouteDriveWorld(t)
+	w.acts.open = 2
+	w.d.policy.TxnWait = 100 * time.Millisecond
+	ctx := context.Background()
+	if err := w.d.Request(ctx, "pay", routeswitch.Request{Mirror: "dr", RecordsAtRisk: -1}); err != nil {
+		t.Fatalf("request: %v", err)
+	}
+	err := w.d.Request(ctx, "pay", routeswitch.Request{Mirror: "dr", RecordsAtRisk: -1})
+	if r := w.current(); r.Step.InProgress() && !errors.Is(err, routeswitch.ErrSwitchInProgress) {
+		t.Fatalf("a second request during %s: %v", r.Step, err)
+	}
+	r := w.awaitStep(t, statetopic.RouteSwitched)
+	if !reflect.DeepEqual(r.DrainTargets, w.acts.ends) || !reflect.DeepEqual(r.HeldGroups, map[string]int{"billing": 2}) ||
+		r.Upstream != statetopic.UpstreamStandby || r.Driver != "m-1" {
+		t.Fatalf("the SWITCHED record: %+v", r)
+	}
+	w.acts.mu.Lock()
+	aborted, failed := w.acts.aborted, w.acts.failedFor
+	w.acts.mu.Unlock()
+	if aborted != 2 || len(failed) == 0 || failed[0] != "dr" {
+		t.Fatalf("aborted %d transactions, failed over %v", aborted, failed)
+	}
+	w.routes.mu.Lock()
+	switches := w.routes.switches
+	freezes := len(w.routes.freezes)
+	w.routes.mu.Unlock()
+	if len(switches) != 1 || !reflect.DeepEqual(switches[0].Groups, map[string]int{"billing": 2}) || freezes != 2 {
+		t.Fatalf("the proxy got %d freezes and switches %v", freezes, switches)
+	}
+	var steps []string
+	for _, s := range r.Steps {
+		steps = append(steps, s.Step.String())
+	}
+	if got := strings.Join(steps, " "); got != "FREEZING TXN_WAIT DRAINING GROUPS_QUIET GROUPS_COPY FAILING_OVER SWITCHING SWITCHED" {
+		t.Fatalf("steps %s", got)
+	}
+	if err := w.d.Request(ctx, "pay", routeswitch.Request{RecordsAtRisk: -1}); !errors.Is(err, routeswitch.ErrNoMirror) {
+		t.Fatalf("a switch back without a mirror that way: %v", err)
+	}
+}
+
+// A drain that does not reach its targets rolls back within the drain
+// timeout, naming the lagging partition, and the applier lifts the freeze.
+// A request at an instance that does not own the route is refused.
+func TestRouteDriverDrainTimeoutRollsBack(t *testing.T) {
+	w := newRouteDriveWorld(t)
+	w.d.policy.DrainTimeout = 300 * time.Millisecond
+	w.acts.mu.Lock()
+	w.acts.copied[routeswitch.TopicPartition{Topic: "orders", Partition: 0}] = 60
+	w.acts.mu.Unlock()
+	if err := w.d.Request(context.Background(), "pay", routeswitch.Request{Mirror: "dr", RecordsAtRisk: -1}); err != nil {
+		t.Fatalf("request: %v", err)
+	}
+	r := w.awaitStep(t, statetopic.RouteRolledBack)
+	if !strings.Contains(r.Reason, "orders/0 lags 40 records") {
+		t.Fatalf("reason %q", r.Reason)
+	}
+	polltest.Until(t, 10*time.Second, "the applier lifts the freeze", func() bool {
+		w.routes.mu.Lock()
+		defer w.routes.mu.Unlock()
+		n := len(w.routes.freezes)
+		return n >= 2 && w.routes.freezes[n-1] == nil
+	})
+
+	w.owner.Store(false)
+	if err := w.d.Request(context.Background(), "pay", routeswitch.Request{Mirror: "dr", RecordsAtRisk: -1}); !errors.Is(err, ErrNotRouteDriver) {
+		t.Fatalf("a request at an instance that does not drive the route: %v", err)
+	}
+	if err := w.d.Request(context.Background(), "nope", routeswitch.Request{Mirror: "dr"}); err == nil || !strings.Contains(err.Error(), "no such route") {
+		t.Fatalf("a request for a route this instance does not serve: %v", err)
+	}
+}
+
+// A switch whose driver died mid-drain is taken over by the route's new
+// owner: it writes itself as driver with the next term and completes the
+// switch from the recorded drain targets.
+func TestRouteDriverTakesOver(t *testing.T) {
+	w := newRouteDriveWorld(t)
+	w.owner.Store(false) // not yet: the record is written first
+	now := time.Now().UnixMilli()
+	w.view.put(coordinator.Record{Key: statetopic.RouteSwitchKey("pay"), Value: &statetopic.RouteSwitch{
+		Route: "pay", Mirror: "dr", Step: statetopic.RouteDraining, Attempt: 1, DriverTerm: 1, Driver: "m-dead",
+		Upstream: statetopic.UpstreamPrimary, Target: statetopic.UpstreamStandby, FreezeStartMs: now,
+		Steps:        []statetopic.StepStart{{Step: statetopic.RouteFreezing, AtMs: now}, {Step: statetopic.RouteDraining, AtMs: now}},
+		DrainTargets: []statetopic.DrainTarget{{Topic: "orders", Partition: 0, Offset: 50}},
+	}})
+	w.owner.Store(true)
+	r := w.awaitStep(t, statetopic.RouteSwitched)
+	if r.Driver != "m-1" || r.DriverTerm != 2 {
+		t.Fatalf("driver %s term %d after the takeover", r.Driver, r.DriverTerm)
+	}
+	w.acts.mu.Lock()
+	defer w.acts.mu.Unlock()
+	for _, c := range w.acts.calls {
+		if c == "log-ends" {
+			t.Fatal("the new driver read the log ends again instead of waiting for the recorded targets")
+		}
+	}
+}
