@@ -9,6 +9,7 @@ import (
 	"net"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -187,6 +188,7 @@ type routeIdentity struct {
 // pinClusterID makes id the cluster id the route's clients see, unless one is pinned.
 func (ri *routeIdentity) pinClusterID(id string) {
 	if id != "" {
+		id = strings.Clone(id) // it may alias a response frame (reencode decodes unsafely)
 		ri.clusterID.CompareAndSwap(nil, &id)
 	}
 }
@@ -196,7 +198,7 @@ func (ri *routeIdentity) pinClusterID(id string) {
 func (ri *routeIdentity) rewriteClusterID(id *string) bool {
 	if id != nil && *id != "" {
 		if known := ri.upstreamClusterID.Load(); known == nil || *known != *id {
-			actual := *id // stored only when it changes: Metadata is answered often
+			actual := strings.Clone(*id) // stored only when it changes; *id aliases the response frame
 			ri.upstreamClusterID.Store(&actual)
 		}
 	}
@@ -235,7 +237,13 @@ func (ri *routeIdentity) rewriteMetadata(resp *kmsg.MetadataResponse) {
 			if ri.ids == nil {
 				ri.ids = map[string][16]byte{}
 			}
-			ri.ids[*t.Topic] = t.TopicID
+			if known != t.TopicID || !ok {
+				// A copy: *t.Topic aliases the response frame (reencode decodes unsafely), which
+				// is reused; a key aliasing it changed under the map, the primary's id was not
+				// found after the switch, and franz-go took the standby's for a re-created topic
+				// (TestRealDrivenRouteSwitch, one run in three).
+				ri.ids[strings.Clone(*t.Topic)] = t.TopicID
+			}
 		}
 	}
 }
@@ -451,8 +459,12 @@ func (p *Proxy) SwitchRoute(ctx context.Context, name string, hold FetchHold) er
 	standby := &upstreamSet{role: upstreamStandby, bootstrap: cur.bootstrap, tls: cur.tls, sasl: cur.sasl}
 	r.guard.Store(p.guard.Load())
 	r.mu.Lock()
-	r.up.Store(standby)
+	// switched before the standby is reachable: a Metadata answer of the standby read with
+	// switched still false would teach the route the standby's topic ids as the primary's and
+	// pass them through, and franz-go takes a topic whose id changes for re-created and fails
+	// its buffered writes with UNKNOWN_TOPIC_ID for good.
 	r.appRoute.switched.Store(true)
+	r.up.Store(standby)
 	for _, b := range r.brokers {
 		b.addr = "" // the standby's discovery or Metadata gives each node id its address
 	}

@@ -634,3 +634,43 @@ func TestKfakeRouteFreezeWaitsBehindRefusals(t *testing.T) {
 		nextResponse(t, conn, want, 10*time.Second)
 	}
 }
+
+// The route learns the primary's topic ids from Metadata answers decoded without copying
+// (reencode's UnsafeReadFrom: names alias the frame, which the session reuses). A learned
+// name must not alias it: when it did, the frame's next use changed the key under the map,
+// the primary's id was not found after the switch, and franz-go's producer took the standby's
+// id for a re-created topic and failed every buffered write with UNKNOWN_TOPIC_ID
+// (TestRealDrivenRouteSwitch, one run in three).
+func TestRouteTopicIDsSurviveFrameReuse(t *testing.T) {
+	metadata := func(id byte) []byte {
+		resp := kmsg.NewMetadataResponse()
+		resp.Version = 12
+		tp := kmsg.NewMetadataResponseTopic()
+		tp.Topic, tp.TopicID = kmsg.StringPtr("orders"), [16]byte{id}
+		resp.Topics = append(resp.Topics, tp)
+		return resp.AppendTo(nil)
+	}
+	decode := func(frame []byte) *kmsg.MetadataResponse {
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.Version = 12
+		if err := resp.UnsafeReadFrom(frame); err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	ri := &routeIdentity{name: "app"}
+	frame := metadata(1) // the primary's answer
+	ri.rewriteMetadata(decode(frame))
+	copy(frame, metadata(9)) // the session's buffer holds the next response
+	for i := range frame {
+		if frame[i] == 'o' {
+			frame[i] = 'x' // ... which names other topics
+		}
+	}
+	ri.switched.Store(true)
+	standby := decode(metadata(2))
+	ri.rewriteMetadata(standby)
+	if got := standby.Topics[0].TopicID; got != ([16]byte{1}) {
+		t.Fatalf("after the switch the route answers topic id %x for orders, want the primary's %x", got, [16]byte{1})
+	}
+}
