@@ -187,6 +187,32 @@ func (c *Coordinator) Write(ctx context.Context, recs ...Record) error {
 	return c.store.Write(ctx, n, recs...)
 }
 
+// OwnsRoute reports whether this instance owns a route's state partition
+// (where its switch record and acks live): that instance alone drives the
+// route's switches, so requests for a route are serialised there.
+func (c *Coordinator) OwnsRoute(route string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.numPartitions == 0 {
+		return false
+	}
+	return c.owned[statetopic.RouteSwitchKey(route).StatePartition(c.numPartitions)]
+}
+
+// LiveMembers lists the member ids of the coordinators' group: the
+// instances a route switch waits for (their acks are written under these).
+func (c *Coordinator) LiveMembers(ctx context.Context) ([]string, error) {
+	ms, err := c.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	return ids, nil
+}
+
 // MemberID is this instance's member id in the coordinators' group ("" before
 // its first join). It changes when the instance rejoins: an acknowledgement
 // written under it (a route switch's RouteAck) counts for this membership only.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kmirror/kmirror/apis"
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/routeswitch"
 	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
@@ -68,6 +69,7 @@ type Instance struct {
 	dstCl   *kgo.Client
 	data    *DataPath
 	rpo     *apis.RPOSampler
+	routes  *routeDriver // drives the switches of the routes whose state partition this instance owns
 	page    *statuspage.Page
 }
 
@@ -142,6 +144,8 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	in.Guard.Update(enforcement.FromView(statetopic.NewView()).WithLost(in.Coord.Loss().Topics()))
 	meter := p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")
 	in.rpo = apis.NewRPOSampler(in.Backend, 0)
+	in.routes = newRouteDriver(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Coord.OwnsRoute, in.Coord.LiveMembers,
+		in.routeNames, apis.SwitchActions{B: in.Backend}, log)
 	if err := errors.Join(in.Coord.RegisterMetrics(meter), in.rpo.RegisterMetrics(meter), in.sources.Throttles().RegisterMetrics(meter)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -246,6 +250,7 @@ func (in *Instance) Run(ctx context.Context) error {
 		parts.run("route switches", func() {
 			newRouteApplier(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Proxy, in.log).run(mctx)
 		})
+		parts.run("route switch driver", func() { in.routes.run(mctx) })
 	}
 	parts.run("rpo report", func() { in.rpo.Run(mctx) })
 	parts.run("status page", func() { in.page.Run(mctx) })
@@ -257,6 +262,25 @@ func (in *Instance) Run(ctx context.Context) error {
 	parts.wait()
 	in.log.Info("stopped", "took", parts.since().Round(time.Millisecond))
 	return errors.Join(err, coordErr)
+}
+
+// routeNames lists the routes this instance serves.
+func (in *Instance) routeNames() []string {
+	var out []string
+	for _, r := range in.Proxy.Routes() {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+// SwitchRoute asks for a switch of a route (docs/cutover.md) at this instance,
+// which must drive it (own its state partition); it returns once the switch
+// started or was refused.
+func (in *Instance) SwitchRoute(ctx context.Context, route string, req routeswitch.Request) error {
+	if in.routes == nil {
+		return fmt.Errorf("route %q: this instance does not mirror (no coordinator)", route)
+	}
+	return in.routes.Request(ctx, route, req)
 }
 
 // followReadOnlySet rebuilds the guard's read-only set whenever the mirror

@@ -20,7 +20,8 @@ import (
 // (routeswitch.Next) with what it observed, writes the record Next returns
 // before any effect, and runs the actions that are the driver's alone (the
 // checks, the drain, the group copy, the failover) one at a time per route,
-// feeding their outcomes to the next call. The actions every instance
+// feeding their outcomes to the next call (routeswitch.Actions: the
+// primary is the mirror's source, the standby its destination). The actions every instance
 // applies (the freezes, the switch, the unfreeze) are the route applier's
 // (routeapply.go), on this instance too: the driver only counts their acks.
 type routeDriver struct {
@@ -30,7 +31,7 @@ type routeDriver struct {
 	owns   func(route string) bool
 	live   func(context.Context) ([]string, error) // the coordinators' group member ids
 	routes func() []string                         // the routes this instance serves
-	acts   switchActions
+	acts   routeswitch.Actions
 	policy routeswitch.Policy
 	now    func() time.Time
 	log    *slog.Logger
@@ -38,40 +39,6 @@ type routeDriver struct {
 	requests chan *switchCall
 	results  chan actionResult
 	driven   map[string]*drivenRoute
-}
-
-// switchActions is the driver's I/O, one method per action of the machine
-// that is not applied by every instance.
-type switchActions interface {
-	// OpenTransactions counts the transactions open on the topics'
-	// partitions of the primary (DescribeProducers).
-	OpenTransactions(ctx context.Context, topics []string) (int, error)
-	// AbortTransactions aborts the transactions open there.
-	AbortTransactions(ctx context.Context, topics []string) error
-	// LogEnds reads the primary's log end of every partition of the topics.
-	LogEnds(ctx context.Context, topics []string) ([]statetopic.DrainTarget, error)
-	// CopiedEnds reads how far the copy has come in every partition of the
-	// topics: the standby's log ends, since the copy keeps source offsets
-	// (a partition at its drain target has everything up to it, whichever
-	// instance copies it; the owners' progress is in their memory only).
-	CopiedEnds(ctx context.Context, topics []string) (map[routeswitch.TopicPartition]int64, error)
-	// Groups reads the committed offsets of every group consuming the
-	// topics on the primary: whether they are the targets' log ends, and a
-	// fingerprint of them that changes when they do.
-	Groups(ctx context.Context, topics []string, targets []statetopic.DrainTarget) ([]groupOffsets, error)
-	// CopyGroups commits every group's offsets of the topics on the standby
-	// and returns those that had members on the primary, with their counts.
-	CopyGroups(ctx context.Context, topics []string) (map[string]int, error)
-	// FailOver asks for the mirror's topics to stop (a failover) and reports
-	// whether every partition is STOPPED.
-	FailOver(ctx context.Context, mirror string, topics []string) (bool, error)
-}
-
-// groupOffsets is what Groups read of one group.
-type groupOffsets struct {
-	Name        string
-	AtLogEnd    bool
-	Fingerprint string
 }
 
 // switchCall is an operator's request, answered once Next has seen it.
@@ -113,7 +80,7 @@ var ErrNotRouteDriver = errors.New("this instance does not drive the route (anot
 
 func newRouteDriver(view routeView, write func(context.Context, ...coordinator.Record) error, self func() string,
 	owns func(string) bool, live func(context.Context) ([]string, error), routes func() []string,
-	acts switchActions, log *slog.Logger) *routeDriver {
+	acts routeswitch.Actions, log *slog.Logger) *routeDriver {
 	return &routeDriver{view: view, write: write, self: self, owns: owns, live: live, routes: routes, acts: acts,
 		policy: routeswitch.DefaultPolicy(), now: time.Now, log: log,
 		requests: make(chan *switchCall), results: make(chan actionResult, 16), driven: map[string]*drivenRoute{}}
@@ -338,18 +305,18 @@ func (d *routeDriver) start(ctx context.Context, route string, st *drivenRoute, 
 func (d *routeDriver) act(ctx context.Context, route string, st *drivenRoute, a routeswitch.Action, mirror string, topics []string, targets []statetopic.DrainTarget) (func(*routeswitch.Input), error) {
 	switch a {
 	case routeswitch.ActCheckTransactions:
-		n, err := d.acts.OpenTransactions(ctx, topics)
+		n, err := d.acts.OpenTransactions(ctx, mirror, topics)
 		return func(in *routeswitch.Input) { in.TransactionsChecked, in.OpenTransactions = true, n }, err
 	case routeswitch.ActAbortTransactions:
-		return nil, d.acts.AbortTransactions(ctx, topics)
+		return nil, d.acts.AbortTransactions(ctx, mirror, topics)
 	case routeswitch.ActReadDrainTargets:
-		ends, err := d.acts.LogEnds(ctx, topics)
+		ends, err := d.acts.LogEnds(ctx, mirror, topics)
 		return func(in *routeswitch.Input) { in.TargetsRead, in.DrainTargets = true, ends }, err
 	case routeswitch.ActWaitDrain:
-		ends, err := d.acts.CopiedEnds(ctx, topics)
+		ends, err := d.acts.CopiedEnds(ctx, mirror, topics)
 		return func(in *routeswitch.Input) { in.LMOs = ends }, err
 	case routeswitch.ActCheckGroups:
-		gs, err := d.acts.Groups(ctx, topics, targets)
+		gs, err := d.acts.Groups(ctx, mirror, topics, targets)
 		now := d.now()
 		return func(in *routeswitch.Input) {
 			in.GroupsChecked, in.Groups = true, nil
@@ -365,7 +332,7 @@ func (d *routeDriver) act(ctx context.Context, route string, st *drivenRoute, a 
 			}
 		}, err
 	case routeswitch.ActCopyGroupOffsets:
-		held, err := d.acts.CopyGroups(ctx, topics)
+		held, err := d.acts.CopyGroups(ctx, mirror, topics)
 		return func(in *routeswitch.Input) { in.GroupsCopied, in.HeldGroups = true, held }, err
 	case routeswitch.ActFailOver:
 		done, err := d.acts.FailOver(ctx, mirror, topics)

@@ -31,14 +31,14 @@ type fakeSwitchActions struct {
 
 func (f *fakeSwitchActions) note(c string) { f.mu.Lock(); f.calls = append(f.calls, c); f.mu.Unlock() }
 
-func (f *fakeSwitchActions) OpenTransactions(context.Context, []string) (int, error) {
+func (f *fakeSwitchActions) OpenTransactions(context.Context, string, []string) (int, error) {
 	f.note("open-transactions")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.open, nil
 }
 
-func (f *fakeSwitchActions) AbortTransactions(context.Context, []string) error {
+func (f *fakeSwitchActions) AbortTransactions(context.Context, string, []string) error {
 	f.note("abort")
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -47,12 +47,12 @@ func (f *fakeSwitchActions) AbortTransactions(context.Context, []string) error {
 	return nil
 }
 
-func (f *fakeSwitchActions) LogEnds(context.Context, []string) ([]statetopic.DrainTarget, error) {
+func (f *fakeSwitchActions) LogEnds(context.Context, string, []string) ([]statetopic.DrainTarget, error) {
 	f.note("log-ends")
 	return f.ends, nil
 }
 
-func (f *fakeSwitchActions) CopiedEnds(context.Context, []string) (map[routeswitch.TopicPartition]int64, error) {
+func (f *fakeSwitchActions) CopiedEnds(context.Context, string, []string) (map[routeswitch.TopicPartition]int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[routeswitch.TopicPartition]int64{}
@@ -62,12 +62,12 @@ func (f *fakeSwitchActions) CopiedEnds(context.Context, []string) (map[routeswit
 	return out, nil
 }
 
-func (f *fakeSwitchActions) Groups(context.Context, []string, []statetopic.DrainTarget) ([]groupOffsets, error) {
+func (f *fakeSwitchActions) Groups(context.Context, string, []string, []statetopic.DrainTarget) ([]routeswitch.GroupCommits, error) {
 	f.note("groups")
-	return []groupOffsets{{Name: "billing", AtLogEnd: true, Fingerprint: "a"}}, nil
+	return []routeswitch.GroupCommits{{Name: "billing", AtLogEnd: true, Fingerprint: "a"}}, nil
 }
 
-func (f *fakeSwitchActions) CopyGroups(context.Context, []string) (map[string]int, error) {
+func (f *fakeSwitchActions) CopyGroups(context.Context, string, []string) (map[string]int, error) {
 	f.note("copy-groups")
 	return f.held, nil
 }

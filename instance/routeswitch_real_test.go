@@ -1,0 +1,201 @@
+package instance_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/coordinator/routeswitch"
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/instance"
+	"github.com/kmirror/kmirror/instance/instancetest"
+	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
+	"github.com/kmirror/kmirror/protocol"
+	"github.com/kmirror/kmirror/proxy"
+)
+
+// TestRealDrivenRouteSwitch is a planned switch driven by the instance itself
+// (docs/cutover.md): real primary and standby clusters, a mirror from one to
+// the other copying a topic, a franz-go idempotent producer and a franz-go
+// consumer group through the route the whole time. SwitchRoute starts it; the
+// driver freezes writes (the applier acks), finds no open transaction, drains
+// the copy to the primary's recorded log ends, waits for the group's commits,
+// copies them to the standby, fails the topic over and switches the route.
+// Afterwards every acknowledged record is on the standby once, in order per
+// partition; the group saw every record once; nobody was restarted.
+func TestRealDrivenRouteSwitch(t *testing.T) {
+	primary, standby := kafkatest.Start(t), kafkatest.Start(t)
+	in := instancetest.Start(t, standby, nil, func(c *instance.Config) {
+		c.Proxy.Routes = []proxy.RouteConfig{{Name: "app", Listen: "127.0.0.1:0", Mirror: "dr",
+			Primary: proxy.RouteUpstream{Bootstrap: primary.Bootstrap()}}}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const topic, group = "orders", "billing"
+	primary.CreateKeptTopic(t, topic, 3)
+	createMirror(t, ctx, in, primary, "dr", topic)
+	route := in.Proxy.RouteAddr("app")
+
+	prod := kafkatest.NewClient(t, []string{route}, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+		kgo.RecordDeliveryTimeout(2*time.Minute))
+	var mu sync.Mutex
+	acked := map[int32][]string{}
+	pctx, stopProducing := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; pctx.Err() == nil; i++ {
+			v := fmt.Sprintf("v%06d", i)
+			prod.Produce(pctx, &kgo.Record{Topic: topic, Key: []byte(v), Value: []byte(v)}, func(r *kgo.Record, err error) {
+				if err != nil {
+					if pctx.Err() == nil {
+						t.Errorf("produce %s through the route: %v (a switch must only delay writes)", v, err)
+					}
+					return
+				}
+				mu.Lock()
+				acked[r.Partition] = append(acked[r.Partition], v)
+				mu.Unlock()
+			})
+			time.Sleep(5 * time.Millisecond) // the application's pace, not a wait for a condition
+		}
+	}()
+	cons := kafkatest.NewClient(t, []string{route}, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.AutoCommitInterval(500*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := map[string]int{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			fs := cons.PollFetches(ctx)
+			fs.EachRecord(func(r *kgo.Record) { mu.Lock(); seen[string(r.Value)]++; mu.Unlock() })
+		}
+	}()
+	ackedCount := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, vs := range acked {
+			n += len(vs)
+		}
+		return n
+	}
+	polltest.Until(t, time.Minute, "records flow through the route and are consumed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) > 200
+	})
+
+	began := time.Now()
+	if err := in.SwitchRoute(ctx, "app", routeswitch.Request{Mirror: "dr", RecordsAtRisk: -1}); err != nil {
+		t.Fatalf("switch: %v", err)
+	}
+	var rec *statetopic.RouteSwitch
+	polltest.Eventually(t, 2*time.Minute, "the switch completes", func() (bool, string) {
+		in.Coord.Store().Read(func(v *statetopic.View) { rec = v.RouteSwitch("app") })
+		if rec == nil {
+			return false, "no record"
+		}
+		if rec.Step == statetopic.RouteRolledBack {
+			t.Fatalf("the switch rolled back: %s", rec.Reason)
+		}
+		return rec.Step == statetopic.RouteSwitched, rec.Step.String() + " " + rec.Reason
+	})
+	t.Logf("switched in %s (write freeze from %s): %s", time.Since(began).Round(time.Millisecond),
+		time.UnixMilli(rec.FreezeStartMs).UTC().Format("15:04:05.000"), stepsOf(rec))
+	if st := in.Proxy.Routes(); st[0].Upstream != "standby" {
+		t.Fatalf("the route leads to %s after the switch", st[0].Upstream)
+	}
+	before := ackedCount()
+	polltest.Until(t, 2*time.Minute, "the producer goes on through the switched route", func() bool { return ackedCount() > before+200 })
+	stopProducing()
+	prod.Flush(ctx)
+
+	// Every acknowledged record is on the standby once, in order per partition.
+	onStandby := map[int32][]string{}
+	scl := standby.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	total := ackedCount()
+	polltest.Until(t, time.Minute, "the standby holds every acknowledged record", func() bool {
+		fs := scl.PollRecords(ctx, 10000)
+		fs.EachRecord(func(r *kgo.Record) { onStandby[r.Partition] = append(onStandby[r.Partition], string(r.Value)) })
+		n := 0
+		for _, vs := range onStandby {
+			n += len(vs)
+		}
+		return n >= total
+	})
+	mu.Lock()
+	for p, vs := range acked {
+		if got := strings.Join(onStandby[p], ","); !strings.Contains(got, strings.Join(vs, ",")) || len(onStandby[p]) != len(vs) {
+			t.Errorf("partition %d: the standby holds %d records, %d acknowledged, or out of order", p, len(onStandby[p]), len(vs))
+		}
+	}
+	mu.Unlock()
+	polltest.Until(t, 2*time.Minute, "the group read every record", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) >= total
+	})
+	cancel()
+	wg.Wait()
+	for v, n := range seen {
+		if n > 1 {
+			t.Errorf("the group read %s %d times", v, n)
+		}
+	}
+	t.Logf("%d records acknowledged (%d after the switch), %d read by the group", total, total-before, len(seen))
+}
+
+func stepsOf(r *statetopic.RouteSwitch) string {
+	var out []string
+	for i, s := range r.Steps {
+		d := ""
+		if i+1 < len(r.Steps) {
+			d = fmt.Sprintf(" %dms", r.Steps[i+1].AtMs-s.AtMs)
+		}
+		out = append(out, s.Step.String()+d)
+	}
+	return strings.Join(out, ", ")
+}
+
+// createMirror creates a mirror from primary through the instance's RPCs and
+// adds topics to it.
+func createMirror(t *testing.T, ctx context.Context, in *instance.Instance, primary *kafkatest.Cluster, name string, topics ...string) {
+	t.Helper()
+	cl := kafkatest.NewClient(t, []string{in.Proxy.Addr()}, kgo.MaxVersions(protocol.KgoMaxVersions(nil)))
+	create := protocol.NewPtrCreateMirrorRequest()
+	create.MirrorName = name
+	for k, v := range map[string]string{"bootstrap.servers": primary.BootstrapString(), "metadata.refresh.interval.ms": "1000"} {
+		create.Configs = append(create.Configs, protocol.CreateMirrorRequestConfig{Name: k, Value: kmsg.StringPtr(v)})
+	}
+	resp, err := cl.Request(ctx, create)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.(*protocol.CreateMirrorResponse); r.ErrorCode != 0 {
+		t.Fatalf("create mirror %s: %d %v", name, r.ErrorCode, r.ErrorMessage)
+	}
+	add := protocol.NewPtrAddTopicsToMirrorRequest()
+	add.MirrorName = name
+	for _, tp := range topics {
+		add.Topics = append(add.Topics, protocol.AddTopicsToMirrorRequestTopic{Name: tp, NumPartitions: -1})
+	}
+	resp, err = cl.Request(ctx, add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resp.(*protocol.AddTopicsToMirrorResponse)
+	for _, tr := range r.Topics {
+		if r.ErrorCode != 0 || tr.ErrorCode != 0 {
+			t.Fatalf("add %s to %s: %v %v", tr.Name, name, r.ErrorMessage, tr.ErrorMessage)
+		}
+	}
+}
