@@ -1,4 +1,4 @@
-// Package apis answers the mirror RPCs (API keys 1000..1010) and the mirror
+// Package apis answers the mirror RPCs (API keys 1000..1011) and the mirror
 // config resources of DescribeConfigs and IncrementalAlterConfigs. Register
 // connects them to the proxy, which never forwards these to a broker.
 //
@@ -34,6 +34,7 @@ func Register(h *proxy.Handlers, b *Backend) {
 	h.Register(protocol.KeyPauseMirrorTopics, handler(b, (*Backend).PauseMirrorTopics))
 	h.Register(protocol.KeyResumeMirrorTopics, handler(b, (*Backend).ResumeMirrorTopics))
 	h.Register(protocol.KeyDeleteMirror, handler(b, (*Backend).DeleteMirror))
+	h.Register(protocol.KeySwitchRoute, handler(b, (*Backend).SwitchRoute))
 }
 
 // ConfigResources answers DescribeConfigs and IncrementalAlterConfigs that

@@ -27,6 +27,9 @@ type Backend struct {
 	Destination *kadm.Client // the destination cluster, reached directly
 	Log         *slog.Logger
 	Now         func() time.Time
+	// RouteNames lists the routes this instance serves (SwitchRoute refuses
+	// others); nil: none.
+	RouteNames func() []string
 
 	// compat keeps each mirror's cluster verdict (ApiVersions of every broker of both
 	// clusters) for a minute: AddTopicsToMirror and DescribeMirrors reuse it, CreateMirror

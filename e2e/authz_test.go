@@ -98,6 +98,11 @@ func TestAuthzMatrixReal(t *testing.T) {
 		{alterMirrorConfigs("m"), [3]cell{{58, fmt.Sprintf(unauthMsg, "IncrementalAlterConfigs")},
 			{31, "ALTER on CLUSTER is required to alter the configs of mirror m (principal User:alice)"}, {0, ""}}, nil},
 		{&protocol.DeleteMirrorRequest{MirrorName: "m"}, refusedAll("DeleteMirror", "delete mirror m"), nil},
+		// A route switch fails a mirror over: ALTER on CLUSTER, like --remove. This instance
+		// serves no route, so admin's request reaches the handler and is refused there.
+		{&protocol.SwitchRouteRequest{RouteName: "app"}, [3]cell{{58, fmt.Sprintf(unauthMsg, "SwitchRoute")},
+			{144, fmt.Sprintf(alterMsg, "switch route app (it fails the route's mirror over)")},
+			{protocol.ErrInvalidRequest.Code, ""}}, nil},
 	}
 	who := []string{"unauthenticated", "alice", "admin"}
 	principals := []string{"", "User:alice", "User:admin"}
@@ -160,6 +165,7 @@ func TestAuthzMatrixReal(t *testing.T) {
 			Topics: []string{"orders"}, Reason: fmt.Sprintf(alterMsg, "fail over mirror m")},
 		{API: "RemoveTopicsFromMirror", Principal: "User:admin", Decision: audit.Allowed, Mirror: "m", Topics: []string{"orders"}, Reason: "ALTER on CLUSTER"},
 		{API: "WriteMirrorState", Principal: "User:admin", Decision: audit.Refused, ErrorCode: 144, Mirror: "m", Reason: writeRefusal},
+		{API: "SwitchRoute", Principal: "User:alice", Decision: audit.Refused, ErrorCode: 144, Route: "app"},
 	} {
 		if !hasEvent(events, w) {
 			t.Errorf("no audit line %+v", w)
@@ -327,7 +333,7 @@ func readAudit(t *testing.T, path string) []audit.Event {
 func hasEvent(events []audit.Event, w audit.Event) bool {
 	for _, e := range events {
 		if e.API == w.API && e.Principal == w.Principal && e.Decision == w.Decision && e.ErrorCode == w.ErrorCode &&
-			(w.Mirror == "" || e.Mirror == w.Mirror) && (w.Topics == nil || strings.Join(e.Topics, ",") == strings.Join(w.Topics, ",")) &&
+			(w.Mirror == "" || e.Mirror == w.Mirror) && (w.Route == "" || e.Route == w.Route) && (w.Topics == nil || strings.Join(e.Topics, ",") == strings.Join(w.Topics, ",")) &&
 			(w.Reason == "" || e.Reason == w.Reason) && e.Client != "" && e.Listener != "" {
 			return true
 		}

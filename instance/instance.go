@@ -21,7 +21,6 @@ import (
 
 	"github.com/kmirror/kmirror/apis"
 	"github.com/kmirror/kmirror/coordinator"
-	"github.com/kmirror/kmirror/coordinator/routeswitch"
 	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
@@ -145,7 +144,8 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	meter := p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")
 	in.rpo = apis.NewRPOSampler(in.Backend, 0)
 	in.routes = newRouteDriver(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Coord.OwnsRoute, in.Coord.LiveMembers,
-		in.routeNames, apis.SwitchActions{B: in.Backend}, log)
+		in.routeNames, in.routeMirror, apis.SwitchActions{B: in.Backend}, log)
+	in.Backend.RouteNames = in.routeNames
 	if err := errors.Join(in.Coord.RegisterMetrics(meter), in.rpo.RegisterMetrics(meter), in.sources.Throttles().RegisterMetrics(meter)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -273,14 +273,14 @@ func (in *Instance) routeNames() []string {
 	return out
 }
 
-// SwitchRoute asks for a switch of a route (docs/cutover.md) at this instance,
-// which must drive it (own its state partition); it returns once the switch
-// started or was refused.
-func (in *Instance) SwitchRoute(ctx context.Context, route string, req routeswitch.Request) error {
-	if in.routes == nil {
-		return fmt.Errorf("route %q: this instance does not mirror (no coordinator)", route)
+// routeMirror names the mirror a route is tied to ("" for no such route).
+func (in *Instance) routeMirror(route string) string {
+	for _, r := range in.Proxy.Routes() {
+		if r.Name == route {
+			return r.Mirror
+		}
 	}
-	return in.routes.Request(ctx, route, req)
+	return ""
 }
 
 // followReadOnlySet rebuilds the guard's read-only set whenever the mirror

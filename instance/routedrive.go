@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kmirror/kmirror/apis"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/coordinator/routeswitch"
@@ -25,16 +26,17 @@ import (
 // applies (the freezes, the switch, the unfreeze) are the route applier's
 // (routeapply.go), on this instance too: the driver only counts their acks.
 type routeDriver struct {
-	view   routeView
-	write  func(context.Context, ...coordinator.Record) error
-	self   func() string
-	owns   func(route string) bool
-	live   func(context.Context) ([]string, error) // the coordinators' group member ids
-	routes func() []string                         // the routes this instance serves
-	acts   routeswitch.Actions
-	policy routeswitch.Policy
-	now    func() time.Time
-	log    *slog.Logger
+	view     routeView
+	write    func(context.Context, ...coordinator.Record) error
+	self     func() string
+	owns     func(route string) bool
+	live     func(context.Context) ([]string, error) // the coordinators' group member ids
+	routes   func() []string                         // the routes this instance serves
+	mirrorOf func(route string) string               // the mirror from a route's primary to its standby
+	acts     routeswitch.Actions
+	policy   routeswitch.Policy
+	now      func() time.Time
+	log      *slog.Logger
 
 	requests chan *switchCall
 	results  chan actionResult
@@ -66,8 +68,8 @@ type drivenRoute struct {
 	attempt  int32
 	facts    routeswitch.Input
 	busy     bool
-	retryAt  time.Time
 	lastSeen map[string]groupSeen
+	answer   *statetopic.RouteRequest // the last switch request answered (serveMailbox)
 }
 
 type groupSeen struct {
@@ -79,9 +81,9 @@ type groupSeen struct {
 var ErrNotRouteDriver = errors.New("this instance does not drive the route (another instance owns its state partition)")
 
 func newRouteDriver(view routeView, write func(context.Context, ...coordinator.Record) error, self func() string,
-	owns func(string) bool, live func(context.Context) ([]string, error), routes func() []string,
+	owns func(string) bool, live func(context.Context) ([]string, error), routes func() []string, mirrorOf func(string) string,
 	acts routeswitch.Actions, log *slog.Logger) *routeDriver {
-	return &routeDriver{view: view, write: write, self: self, owns: owns, live: live, routes: routes, acts: acts,
+	return &routeDriver{view: view, write: write, self: self, owns: owns, live: live, routes: routes, mirrorOf: mirrorOf, acts: acts,
 		policy: routeswitch.DefaultPolicy(), now: time.Now, log: log,
 		requests: make(chan *switchCall), results: make(chan actionResult, 16), driven: map[string]*drivenRoute{}}
 }
@@ -179,14 +181,21 @@ func (d *routeDriver) driveAll(ctx context.Context, call *switchCall) time.Time 
 // drive makes one call of Next for route and acts on its answer.
 func (d *routeDriver) drive(ctx context.Context, route string, call *switchCall) time.Time {
 	var rec *statetopic.RouteSwitch
+	var mailbox *statetopic.RouteRequest
 	var acked, topics []string
 	d.view.Read(func(v *statetopic.View) {
 		rec = v.RouteSwitch(route)
+		mailbox = v.RouteRequest(route)
 		if rec != nil {
 			acked = v.RouteAcked(route, rec.Step, rec.Attempt)
 			topics = mirrorTopics(v, rec.Mirror)
 		}
 	})
+	if call == nil && mailbox != nil && mailbox.AnsweredMs == 0 {
+		if at, served := d.serveMailbox(ctx, route, rec, mailbox); served {
+			return at
+		}
+	}
 	if call == nil && (rec == nil || !rec.Step.InProgress()) {
 		return time.Time{}
 	}
@@ -236,6 +245,47 @@ func (d *routeDriver) drive(ctx context.Context, route string, call *switchCall)
 		d.start(ctx, route, st, cur, topics, out.Actions)
 	}
 	return out.RetryAt
+}
+
+// serveMailbox answers a switch request recorded by the SwitchRoute RPC
+// (on any instance): it runs it through Next like a local request and writes
+// the answer into the request record. An answer whose write failed is
+// written again as it was (serving the request again would refuse it as
+// "in progress" after it started the switch). It reports whether it served
+// the request, and when to look again.
+func (d *routeDriver) serveMailbox(ctx context.Context, route string, rec *statetopic.RouteSwitch, req *statetopic.RouteRequest) (time.Time, bool) {
+	st := d.state(route, rec)
+	answer := st.answer
+	if answer == nil || answer.ID != req.ID {
+		answer = &statetopic.RouteRequest{ID: req.ID, Forced: req.Forced, AtMs: req.AtMs}
+		if age := d.now().Sub(time.UnixMilli(req.AtMs)); age > apis.SwitchRequestExpiry {
+			answer.Refused = fmt.Sprintf("route %q: the switch request expired unanswered (%s old; its caller gave up after %s): ask again", route, age.Round(time.Second), apis.SwitchRequestExpiry)
+		} else {
+			mirror := ""
+			if rec == nil || rec.Upstream == statetopic.UpstreamPrimary {
+				mirror = d.mirrorOf(route) // only the route's mirror leads from its primary to its standby
+			}
+			call := &switchCall{route: route, req: routeswitch.Request{Forced: req.Forced, Mirror: mirror, RecordsAtRisk: -1}, reply: make(chan error, 1)}
+			d.drive(ctx, route, call)
+			if err := <-call.reply; err != nil {
+				answer.Refused = err.Error()
+			}
+			d.view.Read(func(v *statetopic.View) {
+				if cur := v.RouteSwitch(route); cur != nil {
+					answer.Attempt = cur.Attempt
+				}
+			})
+		}
+		st = d.driven[route] // drive may have moved it to the started step
+		st.answer = answer
+	}
+	answer.AnsweredMs = d.now().UnixMilli()
+	if err := d.write(ctx, coordinator.Record{Key: statetopic.RouteRequestKey(route), Value: answer}); err != nil {
+		d.log.Warn("route switch: writing the answer to a switch request failed; trying again", "route", route, "request", req.ID, "err", err)
+		return d.now().Add(d.policy.RetryBackoff), true
+	}
+	d.log.Info("route switch: request answered", "route", route, "request", req.ID, "attempt", answer.Attempt, "refused", answer.Refused)
+	return d.now(), true
 }
 
 // state returns the route's driver state, its facts reset when rec is in

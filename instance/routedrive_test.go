@@ -101,7 +101,7 @@ func newRouteDriveWorld(t *testing.T) *routeDriveWorld {
 	write := func(_ context.Context, recs ...coordinator.Record) error { w.view.put(recs...); return nil }
 	w.d = newRouteDriver(w.view, write, func() string { return w.member }, func(string) bool { return w.owner.Load() },
 		func(context.Context) ([]string, error) { return []string{w.member}, nil }, func() []string { return []string{"pay"} },
-		w.acts, slog.New(slog.DiscardHandler))
+		func(string) string { return "dr" }, w.acts, slog.New(slog.DiscardHandler))
 	w.d.policy.Poll = 20 * time.Millisecond
 	w.a.retry = 20 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
@@ -235,5 +235,39 @@ func TestRouteDriverTakesOver(t *testing.T) {
 		if c == "log-ends" {
 			t.Fatal("the new driver read the log ends again instead of waiting for the recorded targets")
 		}
+	}
+}
+
+// A request recorded by the SwitchRoute RPC (on any instance) is served by
+// the route's driver and answered in place: the first starts attempt 1, a
+// second one while it runs is refused as in progress, and one older than
+// the RPC's patience is refused as expired without starting anything.
+func TestRouteDriverServesRecordedRequests(t *testing.T) {
+	w := newRouteDriveWorld(t)
+	w.acts.mu.Lock()
+	w.acts.copied[routeswitch.TopicPartition{Topic: "orders", Partition: 0}] = 60 // the drain waits
+	w.acts.mu.Unlock()
+	w.d.policy.DrainTimeout = time.Hour
+	ask := func(id string, at time.Time) *statetopic.RouteRequest {
+		w.view.put(coordinator.Record{Key: statetopic.RouteRequestKey("pay"), Value: &statetopic.RouteRequest{ID: id, AtMs: at.UnixMilli()}})
+		var got *statetopic.RouteRequest
+		polltest.Until(t, 10*time.Second, "the driver answers request "+id, func() bool {
+			w.view.Read(func(v *statetopic.View) { got = v.RouteRequest("pay") })
+			return got != nil && got.ID == id && got.AnsweredMs != 0
+		})
+		return got
+	}
+	if a := ask("r1", time.Now()); a.Refused != "" || a.Attempt != 1 {
+		t.Fatalf("the first request: %+v", a)
+	}
+	w.awaitStep(t, statetopic.RouteDraining)
+	if a := ask("r2", time.Now()); !strings.Contains(a.Refused, "in progress") {
+		t.Fatalf("a request during the switch: %+v", a)
+	}
+	if a := ask("r3", time.Now().Add(-time.Minute)); !strings.Contains(a.Refused, "expired") {
+		t.Fatalf("an expired request: %+v", a)
+	}
+	if r := w.current(); r.Attempt != 1 || r.Step != statetopic.RouteDraining {
+		t.Fatalf("the refused requests changed the switch: %+v", r)
 	}
 }

@@ -11,12 +11,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/coordinator/routeswitch"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/instance"
 	"github.com/kmirror/kmirror/instance/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
+	"github.com/kmirror/kmirror/mirrorcli"
 	"github.com/kmirror/kmirror/protocol"
 	"github.com/kmirror/kmirror/proxy"
 )
@@ -28,6 +28,7 @@ import (
 // driver freezes writes (the applier acks), finds no open transaction, drains
 // the copy to the primary's recorded log ends, waits for the group's commits,
 // copies them to the standby, fails the topic over and switches the route.
+// The switch is asked for with `kmirror mirrors --switch --route app`.
 // Afterwards every acknowledged record is on the standby once, in order per
 // partition; the group saw every record once; nobody was restarted.
 func TestRealDrivenRouteSwitch(t *testing.T) {
@@ -94,9 +95,15 @@ func TestRealDrivenRouteSwitch(t *testing.T) {
 		return len(seen) > 200
 	})
 
+	// The operator's command, through the proxy's SwitchRoute RPC; the request is recorded
+	// and answered by the route's driver.
 	began := time.Now()
-	if err := in.SwitchRoute(ctx, "app", routeswitch.Request{Mirror: "dr", RecordsAtRisk: -1}); err != nil {
-		t.Fatalf("switch: %v", err)
+	var out, errOut strings.Builder
+	if err := mirrorcli.Mirrors(ctx, []string{"--bootstrap-server", in.Proxy.Addr(), "--switch", "--route", "app"}, &out, &errOut); err != nil {
+		t.Fatalf("kmirror mirrors --switch --route app: %v (%s)", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "Started the planned switch of route app (attempt 1)") {
+		t.Fatalf("--switch said %q", out.String())
 	}
 	var rec *statetopic.RouteSwitch
 	polltest.Eventually(t, 2*time.Minute, "the switch completes", func() (bool, string) {

@@ -46,9 +46,11 @@ const (
 	ActApply  Action = "apply"
 	ActDiff   Action = "diff"
 	ActExport Action = "export"
+	// ActSwitch switches a route (docs/cutover.md): --switch --route R [--force].
+	ActSwitch Action = "switch"
 )
 
-var actions = []Action{ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActList, ActDescribe, ActDelete, ActAlter, ActRecoverState, ActApply, ActDiff, ActExport}
+var actions = []Action{ActCreate, ActAdd, ActRemove, ActPause, ActResume, ActList, ActDescribe, ActDelete, ActAlter, ActRecoverState, ActApply, ActDiff, ActExport, ActSwitch}
 
 // MirrorsArgs is a parsed `kmirror mirrors` command line.
 type MirrorsArgs struct {
@@ -78,6 +80,10 @@ type MirrorsArgs struct {
 	// --allow-destructive: --apply may pause, fail over and delete what the
 	// file says to.
 	AllowDestructive bool
+	// --switch: the route, and --force (the primary is gone: no freeze,
+	// drain or group copy).
+	Route string
+	Force bool
 }
 
 // TopicSelection is a --topics value: either plain topic names or one
@@ -168,6 +174,8 @@ var flagUse = map[string][]Action{
 	"f":                 {ActApply, ActDiff, ActExport},
 	"allow-destructive": {ActApply},
 	"full":              {ActDescribe},
+	"route":             {ActSwitch},
+	"force":             {ActSwitch},
 }
 
 // ParseMirrorsArgs parses and validates a `kmirror mirrors` command line.
@@ -222,6 +230,8 @@ func newMirrorsFlags(a *MirrorsArgs) *mirrorsFlags {
 	fs.StringVar(&a.File, "f", "", "")
 	fs.StringVar(&a.File, "file", "", "")
 	fs.BoolVar(&a.AllowDestructive, "allow-destructive", false, "")
+	fs.StringVar(&a.Route, "route", "", "")
+	fs.BoolVar(&a.Force, "force", false, "")
 	fs.DurationVar(&a.Timeout, "timeout", 60*time.Second, "")
 	return f
 }
@@ -249,7 +259,7 @@ func (f *mirrorsFlags) checkApply(a *MirrorsArgs) error {
 	if a.Bootstrap == "" {
 		return usagef("--bootstrap-server is required: give the kmirror proxy's address, e.g. --bootstrap-server localhost:9092")
 	}
-	for _, name := range []string{"mirror", "mirror-config", "topics", "exclude", "failed", "json", "wait", "wait-for-sync", "add-config", "delete-config", "configs", "f", "allow-destructive", "full"} {
+	for _, name := range []string{"mirror", "mirror-config", "topics", "exclude", "failed", "json", "wait", "wait-for-sync", "add-config", "delete-config", "configs", "f", "allow-destructive", "full", "route", "force"} {
 		if acts := flagUse[name]; f.set[name] && !hasAction(acts, a.Action) {
 			return usagef("--%s does not apply to --%s (it is used with %s); remove it", name, a.Action, actionList(acts))
 		}
@@ -262,8 +272,10 @@ func (f *mirrorsFlags) checkApply(a *MirrorsArgs) error {
 
 // checkNeeds asks for the flags the action cannot do without.
 func (f *mirrorsFlags) checkNeeds(a *MirrorsArgs) error {
-	needMirror := !hasAction([]Action{ActList, ActDescribe, ActApply, ActDiff, ActExport}, a.Action)
+	needMirror := !hasAction([]Action{ActList, ActDescribe, ActApply, ActDiff, ActExport, ActSwitch}, a.Action)
 	switch {
+	case a.Action == ActSwitch && a.Route == "":
+		return usagef("--switch needs --route NAME: a route of the kmirror proxy config (docs/cutover.md)")
 	case (a.Action == ActApply || a.Action == ActDiff) && a.File == "":
 		return usagef("--%s needs -f FILE: the mirrors file (kmirror mirrors --export -f FILE writes one for what exists)", a.Action)
 	case a.Full && !a.Configs:
@@ -498,6 +510,15 @@ Actions (exactly one):
         If --timeout passes first, nothing is sent and the topics stay read-only
         mirrors: it prints what a failover would lose per partition and in total,
         and exits 1. Implies --wait; takes names, not a pattern.
+  --switch --route R [--force]
+        switch route R (docs/cutover.md): applications bootstrapped to the route
+        keep their address while it moves from the primary to the standby. A
+        planned switch freezes the route's writes to the mirror's topics, drains
+        the mirror (nothing at risk), copies the consumer groups' offsets, fails
+        the topics over and switches; it rolls back, unfrozen, if a step cannot
+        finish in time. --force (the primary is gone) skips the freeze, the drain
+        and the group copy: what was not copied is lost. Returns once the switch
+        started (its attempt) or was refused; the state record shows its steps.
   --pause --mirror M --topics NAMES     stop copying, keep the topics read-only
   --resume --mirror M --topics NAMES    continue copying paused topics
   --list [--json]                       list mirrors

@@ -344,7 +344,7 @@ func DecodeStateRecord(partition int32, r LogRecord) DumpedRecord {
 		dk.SourceTopicID = k.SourceTopicID.String()
 		p := k.Partition
 		dk.Partition = &p
-	case statetopic.TypeRouteSwitch:
+	case statetopic.TypeRouteSwitch, statetopic.TypeRouteRequest:
 		dk.Route = k.Route
 	case statetopic.TypeRouteAck:
 		dk.Route, dk.Instance, dk.Step = k.Route, k.Instance, k.Step.String()

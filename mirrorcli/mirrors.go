@@ -92,6 +92,8 @@ func RunMirrors(ctx context.Context, a *MirrorsArgs, stdout, stderr io.Writer) e
 		return r.diff(ctx, file)
 	case ActExport:
 		return r.export(ctx)
+	case ActSwitch:
+		return r.switchRoute(ctx)
 	}
 	return usagef("unknown action %q", a.Action)
 }
@@ -616,6 +618,20 @@ func (r *runner) delete(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(r.out, "Deleted mirror %s; its topics stay on the destination as ordinary topics.\n", r.a.Mirror)
+	return nil
+}
+
+// switchRoute asks for a route switch and says which attempt started.
+func (r *runner) switchRoute(ctx context.Context) error {
+	resp, err := send[*protocol.SwitchRouteResponse](ctx, r.c, &protocol.SwitchRouteRequest{RouteName: r.a.Route, Force: r.a.Force})
+	if err != nil {
+		return err
+	}
+	kind := "planned"
+	if r.a.Force {
+		kind = "forced"
+	}
+	fmt.Fprintf(r.out, "Started the %s switch of route %s (attempt %d); `kmirror dump-state` shows its steps in the RouteSwitch record.\n", kind, r.a.Route, resp.Attempt)
 	return nil
 }
 

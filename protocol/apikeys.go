@@ -6,13 +6,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// The API keys of the mirror RPCs (KeyCreateMirror = 1000 .. KeyDeleteMirror
-// = 1010) are in the definitions (definitions/*.def), generated into
+// The API keys of the mirror RPCs (KeyCreateMirror = 1000 .. KeySwitchRoute
+// = 1011) are in the definitions (definitions/*.def), generated into
 // generated.go with the table of mirror RPCs (mirrorAPIs). The proposal's own
 // keys will be assigned by Apache Kafka when it is accepted; until then
 // kmirror must stay off Kafka's path.
 //
-// Why 1000..1010 (docs/proxy.md, "Mirror RPC keys"):
+// Why 1000..1011 (docs/proxy.md, "Mirror RPC keys"):
 //   - Kafka assigns keys sequentially from 0 (94 in Kafka 4.3's generation,
 //     UnregisterController) and adds a handful a year: at that pace 1000 is
 //     centuries away, while the old range 94..104 was being taken now.
@@ -33,7 +33,7 @@ import (
 // refuses keys that are not contiguous, so every key between them is one.
 const (
 	MinMirrorKey = KeyCreateMirror
-	MaxMirrorKey = KeyDeleteMirror
+	MaxMirrorKey = KeySwitchRoute
 )
 
 // APIInfo describes one mirror RPC as advertised in ApiVersions.
@@ -78,7 +78,7 @@ func mirrorAPI(k int16) (*APIInfo, bool) {
 	return nil, false
 }
 
-// MirrorKeyRange is the advertised range as people read it, "1000–1010",
+// MirrorKeyRange is the advertised range as people read it, "1000–1011",
 // for error messages and logs.
 func MirrorKeyRange() string { return fmt.Sprintf("%d–%d", MinMirrorKey, MaxMirrorKey) }
 

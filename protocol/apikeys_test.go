@@ -8,7 +8,7 @@ import (
 
 func TestMirrorAPITable(t *testing.T) {
 	want := []string{"CreateMirror", "AddTopicsToMirror", "RemoveTopicsFromMirror", "LastMirroredOffsets", "ListMirrors",
-		"DescribeMirrors", "ReadMirrorState", "WriteMirrorState", "PauseMirrorTopics", "ResumeMirrorTopics", "DeleteMirror"}
+		"DescribeMirrors", "ReadMirrorState", "WriteMirrorState", "PauseMirrorTopics", "ResumeMirrorTopics", "DeleteMirror", "SwitchRoute"}
 	apis := MirrorAPIs()
 	if len(apis) != len(want) {
 		t.Fatalf("%d APIs", len(apis))
@@ -33,7 +33,7 @@ func TestMirrorAPITable(t *testing.T) {
 	if IsMirrorKey(3) || APIName(3) != "Metadata" || APIName(0x7000) != "Unknown" {
 		t.Error("standard key lookups")
 	}
-	if MinMirrorKey != 1000 || MaxMirrorKey != 1010 || MirrorKeyRange() != "1000–1010" {
+	if MinMirrorKey != 1000 || MaxMirrorKey != 1011 || MirrorKeyRange() != "1000–1011" {
 		t.Errorf("range %d..%d %q", MinMirrorKey, MaxMirrorKey, MirrorKeyRange())
 	}
 	for _, k := range []int16{MinMirrorKey - 1, MaxMirrorKey + 1, 94, -1} {

@@ -156,5 +156,9 @@ func roundTripCases() []roundTripCase {
 		{"DeleteMirrorRequest/full", &DeleteMirrorRequest{MirrorName: "dr-east", UnknownTags: tagsOf(0, "a", 1, "b")}},
 		{"DeleteMirrorResponse/zero", &DeleteMirrorResponse{}},
 		{"DeleteMirrorResponse/full", &DeleteMirrorResponse{ErrorCode: 143, ErrorMessage: strp("topics not STOPPED: orders")}},
+		{"SwitchRouteRequest/zero", &SwitchRouteRequest{}},
+		{"SwitchRouteRequest/full", &SwitchRouteRequest{RouteName: "payments", Force: true, UnknownTags: tagsOf(2, "z")}},
+		{"SwitchRouteResponse/zero", &SwitchRouteResponse{}},
+		{"SwitchRouteResponse/full", &SwitchRouteResponse{ThrottleMillis: 1, ErrorCode: 145, ErrorMessage: strp("a switch of the route is in progress"), Attempt: 3}},
 	}
 }

@@ -21,6 +21,7 @@ const (
 	KeyPauseMirrorTopics      int16 = 1008
 	KeyResumeMirrorTopics     int16 = 1009
 	KeyDeleteMirror           int16 = 1010
+	KeySwitchRoute            int16 = 1011
 )
 
 // mirrorAPIs is the one table of mirror RPCs: keys, names, versions and the
@@ -48,6 +49,8 @@ var mirrorAPIs = []APIInfo{
 		func() kmsg.Request { return NewPtrResumeMirrorTopicsRequest() }, func() kmsg.Response { return NewPtrResumeMirrorTopicsResponse() }},
 	{KeyDeleteMirror, "DeleteMirror", 0, 0, 0,
 		func() kmsg.Request { return NewPtrDeleteMirrorRequest() }, func() kmsg.Response { return NewPtrDeleteMirrorResponse() }},
+	{KeySwitchRoute, "SwitchRoute", 0, 0, 0,
+		func() kmsg.Request { return NewPtrSwitchRouteRequest() }, func() kmsg.Response { return NewPtrSwitchRouteResponse() }},
 }
 
 // CreateMirror (v0, flexible) creates a named mirror: the link to one source
@@ -1577,6 +1580,94 @@ func (v *DeleteMirrorResponse) readFrom(d *decoder) {
 	v.ThrottleMillis = d.int32()
 	v.ErrorCode = d.int16()
 	v.ErrorMessage = d.nullableString()
+	d.tags(&v.UnknownTags, nil)
+}
+
+// SwitchRoute (v0, flexible) switches a route (docs/cutover.md) from the
+// cluster it leads to now to the other. A planned switch freezes the route's
+// writes to the mirror's topics, lets open transactions finish, drains the
+// mirror to the primary's log ends, copies the consumer groups' offsets,
+// fails the topics over and switches; Force skips the freeze, the drain and
+// the group copy (the primary is gone), or turns a planned switch that has
+// not reached the failover into a forced one. It returns once the route's
+// driver started the switch (Attempt) or refused it; describe and the state
+// record show its progress. Errors: INVALID_REQUEST (no such route),
+// INVALID_MIRROR_STATE (a switch in progress, or no mirror towards the other
+// cluster), COORDINATOR_NOT_AVAILABLE (no driver answered; retriable).
+
+// SwitchRouteRequest asks for a switch of a route.
+type SwitchRouteRequest struct {
+	// Version is the version of this message; the API supports v0..v0.
+	Version   int16
+	RouteName string
+	Force     bool
+	// UnknownTags keeps the tagged fields this version does not know, so
+	// that they survive a decode/encode round trip.
+	UnknownTags kmsg.Tags
+}
+
+func NewPtrSwitchRouteRequest() *SwitchRouteRequest    { return new(SwitchRouteRequest) }
+func (*SwitchRouteRequest) Key() int16                 { return KeySwitchRoute }
+func (*SwitchRouteRequest) MaxVersion() int16          { return 0 }
+func (v *SwitchRouteRequest) SetVersion(version int16) { v.Version = version }
+func (v *SwitchRouteRequest) GetVersion() int16        { return v.Version }
+func (*SwitchRouteRequest) IsFlexible() bool           { return true } // flexible from v0, the first version
+func (v *SwitchRouteRequest) ResponseKind() kmsg.Response {
+	return &SwitchRouteResponse{Version: v.Version}
+}
+func (v *SwitchRouteRequest) ReadFrom(src []byte) error { return readMessage(v, src) }
+
+func (v *SwitchRouteRequest) AppendTo(dst []byte) []byte {
+	dst = appendString(dst, v.RouteName)
+	dst = kbin.AppendBool(dst, v.Force)
+	return appendTags(dst, &v.UnknownTags)
+}
+
+func (v *SwitchRouteRequest) readFrom(d *decoder) {
+	v.RouteName = d.string()
+	v.Force = d.bool()
+	d.tags(&v.UnknownTags, nil)
+}
+
+// SwitchRouteResponse says whether the switch started.
+type SwitchRouteResponse struct {
+	// Version is the version of this message; the API supports v0..v0.
+	Version        int16
+	ThrottleMillis int32
+	ErrorCode      int16
+	ErrorMessage   *string
+	Attempt        int32
+	// UnknownTags keeps the tagged fields this version does not know, so
+	// that they survive a decode/encode round trip.
+	UnknownTags kmsg.Tags
+}
+
+func NewPtrSwitchRouteResponse() *SwitchRouteResponse   { return new(SwitchRouteResponse) }
+func (*SwitchRouteResponse) Key() int16                 { return KeySwitchRoute }
+func (*SwitchRouteResponse) MaxVersion() int16          { return 0 }
+func (v *SwitchRouteResponse) SetVersion(version int16) { v.Version = version }
+func (v *SwitchRouteResponse) GetVersion() int16        { return v.Version }
+func (*SwitchRouteResponse) IsFlexible() bool           { return true } // flexible from v0, the first version
+func (v *SwitchRouteResponse) RequestKind() kmsg.Request {
+	return &SwitchRouteRequest{Version: v.Version}
+}
+func (v *SwitchRouteResponse) Throttle() (int32, bool)   { return v.ThrottleMillis, true }
+func (v *SwitchRouteResponse) SetThrottle(millis int32)  { v.ThrottleMillis = millis }
+func (v *SwitchRouteResponse) ReadFrom(src []byte) error { return readMessage(v, src) }
+
+func (v *SwitchRouteResponse) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendInt32(dst, v.ThrottleMillis)
+	dst = kbin.AppendInt16(dst, v.ErrorCode)
+	dst = appendNullableString(dst, v.ErrorMessage)
+	dst = kbin.AppendInt32(dst, v.Attempt)
+	return appendTags(dst, &v.UnknownTags)
+}
+
+func (v *SwitchRouteResponse) readFrom(d *decoder) {
+	v.ThrottleMillis = d.int32()
+	v.ErrorCode = d.int16()
+	v.ErrorMessage = d.nullableString()
+	v.Attempt = d.int32()
 	d.tags(&v.UnknownTags, nil)
 }
 

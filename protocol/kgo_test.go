@@ -275,7 +275,7 @@ func TestProbeMirrorAPIs(t *testing.T) {
 		want []string // substrings of the error; nil: no error
 	}{
 		{"kmirror at this build's keys", nil, nil},
-		{"kafka broker", kafkaKeys(), []string{"at keys 1000–1010", "not kmirror or a different version", "CreateMirror (1000)", "highest API key is 93"}},
+		{"kafka broker", kafkaKeys(), []string{"at keys 1000–1011", "not kmirror or a different version", "CreateMirror (1000)", "highest API key is 93"}},
 		{"older kmirror", oldKmirror, []string{"DeleteMirror (1010)", "Kafka does not have: [95 96 97 98 99 100 101 102 103 104]"}},
 		{"other versions", wrongVersion, []string{"ListMirrors (1004) at v0..v0, advertised v1..v3"}},
 	} {

@@ -123,7 +123,7 @@ func TestGoldenMirrorKeyHeaders(t *testing.T) {
 		"CreateMirror": "03e8", "AddTopicsToMirror": "03e9", "RemoveTopicsFromMirror": "03ea",
 		"LastMirroredOffsets": "03eb", "ListMirrors": "03ec", "DescribeMirrors": "03ed",
 		"ReadMirrorState": "03ee", "WriteMirrorState": "03ef", "PauseMirrorTopics": "03f0",
-		"ResumeMirrorTopics": "03f1", "DeleteMirror": "03f2",
+		"ResumeMirrorTopics": "03f1", "DeleteMirror": "03f2", "SwitchRoute": "03f3",
 	}
 	for _, api := range MirrorAPIs() {
 		golden := unhex(t, want[api.Name]+" 0000 00000009 ffff 00")

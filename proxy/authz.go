@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -64,6 +65,7 @@ var mirrorRequirements = map[int16]requirement{
 	protocol.KeyPauseMirrorTopics:      {cluster: []aclOp{opAlter}, verb: "pause topics of mirror %s"},
 	protocol.KeyResumeMirrorTopics:     {cluster: []aclOp{opAlter}, verb: "resume topics of mirror %s"},
 	protocol.KeyDeleteMirror:           {cluster: []aclOp{opAlter}, verb: "delete mirror %s"},
+	protocol.KeySwitchRoute:            {cluster: []aclOp{opAlter}, verb: "switch route %s (it fails the route's mirror over)"},
 	protocol.KeyLastMirroredOffsets:    {cluster: []aclOp{opDescribe}, topicRead: true, verb: "read the last mirrored offsets of mirror %s"},
 	protocol.KeyReadMirrorState:        {cluster: []aclOp{opDescribe}, topicRead: true, verb: "read the state of mirror %s"},
 	protocol.KeyListMirrors:            {cluster: []aclOp{opDescribe}, topicRead: true, verb: "list mirrors%s"},
@@ -90,6 +92,7 @@ const (
 // subject is what a request names, for checks and audit lines.
 type subject struct {
 	mirror string
+	route  string   // SwitchRoute: the route switched (the verb names it)
 	topics []string // topics named (nil: none, or patterns only)
 }
 
@@ -274,7 +277,7 @@ func firstMissing(topics []string, ops *authorizedOps) string {
 }
 
 func verbFor(req requirement, subj subject) string {
-	m := subj.mirror
+	m := cmp.Or(subj.mirror, subj.route)
 	if m == "" && req.verb == "list mirrors%s" {
 		return "list mirrors"
 	}
@@ -302,7 +305,7 @@ func (s *session) authzRefused(key int16, subj subject, d decision) {
 func (s *session) audit(key int16, subj subject, outcome, principal, reason string, code int16) {
 	s.p.auditLog.Load().Log(audit.Event{
 		Client: s.client.remoteAddr().String(), Listener: s.route.String(), Principal: principal,
-		API: protocol.APIName(key), APIKey: key, Mirror: subj.mirror, Topics: subj.topics,
+		API: protocol.APIName(key), APIKey: key, Mirror: subj.mirror, Route: subj.route, Topics: subj.topics,
 		Decision: outcome, Reason: reason, ErrorCode: code,
 	})
 }
@@ -346,6 +349,8 @@ func mirrorSubject(key, version int16, body []byte) subject {
 		return subject{mirror: r.MirrorName}
 	case *protocol.DeleteMirrorRequest:
 		return subject{mirror: r.MirrorName}
+	case *protocol.SwitchRouteRequest:
+		return subject{route: r.RouteName}
 	case *protocol.DescribeMirrorsRequest:
 		return subject{mirror: strings.Join(r.MirrorNames, ",")}
 	case *protocol.AddTopicsToMirrorRequest:

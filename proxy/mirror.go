@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Mirror RPCs (API keys 1000..1010, table in protocol/apikeys.go) are answered by kmirror
+// Mirror RPCs (API keys 1000..1011, table in protocol/apikeys.go) are answered by kmirror
 // itself and are never forwarded: a stock broker does not know them. A key the destination
 // advertises itself is not served (mirrorkeys.go). Until the coordinator
 // registers a handler, every key answers its own response type with INVALID_REQUEST so that

@@ -38,6 +38,7 @@ const (
 	TypeMirrorSync     RecordType = 5 // see sync.go
 	TypeRouteSwitch    RecordType = 6 // see route.go
 	TypeRouteAck       RecordType = 7 // see route.go
+	TypeRouteRequest   RecordType = 8 // see route.go
 )
 
 var recordTypeNames = []string{
@@ -48,13 +49,16 @@ var recordTypeNames = []string{
 	TypeMirrorSync:     "MirrorSync",
 	TypeRouteSwitch:    "RouteSwitch",
 	TypeRouteAck:       "RouteAck",
+	TypeRouteRequest:   "RouteRequest",
 }
 
 func (t RecordType) String() string { return enumname.Of(t, "RecordType", recordTypeNames) }
 
 // routeLevel reports whether records of the type belong to a route, not a
 // mirror: their key carries the route's name where others carry the mirror's.
-func (t RecordType) routeLevel() bool { return t == TypeRouteSwitch || t == TypeRouteAck }
+func (t RecordType) routeLevel() bool {
+	return t == TypeRouteSwitch || t == TypeRouteAck || t == TypeRouteRequest
+}
 
 const (
 	keyVersion   int16 = 0
@@ -75,7 +79,7 @@ type Key struct {
 	Group         string    // TypeGroupSync
 	SourceTopicID UUID      // TypePartitionState
 	Partition     int32     // TypePartitionState
-	Route         string    // TypeRouteSwitch, TypeRouteAck (instead of Mirror)
+	Route         string    // TypeRouteSwitch, TypeRouteAck, TypeRouteRequest (instead of Mirror)
 	Instance      string    // TypeRouteAck
 	Step          RouteStep // TypeRouteAck
 }
@@ -134,7 +138,7 @@ func DecodeKey(b []byte) (Key, error) {
 		k.Mirror = r.string()
 	}
 	switch k.Type {
-	case TypeMirrorConfig, TypeMirrorSync, TypeRouteSwitch:
+	case TypeMirrorConfig, TypeMirrorSync, TypeRouteSwitch, TypeRouteRequest:
 	case TypeRouteAck:
 		k.Instance = r.string()
 		k.Step = RouteStep(r.int8())
@@ -244,10 +248,10 @@ type PartitionState struct {
 type Producer = datapath.Producer
 
 // EncodeValue encodes a *MirrorConfig, *MirrorTopic, *PartitionState,
-// *GroupSync, *MirrorSync, *RouteSwitch or *RouteAck.
+// *GroupSync, *MirrorSync, *RouteSwitch, *RouteAck or *RouteRequest.
 func EncodeValue(v any) ([]byte, error) {
 	switch v.(type) {
-	case *MirrorConfig, *MirrorTopic, *PartitionState, *GroupSync, *MirrorSync, *RouteSwitch, *RouteAck:
+	case *MirrorConfig, *MirrorTopic, *PartitionState, *GroupSync, *MirrorSync, *RouteSwitch, *RouteAck, *RouteRequest:
 	default:
 		return nil, fmt.Errorf("statetopic: cannot encode %T as a state value", v)
 	}
@@ -285,6 +289,8 @@ func DecodeValue(t RecordType, b []byte) (any, error) {
 		v = new(RouteSwitch)
 	case TypeRouteAck:
 		v = new(RouteAck)
+	case TypeRouteRequest:
+		v = new(RouteRequest)
 	default:
 		return nil, fmt.Errorf("%w: unknown record type %d", ErrMalformed, int8(t))
 	}

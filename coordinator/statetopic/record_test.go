@@ -22,6 +22,7 @@ func testKeys() []Key {
 		MirrorSyncKey("dr"),
 		RouteSwitchKey("payments"),
 		RouteAckKey("payments", "instance-2", RouteFreezing),
+		RouteRequestKey("payments"),
 		RouteAckKey("payments", "instance-2", RouteStep(42)), // a step of a newer kmirror
 	}
 }
@@ -77,6 +78,8 @@ func TestValueRoundTrip(t *testing.T) {
 			JobACLs: {AttemptedAt: now, Error: "no authorizer"}}},
 		TypeRouteSwitch: testRouteSwitch(),
 		TypeRouteAck:    &RouteAck{Attempt: 3, AtMs: 1_800_000_000_123},
+		TypeRouteRequest: &RouteRequest{ID: "r-1", Forced: true, AtMs: 1_800_000_000_000, AnsweredMs: 1_800_000_000_100,
+			Refused: "a switch of the route is in progress"},
 	} {
 		b, err := EncodeValue(v)
 		if err != nil {

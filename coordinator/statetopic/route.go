@@ -239,6 +239,26 @@ func (r *RouteSwitch) Newer(old *RouteSwitch) bool {
 	return r.DriverTerm >= old.DriverTerm
 }
 
+// RouteRequestKey names a route's switch request record.
+func RouteRequestKey(route string) Key { return Key{Type: TypeRouteRequest, Route: route} }
+
+// RouteRequest is the value of a TypeRouteRequest record: an operator's
+// request to switch a route (the SwitchRoute RPC), written by the instance
+// that received it and answered in place by the route's driver, the owner
+// of the route's state partition (where the request hashes with the route's
+// other records). One request per route is current: a newer one replaces
+// an unanswered older one, whose caller is told so.
+type RouteRequest struct {
+	ID     string `json:"id"`
+	Forced bool   `json:"forced,omitempty"`
+	AtMs   int64  `json:"at_ms"`
+	// The driver's answer: when (0: not yet), and either the attempt the
+	// request started or escalated, or why it was refused.
+	AnsweredMs int64  `json:"answered_ms,omitempty"`
+	Attempt    int32  `json:"attempt,omitempty"`
+	Refused    string `json:"refused,omitempty"`
+}
+
 // RouteAck is the value of a TypeRouteAck record: an instance applied a
 // switch step (the produce freeze, the commit freeze, the new upstream).
 type RouteAck struct {
@@ -248,9 +268,10 @@ type RouteAck struct {
 
 // Route is one route's replayed switch state.
 type Route struct {
-	Name   string
-	Switch *RouteSwitch // nil: never switched
-	Acks   map[RouteAckID]*RouteAck
+	Name    string
+	Switch  *RouteSwitch // nil: never switched
+	Acks    map[RouteAckID]*RouteAck
+	Request *RouteRequest // the last switch request, nil: none
 }
 
 // RouteAckID names an ack within a route.
@@ -280,8 +301,10 @@ func (v *View) applyRoute(k Key, val any) {
 		// else: a replaced driver's late write; the current driver's stands.
 	case TypeRouteAck:
 		putOrDelete(r.Acks, RouteAckID{k.Instance, k.Step}, val)
+	case TypeRouteRequest:
+		r.Request, _ = val.(*RouteRequest)
 	}
-	if r.Switch == nil && len(r.Acks) == 0 {
+	if r.Switch == nil && len(r.Acks) == 0 && r.Request == nil {
 		delete(v.routes, k.Route)
 	}
 }
@@ -296,6 +319,16 @@ func (v *View) RouteSwitch(route string) *RouteSwitch {
 	c.Steps = slices.Clone(r.Switch.Steps)
 	c.DrainTargets = slices.Clone(r.Switch.DrainTargets)
 	c.HeldGroups = maps.Clone(r.Switch.HeldGroups)
+	return &c
+}
+
+// RouteRequest returns a copy of a route's last switch request, or nil.
+func (v *View) RouteRequest(route string) *RouteRequest {
+	r := v.routes[route]
+	if r == nil || r.Request == nil {
+		return nil
+	}
+	c := *r.Request
 	return &c
 }
 

@@ -27,6 +27,7 @@ type Event struct {
 	API       string    `json:"api"`                 // e.g. CreateMirror, Produce
 	APIKey    int16     `json:"api_key"`
 	Mirror    string    `json:"mirror,omitempty"`
+	Route     string    `json:"route,omitempty"` // SwitchRoute's route
 	Topics    []string  `json:"topics,omitempty"`
 	Decision  string    `json:"decision"`         // Allowed or Refused
 	Reason    string    `json:"reason,omitempty"` // why refused (or what allowed it)
