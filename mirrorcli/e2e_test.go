@@ -277,7 +277,7 @@ func TestMirrorsEndToEnd(t *testing.T) {
 
 	// A Kafka broker is not a kmirror proxy.
 	r = mustRun(t, 1, runMirrors(t, "--bootstrap-server", s.dst.BootstrapString(), "--list", "--timeout", "10s"))
-	mustContain(t, "not a proxy", r.stderr, "does not serve kmirror's mirror RPCs at keys 1000–1010",
+	mustContain(t, "not a proxy", r.stderr, "does not serve kmirror's mirror RPCs at keys 1000–1011",
 		"it is not kmirror or a different version", "must be a kmirror proxy of this version, not a Kafka broker")
 
 	// A proxy without mirroring enabled answers with a typed error.

@@ -147,3 +147,4 @@ func FuzzWriteMirrorState(f *testing.F)       { fuzzMirrorKey(f, KeyWriteMirrorS
 func FuzzPauseMirrorTopics(f *testing.F)      { fuzzMirrorKey(f, KeyPauseMirrorTopics) }
 func FuzzResumeMirrorTopics(f *testing.F)     { fuzzMirrorKey(f, KeyResumeMirrorTopics) }
 func FuzzDeleteMirror(f *testing.F)           { fuzzMirrorKey(f, KeyDeleteMirror) }
+func FuzzSwitchRoute(f *testing.F)            { fuzzMirrorKey(f, KeySwitchRoute) }
