@@ -25,27 +25,28 @@ type SwitchActions struct{ B *Backend }
 
 var _ routeswitch.Actions = SwitchActions{}
 
-// source returns the mirror's source admin client.
-func (a SwitchActions) source(ctx context.Context, mirror string) (*kadm.Client, *statetopic.Mirror, error) {
+// source returns the mirror's source client (the mirror's own, cached).
+func (a SwitchActions) source(ctx context.Context, mirror string) (*kgo.Client, error) {
 	m, err := a.B.Mirror(ctx, mirror)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cl, err := a.B.sourceClient(m)
+	return a.B.sourceClient(m)
+}
+
+// sourceAdmin is source as an admin client.
+func (a SwitchActions) sourceAdmin(ctx context.Context, mirror string) (*kadm.Client, error) {
+	cl, err := a.source(ctx, mirror)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return kadm.NewClient(cl), m, nil
+	return kadm.NewClient(cl), nil
 }
 
 // openProducers lists the producers with a transaction open on the topics'
 // partitions of the primary.
 func (a SwitchActions) openProducers(ctx context.Context, mirror string, topics []string) (*kgo.Client, []kadm.DescribedProducer, error) {
-	m, err := a.B.Mirror(ctx, mirror)
-	if err != nil {
-		return nil, nil, err
-	}
-	cl, err := a.B.sourceClient(m)
+	cl, err := a.source(ctx, mirror)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -125,7 +126,7 @@ func (a SwitchActions) AbortTransactions(ctx context.Context, mirror string, top
 
 // LogEnds reads the primary's log ends.
 func (a SwitchActions) LogEnds(ctx context.Context, mirror string, topics []string) ([]statetopic.DrainTarget, error) {
-	src, _, err := a.source(ctx, mirror)
+	src, err := a.sourceAdmin(ctx, mirror)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +194,7 @@ func (a SwitchActions) groupCommits(ctx context.Context, src *kadm.Client, topic
 
 // Groups reads the groups of the topics on the primary.
 func (a SwitchActions) Groups(ctx context.Context, mirror string, topics []string, targets []statetopic.DrainTarget) ([]routeswitch.GroupCommits, error) {
-	src, _, err := a.source(ctx, mirror)
+	src, err := a.sourceAdmin(ctx, mirror)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +227,7 @@ func (a SwitchActions) Groups(ctx context.Context, mirror string, topics []strin
 // that had members on the primary with their member counts. The commits on
 // the primary are frozen by then, so these are final.
 func (a SwitchActions) CopyGroups(ctx context.Context, mirror string, topics []string) (map[string]int, error) {
-	src, _, err := a.source(ctx, mirror)
+	src, err := a.sourceAdmin(ctx, mirror)
 	if err != nil {
 		return nil, err
 	}
