@@ -194,9 +194,9 @@ func CompareLogs(src, dst []LogEntry, compacting bool) error {
 func (e LogEntry) String() string {
 	switch {
 	case e.Control && e.Commit:
-		return "COMMIT marker"
+		return fmt.Sprintf("COMMIT marker of producer %d epoch %d", e.Producer, e.Epoch)
 	case e.Control:
-		return "ABORT marker"
+		return fmt.Sprintf("ABORT marker of producer %d epoch %d", e.Producer, e.Epoch)
 	case e.Transactional:
 		return fmt.Sprintf("transactional record key %q at %d", e.Key, e.Timestamp)
 	}

@@ -1,10 +1,13 @@
 package soak
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/fetcher"
 )
@@ -262,4 +265,22 @@ func markerName(e fetcher.LogEntry) string {
 		return "COMMIT"
 	}
 	return "ABORT"
+}
+
+// haltNeighbourhood renders the destination entries from a few offsets
+// before the one a halt's message names to the log end.
+func haltNeighbourhood(ctx context.Context, dst *kgo.Client, topic string, partition int32, msg string) string {
+	at, ok := pastWritten(msg)
+	if !ok {
+		return "the message names no offset"
+	}
+	log, err := fetcher.LogEntries(ctx, dst, topic, partition, max(0, at-6))
+	if err != nil {
+		return fmt.Sprintf("the destination log could not be read: %v", err)
+	}
+	var out []string
+	for _, e := range log {
+		out = append(out, fmt.Sprintf("%d: %s", e.Offset, e))
+	}
+	return "destination entries: " + strings.Join(out, "; ")
 }
