@@ -45,7 +45,11 @@ type counts struct {
 	Halts                  map[string]*halt `json:"known_kafka_halts,omitempty"`
 	KnownKafkaExtraMarkers int              `json:"known_kafka_extra_markers_halting"`
 	NotCopiedAfterHalt     int              `json:"not_copied_after_halt"`
-	Findings               []string         `json:"findings,omitempty"`
+	// HaltAbortMarkers are ABORT markers that end a halted partition's log
+	// after what kmirror appended: its copy transaction open at the halt,
+	// aborted when it timed out. Invisible, and nothing follows them.
+	HaltAbortMarkers int      `json:"halt_abort_markers"`
+	Findings         []string `json:"findings,omitempty"`
 }
 
 func (c *counts) find(kind *int, format string, args ...any) {

@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -116,6 +117,13 @@ func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry, 
 		}
 	}
 	h.CopiedEnd = h.Marker
+	// The tail of ABORT markers that ends the log: the copy's transaction that
+	// was open when the partition stopped, aborted by its coordinator once it
+	// timed out (nothing is appended after a halt).
+	abortTail := int64(math.MaxInt64)
+	for i := len(dst) - 1; i >= 0 && dst[i].Control && !dst[i].Commit && dst[i].Offset > h.Marker; i-- {
+		abortTail = dst[i].Offset
+	}
 	for _, d := range dst {
 		if d.Offset < h.Marker {
 			dstBefore = append(dstBefore, d)
@@ -143,6 +151,9 @@ func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry, 
 			c.FillerMarkers++ // kmirror's filler of a hole the source's cleaner made
 		case s == nil && compacting && !d.Control && srcLast[string(d.Key)] > at:
 			c.CompactedAway++
+		case d.Offset >= abortTail:
+			c.HaltAbortMarkers++
+			c.Findings = append(c.Findings, fmt.Sprintf("%s: destination offset %d, after the halt, is an ABORT marker of producer %d epoch %d that ends the log: the copy's transaction open at the halt, aborted", tp, d.Offset, d.Producer, d.Epoch))
 		default:
 			c.find(&c.Mismatched, "%s: destination offset %d after %d extra markers is not source offset %d: %s", tp, d.Offset, shift, at, d)
 		}

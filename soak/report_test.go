@@ -63,11 +63,11 @@ func (r *report) line() string {
 	c := r.Counts
 	return fmt.Sprintf("soak seed=%d mode=%s %.0fs faults=%d (%d kinds, %d not applied) records=%d markers=%d "+
 		"lost=%d duplicated=%d mismatched=%d out-of-order=%d read-only=%d group=%d failover=%d known-kafka-abort-markers=%d "+
-		"known-kafka-halts=%d (not copied after them: %d) "+
+		"known-kafka-halts=%d (not copied after them: %d, aborted tails: %d) "+
 		"recovery p50/p99/max=%d/%d/%dms final=%dms max-lag=%d peak-rss-mib=%v panics=%d crashes=%d toxiproxy-replaced=%d",
 		r.Seed, r.Mode, r.DurationS, r.Faults, len(r.FaultsByKind), sum(r.FaultErrors), c.RecordsVerified, c.MarkersVerified,
 		c.Lost, c.Duplicated, c.Mismatched, c.OutOfOrder, c.ReadOnlyViolations, c.GroupViolations, c.FailoverViolations,
-		c.KnownKafkaAbortMarkers, len(c.Halts), c.NotCopiedAfterHalt, r.RecoveryP50Ms, r.RecoveryP99Ms, r.RecoveryMaxMs, r.FinalCatchUpMs, r.MaxLagRecords,
+		c.KnownKafkaAbortMarkers, len(c.Halts), c.NotCopiedAfterHalt, c.HaltAbortMarkers, r.RecoveryP50Ms, r.RecoveryP99Ms, r.RecoveryMaxMs, r.FinalCatchUpMs, r.MaxLagRecords,
 		r.PeakRSSMiB, r.Panics, r.Crashes, r.ToxiproxyWedged)
 }
 
