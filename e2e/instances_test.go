@@ -76,14 +76,22 @@ func (p *process) start() {
 		close(p.exited)
 	}()
 	p.t.Cleanup(func() {
-		// The process's own account of a failure: its last lines (the whole log stays in the
-		// test's temporary directory only while the test runs).
+		// The process's own account of a failure: its last lines here, and the whole log
+		// kept outside the test's temporary directory (removed when the test ends), as the
+		// brokers' logs are: a CI failure of TestFrozenInstanceWakesUpAsZombie could not be
+		// explained from the last lines alone.
 		if !p.t.Failed() {
 			return
 		}
 		b, _ := os.ReadFile(logf.Name())
 		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 		p.t.Logf("kmirror %s, last %d log lines:\n%s", p.name, min(len(lines), 80), strings.Join(lines[max(0, len(lines)-80):], "\n"))
+		if dir, err := os.MkdirTemp("", "kmirror-e2e-"+p.name+"-"); err == nil {
+			kept := filepath.Join(dir, p.name+".log")
+			if os.WriteFile(kept, b, 0o644) == nil {
+				p.t.Logf("kmirror %s: whole log kept in %s", p.name, kept)
+			}
+		}
 	})
 	polltest.Eventually(p.t, 30*time.Second, "kmirror "+p.name+" listens on "+p.addr, func() (bool, string) {
 		select {
