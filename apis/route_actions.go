@@ -167,20 +167,26 @@ func (a SwitchActions) CopiedEnds(ctx context.Context, _ string, topics []string
 }
 
 // groupCommits reads every primary group's committed offsets of the topics
-// (groups committing none of them are left out).
-func (a SwitchActions) groupCommits(ctx context.Context, src *kadm.Client, topics []string) (map[string]kadm.OffsetResponses, error) {
+// (groups committing none of them are left out) with one batched
+// OffsetFetch: Groups runs every poll of GROUPS_QUIET. It returns the
+// primary's admin client for the caller's further reads.
+func (a SwitchActions) groupCommits(ctx context.Context, mirror string, topics []string) (*kadm.Client, map[string]kadm.OffsetResponses, error) {
+	src, err := a.sourceAdmin(ctx, mirror)
+	if err != nil {
+		return nil, nil, err
+	}
 	listed, err := src.ListGroups(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing the primary's groups: %w", err)
+		return nil, nil, fmt.Errorf("listing the primary's groups: %w", err)
 	}
+	fetched := src.FetchManyOffsets(ctx, listed.Groups()...)
 	out := map[string]kadm.OffsetResponses{}
-	for _, g := range listed.Groups() {
-		offs, err := src.FetchOffsetsForTopics(ctx, g, topics...)
-		if err != nil {
-			return nil, fmt.Errorf("reading group %s's offsets on the primary: %w", g, err)
+	for g, f := range fetched {
+		if f.Err != nil {
+			return nil, nil, fmt.Errorf("reading group %s's offsets on the primary: %w", g, f.Err)
 		}
 		mine := kadm.OffsetResponses{}
-		offs.Each(func(o kadm.OffsetResponse) {
+		f.Fetched.Each(func(o kadm.OffsetResponse) {
 			if o.Err == nil && o.At >= 0 && slices.Contains(topics, o.Topic) {
 				mine.Add(o)
 			}
@@ -189,16 +195,12 @@ func (a SwitchActions) groupCommits(ctx context.Context, src *kadm.Client, topic
 			out[g] = mine
 		}
 	}
-	return out, nil
+	return src, out, nil
 }
 
 // Groups reads the groups of the topics on the primary.
 func (a SwitchActions) Groups(ctx context.Context, mirror string, topics []string, targets []statetopic.DrainTarget) ([]routeswitch.GroupCommits, error) {
-	src, err := a.sourceAdmin(ctx, mirror)
-	if err != nil {
-		return nil, err
-	}
-	commits, err := a.groupCommits(ctx, src, topics)
+	_, commits, err := a.groupCommits(ctx, mirror, topics)
 	if err != nil {
 		return nil, err
 	}
@@ -227,11 +229,7 @@ func (a SwitchActions) Groups(ctx context.Context, mirror string, topics []strin
 // that had members on the primary with their member counts. The commits on
 // the primary are frozen by then, so these are final.
 func (a SwitchActions) CopyGroups(ctx context.Context, mirror string, topics []string) (map[string]int, error) {
-	src, err := a.sourceAdmin(ctx, mirror)
-	if err != nil {
-		return nil, err
-	}
-	commits, err := a.groupCommits(ctx, src, topics)
+	src, commits, err := a.groupCommits(ctx, mirror, topics)
 	if err != nil {
 		return nil, err
 	}
