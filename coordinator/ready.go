@@ -10,6 +10,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// CaughtUp reports nil once this instance's view of the state topic holds everything written
+// to it before the call (or there is no state topic yet), else why not. The read-only set is
+// built only from a view that is caught up: a partly read view may miss a mirror whose topics
+// must be read-only.
+func (c *Coordinator) CaughtUp(ctx context.Context) error {
+	behind, exists, err := c.store.behind(ctx)
+	switch {
+	case err != nil:
+		return err
+	case exists && behind != "":
+		return fmt.Errorf("catching up with %s: %s", c.cfg.StateTopic, behind)
+	}
+	return nil
+}
+
 // Ready reports nil when this instance may take client traffic behind a load balancer (the
 // proxy's /ready, docs/deploy.md): it has joined the coordinator group and its view of the
 // state topic holds everything written to it before the call. Otherwise the error says which

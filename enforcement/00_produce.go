@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -38,9 +39,13 @@ func (g *Guard) FilterProduce(ctx context.Context, version int16, body []byte) (
 // readOnlyWhy is the per-partition refusal of writes to read-only mirror
 // topics, in the form splitProduce takes.
 func (g *Guard) readOnlyWhy(set *ReadOnlySet) func(topic string, partition int32) (int16, string) {
+	code := g.opts.ErrorCode
+	if set.IsLoading() {
+		code = kerr.NotLeaderForPartition.Code // retriable: the write goes through once the state is read
+	}
 	return func(topic string, partition int32) (int16, string) {
 		if why := set.refusal(topic, partition); why != "" {
-			return g.opts.ErrorCode, why
+			return code, why
 		}
 		return 0, ""
 	}

@@ -223,6 +223,9 @@ func syncedKeyRefusal(set *ReadOnlySet, resourceType int8, topic string, keys []
 	if why == "" {
 		return ""
 	}
+	if set.IsLoading() {
+		return why // whether the topic is a mirror topic, and which keys are its own, is not known yet
+	}
 	local := set.topics[topic].localKeys
 	for _, k := range keys {
 		if !local[k] {

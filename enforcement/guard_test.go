@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/coordinator/statetopic"
@@ -236,5 +237,44 @@ func TestWithLostKeepsLostTopicsReadOnly(t *testing.T) {
 	}
 	if s.refusal("other", 0) != "" {
 		t.Fatal("a topic of no mirror refused")
+	}
+}
+
+// While the state is not read, every write is refused: Produce with a retriable error (the
+// client's retry passes once the state is read), admin changes with a message saying to
+// retry; a lost mirror's topics stay refused; nothing panics on a topic the set does not hold.
+func TestLoadingRefusesEveryWrite(t *testing.T) {
+	g := testGuard(t)
+	g.Update(Loading("partition 3 read to offset 10 of 12").WithLost(map[string]string{"ledger": "old"}))
+	ctx := context.Background()
+	for _, topics := range []map[string][]int32{{"payments": {0}}, {"orders": {0}}, {"ledger": {0}}} {
+		d, err := g.FilterProduce(ctx, 9, produceBody(9, topics))
+		if err != nil || d.Forward != nil || d.Refused == nil {
+			t.Fatalf("%v while loading: forwarded %v, %v", topics, d.Forward != nil, err)
+		}
+		p := d.Refused.Topics[0].Partitions[0]
+		if p.ErrorCode != kerr.NotLeaderForPartition.Code || !strings.Contains(*p.ErrorMessage, "retry in a moment") {
+			t.Fatalf("%v while loading: code %d %v, want the retriable NOT_LEADER_OR_FOLLOWER saying to retry", topics, p.ErrorCode, p.ErrorMessage)
+		}
+	}
+	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	alter.SetVersion(1)
+	alter.Resources = []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: 2, ResourceName: "payments",
+		Configs: []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "retention.ms", Value: kmsg.StringPtr("2")}}}}
+	resp, err := g.CheckAdmin(ctx, 44, 1, alter.AppendTo(nil))
+	if err != nil || resp == nil {
+		t.Fatalf("a config change passed while loading: %v", err)
+	}
+	if r := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0]; !strings.Contains(*r.ErrorMessage, "retry in a moment") {
+		t.Fatalf("config change refused with %v", r.ErrorMessage)
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.SetVersion(6)
+	del.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: kmsg.StringPtr("payments")}}
+	if resp, err := g.CheckAdmin(ctx, 20, 6, del.AppendTo(nil)); err != nil || resp == nil {
+		t.Fatalf("a topic deletion passed while loading: %v", err)
+	}
+	if !g.Active() {
+		t.Fatal("a loading guard is not active: the proxy would skip it")
 	}
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
-	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/coordinator/syncjobs"
 	"github.com/kmirror/kmirror/enforcement"
 	"github.com/kmirror/kmirror/internal/clientid"
@@ -139,8 +138,9 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		TransactionalIDPrefix: coordinator.TransactionalIDPrefix})
 	p.SetGuard(in.Guard)
 	p.SetReadiness(in.Coord.Ready) // /ready: joined the group and caught up with the state
-	// Lost mirrors' topics are read-only from the first request on.
-	in.Guard.Update(enforcement.FromView(statetopic.NewView()).WithLost(in.Coord.Loss().Topics()))
+	// Until the view has read __mirror_state to its end, no topic is known not to be a mirror
+	// topic: every write is refused, retriably (readOnlyFollower).
+	in.Guard.Update(enforcement.Loading("starting").WithLost(in.Coord.Loss().Topics()))
 	meter := p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")
 	in.rpo = apis.NewRPOSampler(in.Backend, 0)
 	in.routes = newRouteDriver(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Coord.OwnsRoute, in.Coord.LiveMembers,
@@ -245,7 +245,10 @@ func (in *Instance) Run(ctx context.Context) error {
 		jobs := &syncjobs.Scheduler{Coord: in.Coord, Mirrors: in.Backend, Sources: in.sources, Destination: in.Backend.Destination, Log: in.log}
 		jobs.Run(mctx)
 	})
-	parts.run("read-only set", func() { in.followReadOnlySet(mctx) })
+	parts.run("read-only set", func() {
+		(&readOnlyFollower{guard: in.Guard, view: in.Coord.Store(), caughtUp: in.Coord.CaughtUp,
+			lost: func() map[string]string { return in.Coord.Loss().Topics() }, log: in.log, retry: 250 * time.Millisecond}).run(mctx)
+	})
 	if len(in.Proxy.Routes()) > 0 {
 		parts.run("route switches", func() {
 			newRouteApplier(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Proxy, in.log).run(mctx)
@@ -281,23 +284,6 @@ func (in *Instance) routeMirror(route string) string {
 		}
 	}
 	return ""
-}
-
-// followReadOnlySet rebuilds the guard's read-only set whenever the mirror
-// state changes: the view's mirror topics, and those of mirrors whose state
-// was lost (coordinator/stateloss.go).
-func (in *Instance) followReadOnlySet(ctx context.Context) {
-	for {
-		changed := in.Coord.Store().Changed()
-		var set *enforcement.ReadOnlySet
-		in.Coord.Store().Read(func(v *statetopic.View) { set = enforcement.FromView(v) })
-		in.Guard.Update(set.WithLost(in.Coord.Loss().Topics()))
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		}
-	}
 }
 
 // stopTracker runs the instance's parts and, once they are told to stop, logs every
