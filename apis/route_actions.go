@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -15,6 +16,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/coordinator/routeswitch"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/protocol"
 )
 
 // SwitchActions are a route switch driver's reads and writes
@@ -264,6 +266,10 @@ func (a SwitchActions) CopyGroups(ctx context.Context, mirror string, topics []s
 // FailOver asks for the mirror's topics to stop, as RemoveTopicsFromMirror
 // does, and reports whether every partition is STOPPED.
 func (a SwitchActions) FailOver(ctx context.Context, mirror string, topics []string) (bool, error) {
+	if len(topics) == 0 {
+		// Failing over nothing would lead the route's clients to read-only topics.
+		return false, fmt.Errorf("mirror %s: no topics to fail over in this instance's view", mirror)
+	}
 	m, err := a.B.Mirror(ctx, mirror)
 	if err != nil {
 		return false, err
@@ -289,4 +295,25 @@ func (a SwitchActions) FailOver(ctx context.Context, mirror string, topics []str
 		a.B.Log.Info("failover requested by a route switch", "mirror", m.Name, "topic", t)
 	}
 	return done && len(stop) == 0, nil
+}
+
+// atRiskWait bounds the read of a forced switch's records at risk: the primary is presumed
+// gone, and the switch must not wait on it for long.
+const atRiskWait = 3 * time.Second
+
+// RecordsAtRisk is the mirror's describe total of records at risk: the primary's high
+// watermarks minus the standby's log ends, over the partitions not failed over yet.
+func (a SwitchActions) RecordsAtRisk(ctx context.Context, mirror string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, atRiskWait)
+	defer cancel()
+	m := a.B.describeMirror(ctx, mirror)
+	if err := protocol.ResponseError(m.ErrorCode, m.ErrorMessage); err != nil {
+		return -1, err
+	}
+	r := m.AtRisk()
+	if r.Unknown > 0 {
+		return -1, fmt.Errorf("mirror %s: the records at risk of %d of %d partitions are unknown (a cluster did not answer within %s)",
+			mirror, r.Unknown, r.Partitions, atRiskWait)
+	}
+	return r.Records, nil
 }

@@ -182,13 +182,12 @@ func (d *routeDriver) driveAll(ctx context.Context, call *switchCall) time.Time 
 func (d *routeDriver) drive(ctx context.Context, route string, call *switchCall) time.Time {
 	var rec *statetopic.RouteSwitch
 	var mailbox *statetopic.RouteRequest
-	var acked, topics []string
+	var acked []string
 	d.view.Read(func(v *statetopic.View) {
 		rec = v.RouteSwitch(route)
 		mailbox = v.RouteRequest(route)
 		if rec != nil {
 			acked = v.RouteAcked(route, rec.Step, rec.Attempt)
-			topics = mirrorTopics(v, rec.Mirror)
 		}
 	})
 	if call == nil && mailbox != nil && mailbox.AnsweredMs == 0 {
@@ -242,6 +241,11 @@ func (d *routeDriver) drive(ctx context.Context, route string, call *switchCall)
 		if cur == nil {
 			cur = rec
 		}
+		// The topics of the record being acted on: a switch's first record names the
+		// mirror only now (a forced switch's first action is the failover; taken from the
+		// record read before Next, its topics were none, and it "failed over" nothing).
+		var topics []string
+		d.view.Read(func(v *statetopic.View) { topics = mirrorTopics(v, cur.Mirror) })
 		d.start(ctx, route, st, cur, topics, out.Actions)
 	}
 	return out.RetryAt
@@ -266,6 +270,9 @@ func (d *routeDriver) serveMailbox(ctx context.Context, route string, rec *state
 				mirror = d.mirrorOf(route) // only the route's mirror leads from its primary to its standby
 			}
 			call := &switchCall{route: route, req: routeswitch.Request{Forced: req.Forced, Mirror: mirror, RecordsAtRisk: -1}, reply: make(chan error, 1)}
+			if req.Forced && mirror != "" {
+				call.req.RecordsAtRisk = d.recordsAtRisk(ctx, route, mirror)
+			}
 			d.drive(ctx, route, call)
 			if err := <-call.reply; err != nil {
 				answer.Refused = err.Error()
@@ -286,6 +293,20 @@ func (d *routeDriver) serveMailbox(ctx context.Context, route string, rec *state
 	}
 	d.log.Info("route switch: request answered", "route", route, "request", req.ID, "attempt", answer.Attempt, "refused", answer.Refused)
 	return d.now(), true
+}
+
+// recordsAtRisk is what a forced switch of route records as its RPO: describe's records at
+// risk of the mirror, -1 when the primary does not answer (it is gone: the last describe or
+// the kmirror_mirror_at_risk_records gauge before it went is the figure then).
+func (d *routeDriver) recordsAtRisk(ctx context.Context, route, mirror string) int64 {
+	n, err := d.acts.RecordsAtRisk(ctx, mirror)
+	if err != nil {
+		d.log.Warn("route switch: a forced switch cannot tell what it loses; the last describe before the primary went says it",
+			"route", route, "mirror", mirror, "err", err)
+		return -1
+	}
+	d.log.Warn("route switch: a forced switch fails over with records still at risk", "route", route, "mirror", mirror, "records_at_risk", n)
+	return n
 }
 
 // state returns the route's driver state, its facts reset when rec is in

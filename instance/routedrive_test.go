@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,11 @@ type fakeSwitchActions struct {
 	aborted   int
 	held      map[string]int
 	failedFor []string // the mirrors failed over
-	calls     []string
+	// the topics each failover was given
+	failedTopics [][]string
+	atRisk       int64 // describe's records at risk
+	atRiskErr    error
+	calls        []string
 }
 
 func (f *fakeSwitchActions) note(c string) { f.mu.Lock(); f.calls = append(f.calls, c); f.mu.Unlock() }
@@ -72,12 +77,20 @@ func (f *fakeSwitchActions) CopyGroups(context.Context, string, []string) (map[s
 	return f.held, nil
 }
 
-func (f *fakeSwitchActions) FailOver(_ context.Context, mirror string, _ []string) (bool, error) {
+func (f *fakeSwitchActions) FailOver(_ context.Context, mirror string, topics []string) (bool, error) {
 	f.note("fail-over")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failedFor = append(f.failedFor, mirror)
+	f.failedTopics = append(f.failedTopics, topics)
 	return true, nil
+}
+
+func (f *fakeSwitchActions) RecordsAtRisk(context.Context, string) (int64, error) {
+	f.note("records-at-risk")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.atRisk, f.atRiskErr
 }
 
 type routeDriveWorld struct {
@@ -269,5 +282,38 @@ func TestRouteDriverServesRecordedRequests(t *testing.T) {
 	}
 	if r := w.current(); r.Attempt != 1 || r.Step != statetopic.RouteDraining {
 		t.Fatalf("the refused requests changed the switch: %+v", r)
+	}
+
+	// --force while it drains: the switch fails over at once and records
+	// describe's records at risk of that moment as what it loses.
+	w.acts.mu.Lock()
+	w.acts.atRisk = 40
+	w.acts.mu.Unlock()
+	w.view.put(coordinator.Record{Key: statetopic.RouteRequestKey("pay"), Value: &statetopic.RouteRequest{ID: "r4", Forced: true, AtMs: time.Now().UnixMilli()}})
+	w.awaitStep(t, statetopic.RouteSwitched)
+	if r := w.current(); !r.Forced || r.RecordsAtRisk != 40 || r.Attempt != 1 {
+		t.Fatalf("the forced switch: %+v, want forced with 40 records at risk", r)
+	}
+}
+
+// A forced switch whose primary does not answer records its records at risk
+// as unknown (-1), never as 0.
+func TestRouteDriverForcedSwitchPrimaryGone(t *testing.T) {
+	w := newRouteDriveWorld(t)
+	w.acts.atRiskErr = errors.New("mirror dr: the records at risk of 2 of 2 partitions are unknown")
+	w.view.put(coordinator.Record{Key: statetopic.RouteRequestKey("pay"), Value: &statetopic.RouteRequest{ID: "f1", Forced: true, AtMs: time.Now().UnixMilli()}})
+	w.awaitStep(t, statetopic.RouteSwitched)
+	if r := w.current(); !r.Forced || r.RecordsAtRisk != -1 || r.FreezeStartMs != 0 {
+		t.Fatalf("the forced switch: %+v, want forced, records at risk unknown, never frozen", r)
+	}
+	// The failover is the first action of a route's first switch, before any record named
+	// the mirror: it must still get the mirror's topics (it once got none, "failed over"
+	// nothing, and led the route's clients to read-only topics on real Kafka).
+	w.acts.mu.Lock()
+	defer w.acts.mu.Unlock()
+	for _, topics := range w.acts.failedTopics {
+		if !slices.Equal(topics, []string{"orders", "payments"}) {
+			t.Fatalf("the failovers were given topics %v, want [orders payments] each time", w.acts.failedTopics)
+		}
 	}
 }

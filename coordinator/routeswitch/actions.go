@@ -34,6 +34,10 @@ type Actions interface {
 	// FailOver asks for the mirror's topics to stop (a failover) and reports
 	// whether every partition is STOPPED.
 	FailOver(ctx context.Context, mirror string, topics []string) (bool, error)
+	// RecordsAtRisk is what describe reports a failover of the mirror right
+	// now would lose (a forced switch records it as its RPO); an error when
+	// any partition's figure is unknown (the primary does not answer).
+	RecordsAtRisk(ctx context.Context, mirror string) (int64, error)
 }
 
 // GroupCommits is what Actions.Groups read of one group.
