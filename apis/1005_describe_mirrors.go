@@ -27,8 +27,8 @@ func (b *Backend) DescribeMirrors(ctx context.Context, req *protocol.DescribeMir
 		resp.ErrorCode, resp.ErrorMessage = protocol.ErrorCodeAndMessage(err)
 		return resp
 	}
-	names := req.MirrorNames
-	if len(names) == 0 {
+	names, all := req.MirrorNames, len(req.MirrorNames) == 0
+	if all {
 		b.Coord.Store().Read(func(v *statetopic.View) { names = v.MirrorNames() })
 		// Lost mirrors are described too, each with the error that says
 		// its state was lost (Backend.Mirror).
@@ -42,6 +42,7 @@ func (b *Backend) DescribeMirrors(ctx context.Context, req *protocol.DescribeMir
 	for _, name := range names {
 		resp.Mirrors = append(resp.Mirrors, b.describeMirror(ctx, name))
 	}
+	resp.Routes = b.describeRoutes(names, all)
 	return resp
 }
 

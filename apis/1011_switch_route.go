@@ -39,10 +39,7 @@ func (b *Backend) SwitchRoute(ctx context.Context, req *protocol.SwitchRouteRequ
 }
 
 func (b *Backend) switchRoute(ctx context.Context, req *protocol.SwitchRouteRequest) (int32, error) {
-	var routes []string
-	if b.RouteNames != nil {
-		routes = b.RouteNames()
-	}
+	routes := b.routeNames()
 	if !slices.Contains(routes, req.RouteName) {
 		return 0, protocol.ErrInvalidRequest.WithMessage("no route %q on this kmirror (routes: %v); routes are configured in the proxy config (docs/cutover.md)", req.RouteName, routes)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
+	"github.com/kmirror/kmirror/proxy"
 )
 
 // Backend is what the handlers act on: this instance's coordinator, the
@@ -27,9 +28,9 @@ type Backend struct {
 	Destination *kadm.Client // the destination cluster, reached directly
 	Log         *slog.Logger
 	Now         func() time.Time
-	// RouteNames lists the routes this instance serves (SwitchRoute refuses
-	// others); nil: none.
-	RouteNames func() []string
+	// Routes lists the routes this instance serves (SwitchRoute refuses
+	// others; DescribeMirrors shows them); nil: none.
+	Routes func() []proxy.RouteStatus
 
 	// compat keeps each mirror's cluster verdict (ApiVersions of every broker of both
 	// clusters) for a minute: AddTopicsToMirror and DescribeMirrors reuse it, CreateMirror

@@ -77,7 +77,12 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	p, err := proxy.New(cfg.Proxy, proxy.WithLogger(log))
+	opts := []proxy.Option{proxy.WithLogger(log)}
+	if cfg.Mirroring {
+		// A route opens once this instance has applied its switch state (routeapply.go).
+		opts = append(opts, proxy.WithRoutesClosedAtStart())
+	}
+	p, err := proxy.New(cfg.Proxy, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +150,7 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	in.rpo = apis.NewRPOSampler(in.Backend, 0)
 	in.routes = newRouteDriver(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Coord.OwnsRoute, in.Coord.LiveMembers,
 		in.routeNames, in.routeMirror, apis.SwitchActions{B: in.Backend}, log)
-	in.Backend.RouteNames = in.routeNames
+	in.Backend.Routes = in.Proxy.Routes
 	if err := errors.Join(in.Coord.RegisterMetrics(meter), in.rpo.RegisterMetrics(meter), in.sources.Throttles().RegisterMetrics(meter)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -251,7 +256,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	})
 	if len(in.Proxy.Routes()) > 0 {
 		parts.run("route switches", func() {
-			newRouteApplier(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Proxy, in.log).run(mctx)
+			newRouteApplier(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Coord.Ready, in.Proxy, in.log).run(mctx)
 		})
 		parts.run("route switch driver", func() { in.routes.run(mctx) })
 	}

@@ -21,10 +21,22 @@ import (
 // driver counts against the live members. A member id changes when an
 // instance rejoins, so an instance that restarted mid-switch acknowledges
 // again only after it has applied the record itself.
+//
+// The applier also opens the routes (proxy.WithRoutesClosedAtStart): a route takes
+// connections only once the instance is caught up with the state topic (ready)
+// and has applied the route's record as it stood then. A restarting instance
+// that opened its routes at once would lead their clients to the primary after
+// a switch made the standby their cluster, or let a write through a freeze it
+// had not seen yet. The price: an instance that cannot read __mirror_state at
+// start (the standby is down) keeps its routes closed; the instances already
+// running keep serving theirs (docs/cutover.md).
 type routeApplier struct {
-	view   routeView
-	write  func(context.Context, ...coordinator.Record) error
-	self   func() string // the coordinators' group member id ("" before the first join)
+	view  routeView
+	write func(context.Context, ...coordinator.Record) error
+	self  func() string // the coordinators' group member id ("" before the first join)
+	// ready reports nil once the instance has joined the coordinators' group
+	// and its view has read the state topic to the end offsets of the moment.
+	ready  func(context.Context) error
 	routes routeProxy
 	log    *slog.Logger
 	now    func() time.Time
@@ -37,6 +49,7 @@ type routeApplier struct {
 	retry time.Duration
 
 	applied map[string]*appliedRoute
+	opened  map[string]bool // the routes opened
 }
 
 // routeView is what the applier reads of the state view.
@@ -50,6 +63,26 @@ type routeProxy interface {
 	Routes() []proxy.RouteStatus
 	FreezeRoute(ctx context.Context, name string, f *enforcement.Freeze) error
 	SwitchRoute(ctx context.Context, name string, hold proxy.FetchHold) error
+	RememberPrimary(name, clusterID string, topicIDs map[string][16]byte) error
+	OpenRoute(name string) error
+}
+
+// primaryIdentity is the primary's cluster id and topic ids as the route's
+// mirror recorded them (the mirror's source is the route's primary).
+type primaryIdentity struct {
+	clusterID string
+	topicIDs  map[string][16]byte
+}
+
+func primaryOf(m *statetopic.Mirror) primaryIdentity {
+	id := primaryIdentity{topicIDs: map[string][16]byte{}}
+	if m.Config != nil {
+		id.clusterID = m.Config.SourceClusterID
+	}
+	for name, t := range m.Topics {
+		id.topicIDs[name] = t.SourceTopicID
+	}
+	return id
 }
 
 // appliedRoute is what this instance has applied of a route's record.
@@ -72,9 +105,10 @@ const (
 	freezeCommits // produce and commits
 )
 
-func newRouteApplier(view routeView, write func(context.Context, ...coordinator.Record) error, self func() string, routes routeProxy, log *slog.Logger) *routeApplier {
-	return &routeApplier{view: view, write: write, self: self, routes: routes, log: log, now: time.Now,
-		freezeWait: 10 * time.Second, retry: time.Second, applied: map[string]*appliedRoute{}}
+func newRouteApplier(view routeView, write func(context.Context, ...coordinator.Record) error, self func() string,
+	ready func(context.Context) error, routes routeProxy, log *slog.Logger) *routeApplier {
+	return &routeApplier{view: view, write: write, self: self, ready: ready, routes: routes, log: log, now: time.Now,
+		freezeWait: 10 * time.Second, retry: time.Second, applied: map[string]*appliedRoute{}, opened: map[string]bool{}}
 }
 
 // run applies every change of the routes' records until ctx ends.
@@ -83,7 +117,20 @@ func (a *routeApplier) run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		changed := a.view.Changed()
-		a.applyAll(ctx)
+		// Ready is asked before the view is read: what is applied then is at
+		// least the state as of the check.
+		caughtUp := false
+		if !a.allOpen() {
+			err := a.ready(ctx)
+			caughtUp = err == nil
+			if err != nil {
+				a.log.Debug("routes stay closed: the switch state is not read yet", "err", err)
+			}
+		}
+		failed := a.applyAll(ctx)
+		if caughtUp {
+			a.open(failed)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -93,31 +140,61 @@ func (a *routeApplier) run(ctx context.Context) {
 	}
 }
 
-// applyAll applies the record of every route this instance serves.
-func (a *routeApplier) applyAll(ctx context.Context) {
+// allOpen reports whether every route has been opened.
+func (a *routeApplier) allOpen() bool {
+	for _, r := range a.routes.Routes() {
+		if !a.opened[r.Name] {
+			return false
+		}
+	}
+	return true
+}
+
+// open opens every route not yet open whose record applied (failed names
+// those that did not).
+func (a *routeApplier) open(failed map[string]bool) {
+	for _, r := range a.routes.Routes() {
+		if a.opened[r.Name] || failed[r.Name] {
+			continue
+		}
+		if err := a.routes.OpenRoute(r.Name); err != nil {
+			a.log.Warn("route switch: opening the route failed", "route", r.Name, "err", err)
+			continue
+		}
+		a.opened[r.Name] = true
+	}
+}
+
+// applyAll applies the record of every route this instance serves; it
+// returns the routes whose record could not be applied.
+func (a *routeApplier) applyAll(ctx context.Context) (failed map[string]bool) {
+	failed = map[string]bool{}
 	for _, r := range a.routes.Routes() {
 		var rec *statetopic.RouteSwitch
 		var topics []string
+		var primary primaryIdentity
 		a.view.Read(func(v *statetopic.View) {
 			rec = v.RouteSwitch(r.Name)
 			if rec != nil {
 				if m := v.Mirror(rec.Mirror); m != nil {
-					topics = m.TopicNames()
+					topics, primary = m.TopicNames(), primaryOf(m)
 				}
 			}
 		})
 		if rec == nil {
 			continue
 		}
-		if err := a.apply(ctx, r.Name, rec, topics); err != nil {
+		if err := a.apply(ctx, r.Name, rec, topics, primary); err != nil {
+			failed[r.Name] = true
 			a.log.Warn("route switch: applying the route's record failed; trying again", "route", r.Name,
 				"attempt", rec.Attempt, "step", rec.Step, "err", err)
 		}
 	}
+	return failed
 }
 
 // apply brings one route to what its record asks and acknowledges it.
-func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.RouteSwitch, topics []string) error {
+func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.RouteSwitch, topics []string, primary primaryIdentity) error {
 	st := a.applied[route]
 	if st == nil || st.attempt != rec.Attempt {
 		prev := st
@@ -138,6 +215,9 @@ func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.
 			hold := proxy.FetchHold{Topics: map[string]bool{}, Groups: rec.HeldGroups}
 			for _, t := range topics {
 				hold.Topics[t] = true
+			}
+			if err := a.routes.RememberPrimary(route, primary.clusterID, primary.topicIDs); err != nil {
+				return fmt.Errorf("giving the route the primary's ids: %w", err)
 			}
 			if err := a.routes.SwitchRoute(ctx, route, hold); err != nil {
 				return fmt.Errorf("switching to the standby: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -47,7 +48,37 @@ type fakeRoutes struct {
 	names     []string
 	freezes   []*enforcement.Freeze
 	switches  []proxy.FetchHold
+	opened    []string
 	freezeErr error
+	// what RememberPrimary was told last
+	primaryCluster string
+	primaryIDs     map[string][16]byte
+}
+
+func (f *fakeRoutes) OpenRoute(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.opened = append(f.opened, name)
+	return nil
+}
+
+func (f *fakeRoutes) RememberPrimary(_, clusterID string, ids map[string][16]byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.primaryCluster, f.primaryIDs = clusterID, ids
+	return nil
+}
+
+func (f *fakeRoutes) openedRoutes() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.opened...)
+}
+
+func (f *fakeRoutes) switchCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.switches)
 }
 
 func (f *fakeRoutes) Routes() []proxy.RouteStatus {
@@ -80,17 +111,40 @@ type routeApplierWorld struct {
 	routes *fakeRoutes
 	member string
 	a      *routeApplier
+
+	mu       sync.Mutex
+	notReady error // what ready answers
+	asked    int   // ready calls
+}
+
+func (w *routeApplierWorld) ready(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.asked++
+	return w.notReady
+}
+
+func (w *routeApplierWorld) readyCalls() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.asked
+}
+
+func (w *routeApplierWorld) setReady(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.notReady = err
 }
 
 func newRouteApplierWorld(t *testing.T) *routeApplierWorld {
 	t.Helper()
 	w := &routeApplierWorld{view: newFakeRouteView(), routes: &fakeRoutes{names: []string{"pay"}}, member: "m-1"}
 	write := func(_ context.Context, recs ...coordinator.Record) error { w.view.put(recs...); return nil }
-	w.a = newRouteApplier(w.view, write, func() string { return w.member }, w.routes, slog.New(slog.DiscardHandler))
+	w.a = newRouteApplier(w.view, write, func() string { return w.member }, w.ready, w.routes, slog.New(slog.DiscardHandler))
 	w.view.put(
-		coordinator.Record{Key: statetopic.Key{Type: statetopic.TypeMirrorConfig, Mirror: "dr"}, Value: &statetopic.MirrorConfig{}},
-		coordinator.Record{Key: statetopic.Key{Type: statetopic.TypeMirrorTopic, Mirror: "dr", Topic: "orders"}, Value: &statetopic.MirrorTopic{}},
-		coordinator.Record{Key: statetopic.Key{Type: statetopic.TypeMirrorTopic, Mirror: "dr", Topic: "payments"}, Value: &statetopic.MirrorTopic{}},
+		coordinator.Record{Key: statetopic.Key{Type: statetopic.TypeMirrorConfig, Mirror: "dr"}, Value: &statetopic.MirrorConfig{SourceClusterID: "prim-ary"}},
+		coordinator.Record{Key: statetopic.Key{Type: statetopic.TypeMirrorTopic, Mirror: "dr", Topic: "orders"}, Value: &statetopic.MirrorTopic{SourceTopicID: statetopic.UUID{1}}},
+		coordinator.Record{Key: statetopic.Key{Type: statetopic.TypeMirrorTopic, Mirror: "dr", Topic: "payments"}, Value: &statetopic.MirrorTopic{SourceTopicID: statetopic.UUID{2}}},
 	)
 	return w
 }
@@ -178,6 +232,11 @@ func TestRouteApplierPlannedSwitch(t *testing.T) {
 	if got := w.acked(statetopic.RouteSwitching, 1); !reflect.DeepEqual(got, []string{"m-2"}) {
 		t.Fatalf("SWITCHING acks %v", got)
 	}
+	// The route is told the primary's ids as the mirror recorded them: a
+	// restarted instance never saw the primary's answers.
+	if wantIDs := map[string][16]byte{"orders": {1}, "payments": {2}}; w.routes.primaryCluster != "prim-ary" || !reflect.DeepEqual(w.routes.primaryIDs, wantIDs) {
+		t.Fatalf("RememberPrimary got %q %v, want prim-ary %v", w.routes.primaryCluster, w.routes.primaryIDs, wantIDs)
+	}
 	if len(w.routes.freezes) != 2 {
 		t.Fatalf("a freeze after the switch: %v", w.routes.freezes)
 	}
@@ -231,7 +290,7 @@ func TestRouteApplierFreezeFailureAndRollback(t *testing.T) {
 	if len(w.routes.switches) != 0 {
 		t.Fatalf("switched towards the primary: %v", w.routes.switches)
 	}
-	if err := w.a.apply(ctx, "pay", &statetopic.RouteSwitch{Step: statetopic.RouteSwitching, Upstream: statetopic.UpstreamPrimary, Attempt: 3}, nil); err == nil {
+	if err := w.a.apply(ctx, "pay", &statetopic.RouteSwitch{Step: statetopic.RouteSwitching, Upstream: statetopic.UpstreamPrimary, Attempt: 3}, nil, primaryIdentity{}); err == nil {
 		t.Fatal("a switch back to the primary gave no error")
 	}
 }
@@ -247,4 +306,36 @@ func TestRouteApplierRunStopsWithContext(t *testing.T) {
 	polltest.Until(t, 10*time.Second, "run acks the freeze", func() bool { return len(w.acked(statetopic.RouteFreezing, 1)) > 0 })
 	cancel()
 	<-done
+}
+
+// A route opens only once the instance is caught up with the state topic and
+// has applied the route's record: a restarting instance whose route was
+// switched leads its clients to the standby from the first connection, never
+// to the primary (docs/cutover.md). A record it cannot apply keeps the route
+// closed; so does a state topic it has not read to the end.
+func TestRouteApplierOpensRoutesOnceApplied(t *testing.T) {
+	w := newRouteApplierWorld(t)
+	w.routes.names = []string{"pay", "web"}
+	w.a.retry = 10 * time.Millisecond
+	w.setReady(errors.New("catching up with __mirror_state: partition 3 at 10 of 12"))
+	w.record(statetopic.RouteSwitched, 1, func(r *statetopic.RouteSwitch) { r.Upstream = statetopic.UpstreamStandby })
+	// web's record asks for what this instance cannot apply: a route led back.
+	w.view.put(coordinator.Record{Key: statetopic.RouteSwitchKey("web"), Value: &statetopic.RouteSwitch{Route: "web", Mirror: "dr",
+		Step: statetopic.RouteSwitched, Attempt: 2, Upstream: statetopic.UpstreamPrimary, Target: statetopic.UpstreamPrimary}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.a.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	// Not caught up: the switch is applied (nothing is served yet), nothing opens.
+	polltest.Until(t, 10*time.Second, "the switched record applied", func() bool { return w.routes.switchCount() == 1 })
+	polltest.Until(t, 10*time.Second, "three passes not ready", func() bool { return w.readyCalls() >= 3 })
+	if got := w.routes.openedRoutes(); len(got) != 0 {
+		t.Fatalf("routes opened before the state was read to its end: %v", got)
+	}
+	w.setReady(nil)
+	polltest.Until(t, 10*time.Second, "pay opens once caught up", func() bool { return slices.Contains(w.routes.openedRoutes(), "pay") })
+	if got := w.routes.openedRoutes(); !reflect.DeepEqual(got, []string{"pay"}) {
+		t.Fatalf("opened %v; web's record cannot be applied and must keep it closed", got)
+	}
 }

@@ -2,12 +2,14 @@ package instance_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -32,16 +34,10 @@ import (
 // Afterwards every acknowledged record is on the standby once, in order per
 // partition; the group saw every record once; nobody was restarted.
 func TestRealDrivenRouteSwitch(t *testing.T) {
-	primary, standby := kafkatest.Start(t), kafkatest.Start(t)
-	in := instancetest.Start(t, standby, nil, func(c *instance.Config) {
-		c.Proxy.Routes = []proxy.RouteConfig{{Name: "app", Listen: "127.0.0.1:0", Mirror: "dr",
-			Primary: proxy.RouteUpstream{Bootstrap: primary.Bootstrap()}}}
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const topic, group = "orders", "billing"
-	primary.CreateKeptTopic(t, topic, 3)
-	createMirror(t, ctx, in, primary, "dr", topic)
+	primary, standby, in := startRouteWorld(t, ctx, topic)
 	route := in.Proxy.RouteAddr("app")
 
 	prod := kafkatest.NewClient(t, []string{route}, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
@@ -98,29 +94,19 @@ func TestRealDrivenRouteSwitch(t *testing.T) {
 	// The operator's command, through the proxy's SwitchRoute RPC; the request is recorded
 	// and answered by the route's driver.
 	began := time.Now()
-	var out, errOut strings.Builder
-	if err := mirrorcli.Mirrors(ctx, []string{"--bootstrap-server", in.Proxy.Addr(), "--switch", "--route", "app"}, &out, &errOut); err != nil {
-		t.Fatalf("kmirror mirrors --switch --route app: %v (%s)", err, errOut.String())
-	}
-	if !strings.Contains(out.String(), "Started the planned switch of route app (attempt 1)") {
-		t.Fatalf("--switch said %q", out.String())
-	}
-	var rec *statetopic.RouteSwitch
-	polltest.Eventually(t, 2*time.Minute, "the switch completes", func() (bool, string) {
-		in.Coord.Store().Read(func(v *statetopic.View) { rec = v.RouteSwitch("app") })
-		if rec == nil {
-			return false, "no record"
-		}
-		if rec.Step == statetopic.RouteRolledBack {
-			t.Fatalf("the switch rolled back: %s", rec.Reason)
-		}
-		return rec.Step == statetopic.RouteSwitched, rec.Step.String() + " " + rec.Reason
-	})
+	rec := switchRoute(t, ctx, in, "--switch", "--route", "app")
 	t.Logf("switched in %s (write freeze from %s): %s", time.Since(began).Round(time.Millisecond),
 		time.UnixMilli(rec.FreezeStartMs).UTC().Format("15:04:05.000"), stepsOf(rec))
 	if st := in.Proxy.Routes(); st[0].Upstream != "standby" {
 		t.Fatalf("the route leads to %s after the switch", st[0].Upstream)
 	}
+	// The operator sees the switch, its duration and its write freeze in describe.
+	described := describeRoute(t, ctx, in, "app")
+	if described.Step != "SWITCHED" || described.Upstream != "standby" || !described.Open || described.Attempt != 1 ||
+		described.FreezeMs == nil || *described.FreezeMs <= 0 || described.DurationMs == nil || *described.DurationMs < *described.FreezeMs {
+		t.Fatalf("describe shows the route as %+v", described)
+	}
+	t.Logf("describe: switch took %d ms, writes frozen %d ms, steps %+v", *described.DurationMs, *described.FreezeMs, described.Steps)
 	before := ackedCount()
 	polltest.Until(t, 2*time.Minute, "the producer goes on through the switched route", func() bool { return ackedCount() > before+200 })
 	stopProducing()
@@ -130,14 +116,20 @@ func TestRealDrivenRouteSwitch(t *testing.T) {
 	onStandby := map[int32][]string{}
 	scl := standby.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	total := ackedCount()
-	polltest.Until(t, time.Minute, "the standby holds every acknowledged record", func() bool {
+	polltest.Eventually(t, time.Minute, "the standby holds every acknowledged record", func() (bool, string) {
 		fs := scl.PollRecords(ctx, 10000)
 		fs.EachRecord(func(r *kgo.Record) { onStandby[r.Partition] = append(onStandby[r.Partition], string(r.Value)) })
 		n := 0
 		for _, vs := range onStandby {
 			n += len(vs)
 		}
-		return n >= total
+		mu.Lock()
+		defer mu.Unlock()
+		var per []string
+		for p, vs := range acked {
+			per = append(per, fmt.Sprintf("p%d: %d of %d acknowledged", p, len(onStandby[p]), len(vs)))
+		}
+		return n >= total, fmt.Sprintf("%d of %d on the standby (%s; fetch errors %v)", n, total, strings.Join(per, ", "), fs.Errors())
 	})
 	mu.Lock()
 	for p, vs := range acked {
@@ -159,6 +151,118 @@ func TestRealDrivenRouteSwitch(t *testing.T) {
 		}
 	}
 	t.Logf("%d records acknowledged (%d after the switch), %d read by the group", total, total-before, len(seen))
+
+	// An instance started after the switch never leads the route's clients to the
+	// primary: its route opens once it has applied the switched record, and shows the
+	// topic id the clients were given (the primary's) though it never saw the primary's
+	// metadata.
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	primary.CreateKeptTopic(t, "primary-only", 1)
+	srcTopics, err := kadm.NewClient(primary.Client(t)).ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := instancetest.Start(t, standby, nil, func(c *instance.Config) {
+		c.Proxy.Routes = []proxy.RouteConfig{{Name: "app", Listen: "127.0.0.1:0", Mirror: "dr",
+			Primary: proxy.RouteUpstream{Bootstrap: primary.Bootstrap()}}}
+	})
+	refused := 0
+	polltest.Until(t, time.Minute, "the late instance's route answers", func() bool {
+		md, err := routeMetadata(ctx, late.Proxy.RouteAddr("app"))
+		if err != nil {
+			refused++ // closed until the switch state is applied
+			return false
+		}
+		for _, tp := range md.Topics {
+			if tp.Topic != nil && *tp.Topic == "primary-only" {
+				t.Fatalf("the late instance's route led to the primary after the switch")
+			}
+			if tp.Topic != nil && *tp.Topic == topic && tp.TopicID != srcTopics[topic].ID {
+				t.Fatalf("the late instance's route shows %s with id %x, its clients were given the primary's %x", topic, tp.TopicID, srcTopics[topic].ID)
+			}
+		}
+		return true
+	})
+	if st := late.Proxy.Routes(); st[0].Upstream != "standby" || !st[0].Open {
+		t.Fatalf("the late instance's route: %+v", st[0])
+	}
+	t.Logf("the late instance's route refused %d connections before it applied the switch", refused)
+}
+
+// describeRoute is the route as `kmirror mirrors --describe --json` shows it.
+func describeRoute(t *testing.T, ctx context.Context, in *instance.Instance, route string) mirrorcli.RouteJSON {
+	t.Helper()
+	var out, errOut strings.Builder
+	if err := mirrorcli.Mirrors(ctx, []string{"--bootstrap-server", in.Proxy.Addr(), "--describe", "--json"}, &out, &errOut); err != nil {
+		t.Fatalf("kmirror mirrors --describe: %v (%s)", err, errOut.String())
+	}
+	var d mirrorcli.DescribeJSON
+	if err := json.Unmarshal([]byte(out.String()), &d); err != nil {
+		t.Fatalf("describe --json: %v\n%s", err, out.String())
+	}
+	for _, r := range d.Routes {
+		if r.Name == route {
+			return r
+		}
+	}
+	t.Fatalf("describe shows no route %s: %s", route, out.String())
+	return mirrorcli.RouteJSON{}
+}
+
+// routeMetadata asks a route for the metadata of every topic on a connection of its own.
+func routeMetadata(ctx context.Context, addr string) (*kmsg.MetadataResponse, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RetryTimeout(time.Second), kgo.RequestRetries(0))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return req.RequestWith(rctx, cl)
+}
+
+// startRouteWorld starts a primary and a standby cluster and an instance in front of the
+// standby with route "app" leading to the primary, and mirrors topics (created with 3
+// partitions) from the primary with mirror "dr".
+func startRouteWorld(t *testing.T, ctx context.Context, topics ...string) (primary, standby *kafkatest.Cluster, in *instance.Instance) {
+	t.Helper()
+	primary, standby = kafkatest.Start(t), kafkatest.Start(t)
+	in = instancetest.Start(t, standby, nil, func(c *instance.Config) {
+		c.Proxy.Routes = []proxy.RouteConfig{{Name: "app", Listen: "127.0.0.1:0", Mirror: "dr",
+			Primary: proxy.RouteUpstream{Bootstrap: primary.Bootstrap()}}}
+	})
+	for _, topic := range topics {
+		primary.CreateKeptTopic(t, topic, 3)
+	}
+	createMirror(t, ctx, in, primary, "dr", topics...)
+	return primary, standby, in
+}
+
+// switchRoute runs `kmirror mirrors` with args (a --switch of route app) and waits until
+// the switch record says SWITCHED; a rollback fails the test.
+func switchRoute(t *testing.T, ctx context.Context, in *instance.Instance, args ...string) *statetopic.RouteSwitch {
+	t.Helper()
+	var out, errOut strings.Builder
+	if err := mirrorcli.Mirrors(ctx, append([]string{"--bootstrap-server", in.Proxy.Addr()}, args...), &out, &errOut); err != nil {
+		t.Fatalf("kmirror mirrors %v: %v (%s)", args, err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "switch of route app (attempt 1)") {
+		t.Fatalf("kmirror mirrors %v said %q", args, out.String())
+	}
+	var rec *statetopic.RouteSwitch
+	polltest.Eventually(t, 3*time.Minute, "the switch completes", func() (bool, string) {
+		in.Coord.Store().Read(func(v *statetopic.View) { rec = v.RouteSwitch("app") })
+		if rec == nil {
+			return false, "no record"
+		}
+		if rec.Step == statetopic.RouteRolledBack {
+			t.Fatalf("the switch rolled back: %s", rec.Reason)
+		}
+		return rec.Step == statetopic.RouteSwitched, rec.Step.String() + " " + rec.Reason
+	})
+	return rec
 }
 
 func stepsOf(r *statetopic.RouteSwitch) string {

@@ -20,15 +20,12 @@ func (s pageSource) Status(ctx context.Context) (statuspage.Status, error) {
 	if err := protocol.ResponseError(resp.ErrorCode, resp.ErrorMessage); err != nil {
 		return statuspage.Status{}, fmt.Errorf("describing mirrors: %w", err)
 	}
-	st := statuspage.Status{Mirrors: resp.Mirrors}
+	st := statuspage.Status{Mirrors: resp.Mirrors, Routes: resp.Routes}
 	members, err := s.in.Coord.Members(ctx)
 	if err != nil {
 		st.InstancesError = err.Error()
 	}
 	st.Instances = members
-	for _, r := range s.in.Proxy.Routes() {
-		st.Routes = append(st.Routes, statuspage.Route(r))
-	}
 	return st, nil
 }
 

@@ -631,7 +631,7 @@ func (r *runner) switchRoute(ctx context.Context) error {
 	if r.a.Force {
 		kind = "forced"
 	}
-	fmt.Fprintf(r.out, "Started the %s switch of route %s (attempt %d); `kmirror dump-state` shows its steps in the RouteSwitch record.\n", kind, r.a.Route, resp.Attempt)
+	fmt.Fprintf(r.out, "Started the %s switch of route %s (attempt %d); `kmirror mirrors --describe` shows its steps.\n", kind, r.a.Route, resp.Attempt)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package mirrorcli
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,6 +31,15 @@ func seconds(ms int64) string {
 		return "-"
 	}
 	return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64)
+}
+
+// millis prints a switch's duration in seconds to the millisecond (the
+// steps of a switch on one site take milliseconds); -1 prints as -.
+func millis(ms int64) string {
+	if ms < 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64) + "s"
 }
 
 // offset prints an offset or lag; negative values (-1 = unknown) print as -.
@@ -88,10 +98,59 @@ func RenderDescribeTable(w io.Writer, resp *protocol.DescribeMirrorsResponse, fa
 	if err := renderSyncTables(w, resp, failedOnly); err != nil {
 		return err
 	}
+	if err := renderRoutes(w, resp, failedOnly); err != nil {
+		return err
+	}
 	if failedOnly {
 		return nil
 	}
 	return renderClusters(w, resp)
+}
+
+// RouteColumns are the columns of the routes table of `--describe`.
+var RouteColumns = []string{"ROUTE", "MIRROR", "BOOTSTRAP", "LEADS-TO", "SWITCH", "ATTEMPT", "TOOK", "WRITES-FROZEN", "AT-RISK-RECORDS", "STEPS", "MESSAGE"}
+
+// renderRoutes writes the answering instance's routes and their last switch
+// (docs/cutover.md); failedOnly keeps the switches that rolled back and the
+// routes not open.
+func renderRoutes(w io.Writer, resp *protocol.DescribeMirrorsResponse, failedOnly bool) error {
+	tw := newTable(w)
+	tw.row(RouteColumns...)
+	n := 0
+	for i := range resp.Routes {
+		r := &resp.Routes[i]
+		if failedOnly && r.Open && r.Step != statetopic.RouteRolledBack.String() {
+			continue
+		}
+		attempt, took, frozen, risk := "-", millis(r.DurationMs), millis(r.FreezeMs), "-"
+		if r.Attempt > 0 {
+			attempt = strconv.Itoa(int(r.Attempt))
+		}
+		if r.Forced {
+			risk = offset(r.RecordsAtRisk)
+		}
+		var steps []string
+		for _, s := range r.Steps {
+			steps = append(steps, s.Step+"="+millis(s.DurationMs))
+		}
+		msg := oneLine(r.Reason)
+		if !r.Open {
+			msg = strings.TrimSpace("closed: this instance has not yet applied the route's switch state. " + msg)
+		}
+		sw := r.Step
+		if r.Forced {
+			sw += " (forced)"
+		}
+		tw.row(r.Name, r.Mirror, r.Bootstrap, r.Upstream, sw, attempt, took, frozen, risk, cmp.Or(strings.Join(steps, ","), "-"), msg)
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := io.WriteString(w, "\n"); err != nil {
+		return err
+	}
+	return tw.flush()
 }
 
 // renderClusters writes each mirror's source and destination releases and mode
@@ -296,6 +355,32 @@ func renderSyncTables(w io.Writer, resp *protocol.DescribeMirrorsResponse, faile
 type (
 	DescribeJSON struct {
 		Mirrors []MirrorJSON `json:"mirrors"`
+		Routes  []RouteJSON  `json:"routes,omitempty"`
+	}
+	// RouteJSON is one route of the answering instance and its last switch
+	// (docs/cutover.md); durations are milliseconds, null where there are
+	// none.
+	RouteJSON struct {
+		Name          string         `json:"name"`
+		Mirror        string         `json:"mirror"`
+		Bootstrap     string         `json:"bootstrap"`
+		Upstream      string         `json:"upstream"`
+		Open          bool           `json:"open"`
+		ClusterID     string         `json:"cluster_id,omitempty"`
+		Attempt       int32          `json:"attempt"`
+		Step          string         `json:"step"`
+		Forced        bool           `json:"forced"`
+		Driver        string         `json:"driver,omitempty"`
+		Reason        string         `json:"reason,omitempty"`
+		SwitchAgeMs   *int64         `json:"switch_age_ms"`
+		DurationMs    *int64         `json:"duration_ms"`
+		FreezeMs      *int64         `json:"freeze_ms"`
+		RecordsAtRisk *int64         `json:"records_at_risk"`
+		Steps         []StepTimeJSON `json:"steps,omitempty"`
+	}
+	StepTimeJSON struct {
+		Step       string `json:"step"`
+		DurationMs int64  `json:"duration_ms"`
 	}
 	MirrorJSON struct {
 		Name   string      `json:"name"`
@@ -437,6 +522,19 @@ func DescribeToJSON(resp *protocol.DescribeMirrorsResponse, failedOnly bool) Des
 			mj.Topics = append(mj.Topics, tj)
 		}
 		out.Mirrors = append(out.Mirrors, mj)
+	}
+	for _, r := range resp.Routes {
+		if failedOnly && r.Open && r.Step != statetopic.RouteRolledBack.String() {
+			continue
+		}
+		rj := RouteJSON{Name: r.Name, Mirror: r.Mirror, Bootstrap: r.Bootstrap, Upstream: r.Upstream, Open: r.Open,
+			ClusterID: oneLine(r.ClusterID), Attempt: r.Attempt, Step: r.Step, Forced: r.Forced, Driver: oneLine(r.Driver),
+			Reason: oneLine(r.Reason), SwitchAgeMs: known(r.SwitchAgeMs), DurationMs: known(r.DurationMs), FreezeMs: known(r.FreezeMs),
+			RecordsAtRisk: known(r.RecordsAtRisk)}
+		for _, s := range r.Steps {
+			rj.Steps = append(rj.Steps, StepTimeJSON{s.Step, s.DurationMs})
+		}
+		out.Routes = append(out.Routes, rj)
 	}
 	return out
 }

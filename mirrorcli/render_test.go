@@ -78,6 +78,20 @@ func describeFixture() *protocol.DescribeMirrorsResponse {
 			}},
 		{Name: "empty"},
 		{Name: "nosuch", ErrorCode: protocol.ErrUnknownMirror.Code, ErrorMessage: sp(`mirror "nosuch" does not exist; ` + "`kmirror mirrors --list` shows the mirrors")},
+	}, Routes: []protocol.DescribeMirrorsResponseRoute{
+		{Name: "payments", Mirror: "dr", Bootstrap: "0.0.0.0:19092", Upstream: "standby", Open: true, ClusterID: sp("prim-ary"),
+			Attempt: 1, Step: "SWITCHED", Driver: sp("kmirror-state-1-abc"), SwitchAgeMs: 120_000, DurationMs: 3_250, FreezeMs: 2_901, RecordsAtRisk: -1,
+			Steps: []protocol.DescribeMirrorsResponseRouteStep{{Step: "FREEZING", DurationMs: 21}, {Step: "TXN_WAIT", DurationMs: 3},
+				{Step: "DRAINING", DurationMs: 2_500}, {Step: "GROUPS_QUIET", DurationMs: 120}, {Step: "GROUPS_COPY", DurationMs: 200},
+				{Step: "FAILING_OVER", DurationMs: 57}, {Step: "SWITCHING", DurationMs: 349}}},
+		{Name: "ledger", Mirror: "dr", Bootstrap: "0.0.0.0:19192", Upstream: "primary", Open: true, Attempt: 2, Step: "ROLLED_BACK",
+			Reason: sp("drain timeout after 60s:\nledger/0 lags 5 records"), SwitchAgeMs: 70_000, DurationMs: 60_010, FreezeMs: 60_010, RecordsAtRisk: -1,
+			Steps: []protocol.DescribeMirrorsResponseRouteStep{{Step: "FREEZING", DurationMs: 10}, {Step: "DRAINING", DurationMs: 60_000}}},
+		{Name: "web", Mirror: "dr", Bootstrap: "0.0.0.0:19292", Upstream: "standby", Open: true, Attempt: 1, Step: "SWITCHED", Forced: true,
+			SwitchAgeMs: 5_000, DurationMs: 400, FreezeMs: -1, RecordsAtRisk: 17,
+			Steps: []protocol.DescribeMirrorsResponseRouteStep{{Step: "FAILING_OVER", DurationMs: 300}, {Step: "SWITCHING", DurationMs: 100}}},
+		{Name: "audit", Mirror: "dr", Bootstrap: "0.0.0.0:19392", Upstream: "primary", Step: "IDLE",
+			SwitchAgeMs: -1, DurationMs: -1, FreezeMs: -1, RecordsAtRisk: -1},
 	}}
 }
 

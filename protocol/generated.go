@@ -728,6 +728,12 @@ type DescribeMirrorsResponse struct {
 	ErrorCode      int16
 	ErrorMessage   *string
 	Mirrors        []DescribeMirrorsResponseMirror
+	// Routes (tag 0) are the answering instance's application routes tied to
+	// the described mirrors (all of its routes when every mirror is described)
+	// and each route's last switch (docs/cutover.md). Cluster-wide detail:
+	// left out for a principal without DESCRIBE on CLUSTER. Absent from
+	// servers that predate it.
+	Routes []DescribeMirrorsResponseRoute
 	// UnknownTags keeps the tagged fields this version does not know, so
 	// that they survive a decode/encode round trip.
 	UnknownTags kmsg.Tags
@@ -751,7 +757,9 @@ func (v *DescribeMirrorsResponse) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = appendNullableString(dst, v.ErrorMessage)
 	dst = appendArray(dst, v.Mirrors)
-	return appendTags(dst, &v.UnknownTags)
+	return appendTags(dst, &v.UnknownTags,
+		taggedField{0, len(v.Routes) > 0, func(dst []byte) []byte { return appendArray(dst, v.Routes) }},
+	)
 }
 
 func (v *DescribeMirrorsResponse) readFrom(d *decoder) {
@@ -759,6 +767,124 @@ func (v *DescribeMirrorsResponse) readFrom(d *decoder) {
 	v.ErrorCode = d.int16()
 	v.ErrorMessage = d.nullableString()
 	v.Mirrors = readArray[DescribeMirrorsResponseMirror](d)
+	d.tags(&v.UnknownTags, func(tag uint32, fd *decoder) bool {
+		switch tag {
+		case 0:
+			v.Routes = readArray[DescribeMirrorsResponseRoute](fd)
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+// DescribeMirrorsResponseRoute is one application route and its switch.
+// Durations are milliseconds: of a switch in progress, so far; -1 where
+// there is none.
+type DescribeMirrorsResponseRoute struct {
+	Name        string
+	Mirror      string
+	Bootstrap   string  // the route's bootstrap listener on the answering instance
+	Upstream    string  // where the answering instance's route leads: primary or standby
+	Open        bool    // false while the instance has not yet applied the route's switch state
+	ClusterID   *string // the cluster id the route's clients see; null until learned
+	Attempt     int32   // the route's switch count; 0: never switched
+	Step        string  // the last switch's step (IDLE: never switched)
+	Forced      bool
+	Driver      *string // the instance driving the switch
+	Reason      *string // why it rolled back, or what it waits for
+	SwitchAgeMs int64   // since the switch began
+	DurationMs  int64   // from its first step to SWITCHED or ROLLED_BACK
+	FreezeMs    int64   // how long the route's writes were frozen; -1 never
+	// RecordsAtRisk is, for a forced switch, what describe reported at risk
+	// when it was asked for: what the failover lost; -1 unknown or planned.
+	RecordsAtRisk int64
+	Steps         []DescribeMirrorsResponseRouteStep
+	// UnknownTags keeps the tagged fields this version does not know, so
+	// that they survive a decode/encode round trip.
+	UnknownTags kmsg.Tags
+}
+
+func (v *DescribeMirrorsResponseRoute) appendTo(dst []byte) []byte {
+	dst = appendString(dst, v.Name)
+	dst = appendString(dst, v.Mirror)
+	dst = appendString(dst, v.Bootstrap)
+	dst = appendString(dst, v.Upstream)
+	dst = kbin.AppendBool(dst, v.Open)
+	dst = appendNullableString(dst, v.ClusterID)
+	dst = kbin.AppendInt32(dst, v.Attempt)
+	dst = appendString(dst, v.Step)
+	dst = kbin.AppendBool(dst, v.Forced)
+	dst = appendNullableString(dst, v.Driver)
+	dst = appendNullableString(dst, v.Reason)
+	dst = kbin.AppendInt64(dst, v.SwitchAgeMs)
+	dst = kbin.AppendInt64(dst, v.DurationMs)
+	dst = kbin.AppendInt64(dst, v.FreezeMs)
+	dst = kbin.AppendInt64(dst, v.RecordsAtRisk)
+	dst = appendArray(dst, v.Steps)
+	return appendTags(dst, &v.UnknownTags)
+}
+
+func (v *DescribeMirrorsResponseRoute) readFrom(d *decoder) {
+	v.Name = d.string()
+	v.Mirror = d.string()
+	v.Bootstrap = d.string()
+	v.Upstream = d.string()
+	v.Open = d.bool()
+	v.ClusterID = d.nullableString()
+	v.Attempt = d.int32()
+	v.Step = d.string()
+	v.Forced = d.bool()
+	v.Driver = d.nullableString()
+	v.Reason = d.nullableString()
+	v.SwitchAgeMs = d.int64()
+	v.DurationMs = d.int64()
+	v.FreezeMs = d.int64()
+	v.RecordsAtRisk = d.int64()
+	v.Steps = readArray[DescribeMirrorsResponseRouteStep](d)
+	d.tags(&v.UnknownTags, nil)
+}
+
+// Default sets every field to its default, Go's zero value except:
+//   - SwitchAgeMs: -1
+//   - DurationMs: -1
+//   - FreezeMs: -1
+//   - RecordsAtRisk: -1
+func (v *DescribeMirrorsResponseRoute) Default() {
+	*v = DescribeMirrorsResponseRoute{
+		SwitchAgeMs:   -1,
+		DurationMs:    -1,
+		FreezeMs:      -1,
+		RecordsAtRisk: -1,
+	}
+}
+
+// NewDescribeMirrorsResponseRoute returns a DescribeMirrorsResponseRoute with its defaults set.
+func NewDescribeMirrorsResponseRoute() DescribeMirrorsResponseRoute {
+	var v DescribeMirrorsResponseRoute
+	v.Default()
+	return v
+}
+
+// DescribeMirrorsResponseRouteStep is how long one step of a switch took
+// (so far, for the current step).
+type DescribeMirrorsResponseRouteStep struct {
+	Step       string
+	DurationMs int64
+	// UnknownTags keeps the tagged fields this version does not know, so
+	// that they survive a decode/encode round trip.
+	UnknownTags kmsg.Tags
+}
+
+func (v *DescribeMirrorsResponseRouteStep) appendTo(dst []byte) []byte {
+	dst = appendString(dst, v.Step)
+	dst = kbin.AppendInt64(dst, v.DurationMs)
+	return appendTags(dst, &v.UnknownTags)
+}
+
+func (v *DescribeMirrorsResponseRouteStep) readFrom(d *decoder) {
+	v.Step = d.string()
+	v.DurationMs = d.int64()
 	d.tags(&v.UnknownTags, nil)
 }
 

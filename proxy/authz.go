@@ -459,7 +459,7 @@ const errClusterAuthorizationFailed = 31
 
 // filterTopics hides from a read RPC's response what the principal may not describe: topics
 // without DESCRIBE, mirrors left without topics, and cluster-wide details (group and sync
-// jobs). wantNames: the ListMirrors request asked for topic names (the proxy asks for them
+// jobs, routes). wantNames: the ListMirrors request asked for topic names (the proxy asks for them
 // regardless, to filter).
 func filterTopics(resp kmsg.Response, keep func(string) bool, wantNames bool) {
 	switch r := resp.(type) {
@@ -473,6 +473,7 @@ func filterTopics(resp kmsg.Response, keep func(string) bool, wantNames bool) {
 			}
 		}
 		r.Mirrors = mirrors
+		r.Routes = nil // where applications connect and how a switch went: cluster-wide
 	case *protocol.ListMirrorsResponse:
 		mirrors := r.Mirrors[:0]
 		for _, m := range r.Mirrors {

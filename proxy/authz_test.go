@@ -125,10 +125,13 @@ func TestFilterTopics(t *testing.T) {
 	d := &protocol.DescribeMirrorsResponse{Mirrors: []protocol.DescribeMirrorsResponseMirror{
 		{Name: "m1", Topics: []protocol.DescribeMirrorsResponseTopic{{Name: "ok1"}, {Name: "no1"}}, Groups: []protocol.DescribeMirrorsResponseGroup{{Name: "g"}}},
 		{Name: "m2", Topics: []protocol.DescribeMirrorsResponseTopic{{Name: "no2"}}},
-	}}
+	}, Routes: []protocol.DescribeMirrorsResponseRoute{{Name: "app", Mirror: "m1"}}}
 	filterTopics(d, keep, true)
 	if len(d.Mirrors) != 1 || d.Mirrors[0].Name != "m1" || len(d.Mirrors[0].Topics) != 1 || d.Mirrors[0].Groups != nil {
 		t.Fatalf("describe filtered to %+v", d.Mirrors)
+	}
+	if d.Routes != nil {
+		t.Fatalf("a principal without DESCRIBE on CLUSTER sees routes: %+v", d.Routes)
 	}
 	l := &protocol.ListMirrorsResponse{Mirrors: []protocol.ListMirrorsResponseMirror{
 		{Name: "m1", TopicCount: 2, TopicNames: []string{"ok1", "no1"}}, {Name: "m2", TopicCount: 1, TopicNames: []string{"no2"}},

@@ -115,7 +115,7 @@ func engineAddr(eng gnet.Engine) (net.Addr, error) {
 }
 
 func (h *gnetHandler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if h.p.draining.Load() {
+	if h.p.refusesConnections() {
 		return nil, gnet.Close
 	}
 	if h.p.cfg.ProxyProtocol {

@@ -83,8 +83,8 @@ func relayTo(out net.Conn, d *writeDeadline, head []byte, src io.Reader, n int64
 }
 
 // serveListener accepts connections on ln until it is closed, each served by serve on a
-// goroutine of its own counted in p.wg (serve must call p.wg.Done). While the proxy drains,
-// new connections are closed at once.
+// goroutine of its own counted in p.wg (serve must call p.wg.Done). While the proxy drains
+// (or serves a route not yet opened), new connections are closed at once.
 func (p *Proxy) serveListener(r route, ln net.Listener, serve func(net.Conn)) *tlsListener {
 	l := &tlsListener{ln: ln, done: make(chan struct{})}
 	p.wg.Add(1)
@@ -99,7 +99,7 @@ func (p *Proxy) serveListener(r route, ln net.Listener, serve func(net.Conn)) *t
 				}
 				return
 			}
-			if p.draining.Load() {
+			if p.refusesConnections() {
 				_ = c.Close()
 				continue
 			}

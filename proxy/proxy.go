@@ -67,6 +67,8 @@ type Proxy struct {
 	// proxy started (none on a route's own proxy).
 	appRoute *routeIdentity
 	routes   routes
+	// routesClosed: the routes start closed and open with OpenRoute (WithRoutesClosedAtStart).
+	routesClosed bool
 
 	// testHookClientFrame, when set (tests only), sees every frame sent to a client.
 	testHookClientFrame func(frame []byte)
@@ -178,7 +180,8 @@ func (p *Proxy) Start(ctx context.Context) error {
 	go p.runDiscovery()
 	if p.appRoute != nil {
 		p.log.Info("route listening; it leads to its primary until a switch", "bootstrap", ln.addr().String(),
-			"primary", p.upstream().bootstrap, "mirror", p.appRoute.mirror, "advertised_host", p.cfg.AdvertisedHost)
+			"primary", p.upstream().bootstrap, "mirror", p.appRoute.mirror, "advertised_host", p.cfg.AdvertisedHost,
+			"closed_until_switch_state_applied", p.appRoute.closed.Load())
 		return nil
 	}
 	p.log.Info("proxy listening", "bootstrap", ln.addr().String(), "upstream", p.upstream().bootstrap, "advertised_host", p.cfg.AdvertisedHost)

@@ -183,6 +183,8 @@ type routeIdentity struct {
 	freeze atomic.Pointer[enforcement.Freeze]
 	// hold is the fetch hold after a switch (route_hold.go; nil: none).
 	hold atomic.Pointer[fetchHold]
+	// closed: the route closes every new connection (WithRoutesClosedAtStart) until OpenRoute.
+	closed atomic.Bool
 }
 
 // pinClusterID makes id the cluster id the route's clients see, unless one is pinned.
@@ -268,9 +270,37 @@ func (p *Proxy) routeProxy(rc RouteConfig) *Proxy {
 
 		testHookClientFrame: p.testHookClientFrame,
 	}
+	r.appRoute.closed.Store(p.routesClosed)
 	r.up.Store(&upstreamSet{role: upstreamPrimary, bootstrap: rc.Primary.Bootstrap, tls: rc.Primary.TLS, sasl: rc.Primary.SASL})
 	r.auditLog.Store(p.auditLog.Load())
 	return r
+}
+
+// WithRoutesClosedAtStart makes every route start closed: it listens, but closes each new
+// connection at once until OpenRoute opens it. An instance that mirrors uses it and opens a
+// route only once it has read the route's switch state and applied it
+// (instance/routeapply.go): a restarting instance must not lead a route's clients to the
+// primary after a switch made the standby their cluster, nor let a write through a freeze
+// it has not yet seen. Connections closed at once are what every client handles as a broker
+// not yet up: it reconnects with its backoff.
+func WithRoutesClosedAtStart() Option { return func(p *Proxy) { p.routesClosed = true } }
+
+// OpenRoute lets the route named name take connections (see WithRoutesClosedAtStart).
+func (p *Proxy) OpenRoute(name string) error {
+	r := p.routeNamed(name)
+	if r == nil {
+		return fmt.Errorf("no route %q on this instance", name)
+	}
+	if r.appRoute.closed.CompareAndSwap(true, false) {
+		r.log.Info("route open: this instance has applied the route's switch state")
+	}
+	return nil
+}
+
+// refusesConnections reports whether a new client connection is closed at once: the proxy
+// drains, or it serves a route not yet opened.
+func (p *Proxy) refusesConnections() bool {
+	return p.draining.Load() || (p.appRoute != nil && p.appRoute.closed.Load())
 }
 
 // routes are the proxies serving the configured routes (Start makes them).
@@ -309,13 +339,17 @@ type RouteStatus struct {
 	Bootstrap string // the route's bootstrap listener
 	Upstream  string // "primary" until a switch
 	ClusterID string // the cluster id the route's clients see ("" until learned)
+	// Open: the route takes connections (false until the instance applied its switch
+	// state; WithRoutesClosedAtStart).
+	Open bool
 }
 
 // Routes returns the status of every route.
 func (p *Proxy) Routes() []RouteStatus {
 	var out []RouteStatus
 	for _, r := range p.routeProxies() {
-		st := RouteStatus{Name: r.appRoute.name, Mirror: r.appRoute.mirror, Bootstrap: r.Addr(), Upstream: r.upstream().role}
+		st := RouteStatus{Name: r.appRoute.name, Mirror: r.appRoute.mirror, Bootstrap: r.Addr(), Upstream: r.upstream().role,
+			Open: !r.appRoute.closed.Load()}
 		if id := r.appRoute.clusterID.Load(); id != nil {
 			st.ClusterID = *id
 		}
@@ -431,6 +465,34 @@ func (s *session) enforceFreeze(f *enforcement.Freeze, h requestHeader, frame []
 	}
 	s.p.metrics.refusal(h.key, refusedRouteFrozen)
 	return appendResponseFrame(nil, h.corrID, responseHeaderVersion(h.key, h.version), resp.AppendTo(nil)), nil, nil
+}
+
+// RememberPrimary tells the route named name the primary's cluster id and topic ids by topic
+// name, as the mirror recorded them when it began copying from the primary. The route keeps
+// what it learned itself from the primary and adds what it lacks, so that after a switch its
+// clients see the ids they knew even when this instance never served the primary: it was
+// restarted after the switch (the primary may be gone by then), or no client of this instance
+// asked for a topic's metadata before it. Called before SwitchRoute; empty values are
+// ignored.
+func (p *Proxy) RememberPrimary(name, clusterID string, topicIDs map[string][16]byte) error {
+	r := p.routeNamed(name)
+	if r == nil {
+		return fmt.Errorf("no route %q on this instance", name)
+	}
+	ri := r.appRoute
+	ri.pinClusterID(clusterID)
+	ri.idsMu.Lock()
+	defer ri.idsMu.Unlock()
+	for t, id := range topicIDs {
+		if _, known := ri.ids[t]; known || id == ([16]byte{}) {
+			continue
+		}
+		if ri.ids == nil {
+			ri.ids = map[string][16]byte{}
+		}
+		ri.ids[t] = id
+	}
+	return nil
 }
 
 // errRouteSwitched closes a route's client connections at a switch: clients reconnect to the

@@ -674,3 +674,80 @@ func TestRouteTopicIDsSurviveFrameReuse(t *testing.T) {
 		t.Fatalf("after the switch the route answers topic id %x for orders, want the primary's %x", got, [16]byte{1})
 	}
 }
+
+// TestKfakeRouteClosedUntilOpened: a route started closed listens but closes every
+// connection at once, so no client reaches the primary through it; OpenRoute opens it, and
+// Routes() says which it is.
+func TestKfakeRouteClosedUntilOpened(t *testing.T) {
+	primary := startKfake(t, 1)
+	p, r := routedProxy(t, primary.ListenAddrs(), []Option{WithRoutesClosedAtStart()})
+	if st := p.Routes(); len(st) != 1 || st[0].Open {
+		t.Fatalf("Routes() = %+v, want app closed", st)
+	}
+	c, err := net.DialTimeout("tcp", r.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("test")).AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1)
+	_, _ = c.Write(frame) // may already fail: the route closed the connection
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Read(make([]byte, 64)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a closed route answered (%d bytes, %v); it must close the connection", n, err)
+	}
+	if err := p.OpenRoute("app"); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Routes(); !st[0].Open {
+		t.Fatalf("Routes() = %+v after OpenRoute", st)
+	}
+	if resp := rawConn(t, r.Addr(), kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
+		t.Fatalf("ApiVersions through the opened route: error %d", resp.ErrorCode)
+	}
+	if err := p.OpenRoute("nosuch"); err == nil {
+		t.Fatal("OpenRoute of an unknown route gave no error")
+	}
+}
+
+// TestKfakeRouteRemembersPrimary: after a switch, a topic the route never saw on the primary
+// (an instance restarted after the switch, or no client asked for it before) is shown with the
+// primary's id as the mirror recorded it, not the standby's; a topic the route learned itself
+// keeps the id it learned, and the cluster id pinned by the primary's discovery stays.
+func TestKfakeRouteRemembersPrimary(t *testing.T) {
+	primary := startKfakeTopics(t, 1, 1, "seen")
+	standby := startKfakeTopics(t, 1, 1, "seen", "unseen")
+	p, r := routedProxyTo(t, primary.ListenAddrs(), standby.ListenAddrs(), nil)
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 12
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("seen")}}
+	before := rawConn(t, r.Addr(), md).(*kmsg.MetadataResponse)
+	primaryID := *before.ClusterID
+
+	recorded := map[string][16]byte{"seen": {9, 9}, "unseen": {7, 7}}
+	if err := p.RememberPrimary("app", "recorded-cluster", recorded); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.SwitchRoute(ctx, "app", FetchHold{}); err != nil {
+		t.Fatal(err)
+	}
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("seen")}, {Topic: kmsg.StringPtr("unseen")}}
+	after := rawConn(t, r.Addr(), md).(*kmsg.MetadataResponse)
+	ids := map[string][16]byte{}
+	for _, tp := range after.Topics {
+		ids[*tp.Topic] = tp.TopicID
+	}
+	if ids["seen"] != before.Topics[0].TopicID {
+		t.Errorf("seen: id %x after the switch, the primary gave the clients %x", ids["seen"], before.Topics[0].TopicID)
+	}
+	if ids["unseen"] != recorded["unseen"] {
+		t.Errorf("unseen: id %x after the switch, the mirror recorded %x", ids["unseen"], recorded["unseen"])
+	}
+	if after.ClusterID == nil || *after.ClusterID != primaryID {
+		t.Errorf("cluster id %v after the switch, want the primary's %q", after.ClusterID, primaryID)
+	}
+	if err := p.RememberPrimary("nosuch", "", nil); err == nil {
+		t.Error("RememberPrimary of an unknown route gave no error")
+	}
+}

@@ -32,16 +32,9 @@ type Status struct {
 	Instances []coordinator.Member
 	// InstancesError says why Instances is missing.
 	InstancesError string
-	// Routes are this instance's application routes (docs/cutover.md).
-	Routes []Route
-}
-
-// Route is one application route as the page shows it.
-type Route struct {
-	Name, Mirror string
-	Bootstrap    string // the route's bootstrap listener
-	Upstream     string // primary, until a switch
-	ClusterID    string // what the route's clients see; "" until learned
+	// Routes are this instance's application routes and their switches
+	// (docs/cutover.md), as DescribeMirrors answers them.
+	Routes []protocol.DescribeMirrorsResponseRoute
 }
 
 // Source reads a sample; the instance implements it over its DescribeMirrors

@@ -51,7 +51,15 @@ func status(dst int64) Status {
 		}},
 		Instances: []coordinator.Member{{ID: "kmirror-state-1", Host: "/10.0.0.1", Self: true, StatePartitions: []int32{0, 1, 2, 5},
 			Mirrors: []string{"m1"}, Partitions: []coordinator.OwnedPartition{{Mirror: "m1", Topic: "orders", Partition: 0}, {Mirror: "m1", Topic: "orders", Partition: 1}}}},
-		Routes: []Route{{Name: "payments", Mirror: "m1", Bootstrap: "0.0.0.0:19092", Upstream: "primary", ClusterID: "prim-ary"}},
+		Routes: []protocol.DescribeMirrorsResponseRoute{
+			{Name: "payments", Mirror: "m1", Bootstrap: "0.0.0.0:19092", Upstream: "primary", ClusterID: str("prim-ary"), Open: true,
+				Step: "IDLE", SwitchAgeMs: -1, DurationMs: -1, FreezeMs: -1, RecordsAtRisk: -1},
+			{Name: "billing", Mirror: "m1", Bootstrap: "0.0.0.0:19192", Upstream: "standby", Open: true, Attempt: 2, Step: "SWITCHED",
+				SwitchAgeMs: 60_000, DurationMs: 3_250, FreezeMs: 2_900, RecordsAtRisk: -1,
+				Steps: []protocol.DescribeMirrorsResponseRouteStep{{Step: "FREEZING", DurationMs: 20}, {Step: "DRAINING", DurationMs: 2_500}}},
+			{Name: "ledger", Mirror: "m1", Bootstrap: "0.0.0.0:19292", Upstream: "primary", Attempt: 1, Step: "ROLLED_BACK",
+				Reason: str("drain timeout: orders/0 lags 5 records"), SwitchAgeMs: 1_000, DurationMs: 60_000, FreezeMs: 60_000, RecordsAtRisk: -1},
+		},
 	}
 }
 
@@ -108,7 +116,10 @@ func TestPageShowsTheLastSample(t *testing.T) {
 		`id="chart-throughput" data-samples="1"`, `now 3</span>`, // 30 records in 10 s
 		`id="chart-lag" data-samples="2"`,
 		`sampled 12:00:10 UTC (3 s ago)`,
-		`data-route="payments" data-upstream="primary"><td>payments</td><td>0.0.0.0:19092</td><td>primary</td><td>m1</td><td>prim-ary</td>`,
+		`data-route="payments" data-upstream="primary" data-step="IDLE" data-attempt="0"><td>payments</td><td>0.0.0.0:19092</td><td>primary</td><td>m1</td><td>prim-ary</td><td>IDLE</td><td>never switched</td>`,
+		`<td>SWITCHED (attempt 2)</td><td>began 1 min 3 s ago; took 3.250 s; writes frozen 2.900 s; steps: FREEZING 0.020 s, DRAINING 2.500 s</td>`,
+		`<td>ledger <span class="error">(closed: applying the switch state)</span></td>`,
+		`took 1 min 0 s; writes frozen 1 min 0 s<br><span class="message">drain timeout: orders/0 lags 5 records</span>`,
 	} {
 		if !strings.Contains(b, want) {
 			t.Errorf("the page lacks %q", want)

@@ -24,7 +24,7 @@ type view struct {
 	Lag            int64
 	Instances      []instanceView
 	InstancesError string
-	Routes         []Route
+	Routes         []routeView
 	Charts         []chart
 }
 
@@ -50,6 +50,14 @@ type partView struct {
 	AtRiskMs                                int64
 	LagText, AtRiskText, AtRiskAge, Retries string
 	SourceText, DestinationText             string
+}
+
+// routeView is one route's row: where it leads, and its last switch.
+type routeView struct {
+	Name, Mirror, Bootstrap, Upstream, ClusterID string
+	Open                                         bool
+	Step, Switch, Reason                         string
+	Attempt                                      int32
 }
 
 type syncView struct{ Job, LastSuccess, LastRun, Error, Message string }
@@ -83,7 +91,9 @@ func newView(st *Status, since time.Duration) view {
 		v.Instances = append(v.Instances, instanceOf(in))
 	}
 	v.InstancesError = st.InstancesError
-	v.Routes = st.Routes
+	for _, r := range st.Routes {
+		v.Routes = append(v.Routes, routeOf(r, since))
+	}
 	return v
 }
 
@@ -127,6 +137,48 @@ func partOf(p protocol.DescribeMirrorsResponsePartition, since time.Duration) pa
 		pv.Retries = strconv.Itoa(int(p.RetryAttempt))
 	}
 	return pv
+}
+
+// routeOf lays out a route's switch: its step, how long it and its write
+// freeze took, and the steps' durations.
+func routeOf(r protocol.DescribeMirrorsResponseRoute, since time.Duration) routeView {
+	rv := routeView{Name: r.Name, Mirror: r.Mirror, Bootstrap: r.Bootstrap, Upstream: r.Upstream, ClusterID: deref(r.ClusterID),
+		Open: r.Open, Step: r.Step, Attempt: r.Attempt, Reason: deref(r.Reason)}
+	if r.Attempt == 0 {
+		rv.Switch = "never switched"
+		return rv
+	}
+	var parts []string
+	if r.Forced {
+		parts = append(parts, "forced")
+	}
+	parts = append(parts, "began "+ago(r.SwitchAgeMs, since), "took "+ms(r.DurationMs))
+	if r.FreezeMs >= 0 {
+		parts = append(parts, "writes frozen "+ms(r.FreezeMs))
+	}
+	if r.Forced && r.RecordsAtRisk >= 0 {
+		parts = append(parts, fmt.Sprintf("%s records at risk when asked", count(r.RecordsAtRisk)))
+	}
+	var steps []string
+	for _, s := range r.Steps {
+		steps = append(steps, s.Step+" "+ms(s.DurationMs))
+	}
+	if len(steps) > 0 {
+		parts = append(parts, "steps: "+strings.Join(steps, ", "))
+	}
+	rv.Switch = strings.Join(parts, "; ")
+	return rv
+}
+
+// ms formats a describe duration in milliseconds (-1: none).
+func ms(d int64) string {
+	if d < 0 {
+		return "–"
+	}
+	if d < 10_000 {
+		return fmt.Sprintf("%.3f s", float64(d)/1000)
+	}
+	return duration(time.Duration(d) * time.Millisecond)
 }
 
 func instanceOf(m coordinator.Member) instanceView {

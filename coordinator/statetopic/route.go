@@ -216,6 +216,62 @@ func (r *RouteSwitch) StepStartMs() int64 {
 	return 0
 }
 
+// Final reports whether the step ends a switch (SWITCHED, ROLLED_BACK).
+func (s RouteStep) Final() bool { return s == RouteSwitched || s == RouteRolledBack }
+
+// RouteTimings is how long a switch took, in milliseconds: of one in
+// progress, so far.
+type RouteTimings struct {
+	// Total runs from the first step to SWITCHED or ROLLED_BACK; -1 when no
+	// step is recorded.
+	Total int64
+	// Freeze runs from the produce freeze to the new upstream (SWITCHING)
+	// or the rollback; -1 when writes were never frozen (a forced switch).
+	Freeze int64
+	// Steps are the durations of the steps taken, final ones left out.
+	Steps []StepDuration
+}
+
+// StepDuration is how long one step of a switch took.
+type StepDuration struct {
+	Step RouteStep
+	Ms   int64
+}
+
+// Timings measures the switch on its recorded step starts; nowMs ends what
+// is still in progress.
+func (r *RouteSwitch) Timings(nowMs int64) RouteTimings {
+	t := RouteTimings{Total: -1, Freeze: -1}
+	end := func(i int) int64 { // when step i ended
+		if i+1 < len(r.Steps) {
+			return r.Steps[i+1].AtMs
+		}
+		return nowMs
+	}
+	for i, s := range r.Steps {
+		if !s.Step.Final() {
+			t.Steps = append(t.Steps, StepDuration{s.Step, max(0, end(i)-s.AtMs)})
+		}
+	}
+	if len(r.Steps) > 0 {
+		last := nowMs
+		if l := r.Steps[len(r.Steps)-1]; l.Step.Final() {
+			last = l.AtMs
+		}
+		t.Total = max(0, last-r.Steps[0].AtMs)
+	}
+	if r.FreezeStartMs != 0 {
+		t.Freeze = max(0, nowMs-r.FreezeStartMs)
+		for _, s := range r.Steps {
+			if s.AtMs >= r.FreezeStartMs && (s.Step == RouteSwitching || s.Step.Final()) {
+				t.Freeze = max(0, s.AtMs-r.FreezeStartMs)
+				break
+			}
+		}
+	}
+	return t
+}
+
 // ProduceFrozen reports whether instances refuse Produce to the mirror's
 // topics on the route. In SWITCHING an instance stays frozen until it has
 // applied the new upstream (that is local to the instance, not recorded).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -204,5 +205,37 @@ func TestViewRoutes(t *testing.T) {
 	apply(RouteAckKey("other", "a", RouteFreezing), nil) // a tombstone of nothing
 	if v.RouteSwitch("payments") != nil || len(v.RouteNames()) != 0 {
 		t.Fatalf("routes left: %v", v.RouteNames())
+	}
+}
+
+func TestRouteSwitchTimings(t *testing.T) {
+	steps := []StepStart{{RouteFreezing, 1000}, {RouteTxnWait, 1100}, {RouteDraining, 1150}, {RouteGroupsQuiet, 1900},
+		{RouteGroupsCopy, 2000}, {RouteFailingOver, 2300}, {RouteSwitching, 2400}, {RouteSwitched, 2450}}
+	for _, tc := range []struct {
+		name         string
+		r            RouteSwitch
+		now          int64
+		total, frzMs int64
+		lastStep     StepDuration
+	}{
+		{"switched", RouteSwitch{Step: RouteSwitched, FreezeStartMs: 1000, Steps: steps}, 9999, 1450, 1400, StepDuration{RouteSwitching, 50}},
+		{"draining, so far", RouteSwitch{Step: RouteDraining, FreezeStartMs: 1000, Steps: steps[:3]}, 1400, 400, 400, StepDuration{RouteDraining, 250}},
+		{"rolled back", RouteSwitch{Step: RouteRolledBack, FreezeStartMs: 1000,
+			Steps: append(slices.Clone(steps[:3]), StepStart{RouteRolledBack, 61150})}, 70000, 60150, 60150, StepDuration{RouteDraining, 60000}},
+		{"forced, never frozen", RouteSwitch{Step: RouteSwitched, Forced: true,
+			Steps: []StepStart{{RouteFailingOver, 500}, {RouteSwitching, 700}, {RouteSwitched, 800}}}, 900, 300, -1, StepDuration{RouteSwitching, 100}},
+	} {
+		got := tc.r.Timings(tc.now)
+		if got.Total != tc.total || got.Freeze != tc.frzMs || got.Steps[len(got.Steps)-1] != tc.lastStep {
+			t.Errorf("%s: total %d freeze %d last step %+v; want %d %d %+v", tc.name, got.Total, got.Freeze, got.Steps[len(got.Steps)-1], tc.total, tc.frzMs, tc.lastStep)
+		}
+		for _, s := range got.Steps {
+			if s.Step.Final() {
+				t.Errorf("%s: a final step has a duration: %+v", tc.name, got.Steps)
+			}
+		}
+	}
+	if got := (&RouteSwitch{}).Timings(5); got.Total != -1 || got.Freeze != -1 || got.Steps != nil {
+		t.Errorf("no steps: %+v", got)
 	}
 }

@@ -109,23 +109,27 @@ func TestRemoveFromWedgedLinkRecovers(t *testing.T) {
 	if err := front.Add(0, Toxic{Name: "kept", Type: "bandwidth", Stream: "upstream", Attributes: map[string]any{"rate": 1 << 20}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := front.Add(0, Toxic{Name: "slow", Type: "latency", Attributes: map[string]any{"latency": 5}}); err != nil {
-		t.Fatal(err)
-	}
-	wedgeALink(t, front.Addrs()[0])
-
-	done := make(chan error, 1)
-	go func() { done <- front.Remove(0, "slow") }()
-	select {
-	case err := <-done:
-		if err != nil {
+	// The wedge is a race inside Toxiproxy: twenty reset connections lose it at least once
+	// on a quiet machine, not always on a loaded one (a run beside the 1,000-fault soak missed it), so
+	// the round is repeated until a removal met a wedged link.
+	for round := 1; front.Wedged() == 0; round++ {
+		if round > 5 {
+			t.Fatal("the link did not wedge in 5 rounds: the test did not test the recovery")
+		}
+		if err := front.Add(0, Toxic{Name: "slow", Type: "latency", Attributes: map[string]any{"latency": 5}}); err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(time.Minute):
-		t.Fatal("Remove of a toxic on a wedged link did not return within a minute")
-	}
-	if front.Wedged() == 0 {
-		t.Fatal("the link did not wedge: the test did not test the recovery")
+		wedgeALink(t, front.Addrs()[0])
+		done := make(chan error, 1)
+		go func() { done <- front.Remove(0, "slow") }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("Remove of a toxic on a wedged link did not return within a minute")
+		}
 	}
 	names := front.toxicNames(0)
 	if len(names) != 1 || names[0] != "kept" {

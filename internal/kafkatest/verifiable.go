@@ -1,0 +1,147 @@
+package kafkatest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Verifiable is a running Kafka Verifiable* tool (VerifiableProducer, VerifiableConsumer:
+// the clients Kafka's own system tests use) and the JSON events it printed.
+type Verifiable struct {
+	cmd    interface{ Wait() error }
+	pid    int
+	mu     sync.Mutex
+	events []map[string]any
+	done   chan struct{}
+}
+
+// StartVerifiable starts the tool class with args; it is killed when the test ends.
+func StartVerifiable(t *testing.T, ctx context.Context, class string, args ...string) *Verifiable {
+	t.Helper()
+	cmd, err := ToolCommand(ctx, class, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// KMIRROR_TOOL_LOG4J: a log4j2 configuration for the tools (e.g. the NetworkClient at
+	// DEBUG), to see what a client does at a switch.
+	if f := os.Getenv("KMIRROR_TOOL_LOG4J"); f != "" {
+		for i, a := range cmd.Args {
+			if strings.HasPrefix(a, "-Dlog4j2.configurationFile=") {
+				cmd.Args[i] = "-Dlog4j2.configurationFile=" + f
+			}
+		}
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = &prefixWriter{t: t, prefix: class}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	v := &Verifiable{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
+	go func() {
+		defer close(v.done)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var ev map[string]any
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				v.mu.Lock()
+				v.events = append(v.events, ev)
+				v.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-v.done; _ = cmd.Wait() })
+	return v
+}
+
+// Values are the "value" fields of the events named name, in order.
+func (v *Verifiable) Values(name string) []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []string
+	for _, ev := range v.events {
+		if ev["name"] == name {
+			out = append(out, fmt.Sprint(ev["value"]))
+		}
+	}
+	return out
+}
+
+// Consumed is one record_data event of VerifiableConsumer --verbose.
+type Consumed struct {
+	Partition int32
+	Offset    int64
+	Value     string
+}
+
+// Records are the records the consumer printed, in order.
+func (v *Verifiable) Records() []Consumed {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []Consumed
+	for _, ev := range v.events {
+		if ev["name"] == "record_data" {
+			p, _ := ev["partition"].(float64)
+			o, _ := ev["offset"].(float64)
+			out = append(out, Consumed{Partition: int32(p), Offset: int64(o), Value: fmt.Sprint(ev["value"])})
+		}
+	}
+	return out
+}
+
+// Last renders the tool's n last events.
+func (v *Verifiable) Last(n int) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	b, _ := json.Marshal(v.events[max(0, len(v.events)-n):])
+	return string(b)
+}
+
+// Stop asks the tool to shut down (SIGTERM: it prints what it finished) and waits for it.
+func (v *Verifiable) Stop(t *testing.T) {
+	t.Helper()
+	_ = syscall.Kill(v.pid, syscall.SIGTERM)
+	select {
+	case <-v.done:
+	case <-time.After(30 * time.Second):
+		t.Errorf("tool %d did not stop on SIGTERM within 30s", v.pid)
+	}
+}
+
+// prefixWriter logs a tool's stderr lines into the test log.
+type prefixWriter struct {
+	t      *testing.T
+	prefix string
+}
+
+func (w *prefixWriter) Write(b []byte) (int, error) {
+	w.t.Logf("%s: %s", w.prefix, b)
+	return len(b), nil
+}
+
+var _ io.Writer = (*prefixWriter)(nil)
+
+// Events are copies of the events named name, in order.
+func (v *Verifiable) Events(name string) []map[string]any {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []map[string]any
+	for _, ev := range v.events {
+		if ev["name"] == name {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
