@@ -108,7 +108,7 @@ func (c *Copier) markerOwner(ctx context.Context, task Task, srcPID, dstPID int6
 // disproves; owner names the transactional id that wrote it when that is known and is not the
 // source marker's producer's.
 func tailMismatch(task Task, dst, src LogEntry, owner string) error {
-	held := fmt.Sprintf("%s of producer %d epoch %d", withArticle(dst.String()), dst.Producer, dst.Epoch)
+	held := withArticle(dst.String()) // a marker's description names its producer and epoch
 	if owner != "" {
 		held += fmt.Sprintf(" (transactional id %s)", owner)
 	}

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -275,5 +276,32 @@ func TestCompareHaltedAbortTail(t *testing.T) {
 	m.compareHalted("tx/0", &halt{}, src, after, false)
 	if m.Mismatched != 2 || m.HaltAbortMarkers != 0 {
 		t.Fatalf("an ABORT marker and a record after the halt: counts %+v (%v)", m, m.Findings)
+	}
+}
+
+// A marker Kafka wrote three times (seed 2, soak.tx/1): both extra markers are counted apart
+// and what follows is compared two offsets on; a source marker of the same transaction's shape
+// that follows the extra one is the source's own, shifted, not another extra.
+func TestCompareHaltedConsecutiveExtraMarkers(t *testing.T) {
+	commit := fetcher.LogEntry{Offset: 2, Control: true, Commit: true, Producer: 11, Epoch: 2}
+	src := []fetcher.LogEntry{rec(0, "a", "1"), rec(1, "b", "1"), commit, rec(3, "c", "1"), rec(4, "d", "1")}
+	at := func(e fetcher.LogEntry, off int64) fetcher.LogEntry { e.Offset = off; return e }
+	dst := []fetcher.LogEntry{rec(0, "a", "1"), rec(1, "b", "1"), commit, at(commit, 3), at(commit, 4), at(src[3], 5)}
+	var c counts
+	h := &halt{Message: "got a transaction marker twice"}
+	c.compareHalted("tx/1", h, src, dst, false)
+	if !slices.Equal(h.Extra, []int64{3, 4}) || c.KnownKafkaExtraMarkers != 2 || h.CopiedEnd != 4 || c.NotCopiedAfterHalt != 1 || !c.zero() {
+		t.Fatalf("extra %v, halt %+v, counts %+v %v", h.Extra, h, c, c.Findings)
+	}
+
+	// A marker of the same shape that the source holds at that offset is the source's own,
+	// copied, not an extra one: only the next one is extra.
+	src2 := append(append([]fetcher.LogEntry(nil), src[:3]...), at(commit, 3), rec(4, "d", "1"))
+	dst2 := []fetcher.LogEntry{rec(0, "a", "1"), rec(1, "b", "1"), commit, at(commit, 3), at(commit, 4), at(src2[4], 5)}
+	var k counts
+	h2 := &halt{Message: "got a transaction marker twice"}
+	k.compareHalted("tx/1", h2, src2, dst2, false)
+	if len(h2.Extra) != 1 || k.KnownKafkaExtraMarkers != 1 || !k.zero() {
+		t.Fatalf("extra %v, counts %+v %v", h2.Extra, k, k.Findings)
 	}
 }

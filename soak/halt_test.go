@@ -82,13 +82,16 @@ func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry, 
 	}
 	proven := len(h.Extra) > 0
 	if !proven {
-		for _, d := range dst {
+		for i, d := range dst {
 			if s := srcAt[d.Offset]; d.Control && (s == nil || !sameEntry(*s, d)) {
 				if proven = repeatsMarker(dst, d); !proven {
 					c.find(&c.Mismatched, "%s: destination offset %d is an extra %s marker of producer %d epoch %d that repeats no earlier marker: not Kafka's duplicate marker (%s)",
 						tp, d.Offset, markerName(d), d.Producer, d.Epoch, h.Message)
 				}
 				h.Extra = []int64{d.Offset}
+				if proven {
+					h.Extra = append(h.Extra, repeatedAfter(srcAt, dst, i)...)
+				}
 				break
 			}
 		}
@@ -248,6 +251,24 @@ func rewritten(log []fetcher.LogEntry, m fetcher.LogEntry) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// repeatedAfter returns the offsets of the markers that directly follow the extra marker
+// dst[i], each also Kafka's duplicate: at the next offset, repeating an earlier marker, and not
+// the source entry the extra markers so far shift to it. Seed 2 found a marker written three
+// times (soak.tx/1: the COMMIT of producer 11 epoch 2 at 7, 10 and 11).
+func repeatedAfter(srcAt map[int64]*fetcher.LogEntry, dst []fetcher.LogEntry, i int) []int64 {
+	var out []int64
+	for _, d := range dst[i+1:] {
+		if d.Offset != dst[i].Offset+int64(len(out))+1 || !d.Control || !repeatsMarker(dst, d) {
+			break
+		}
+		if s := srcAt[d.Offset-int64(len(out))-1]; s != nil && sameEntry(*s, d) {
+			break // the source's own marker, shifted: copied, not extra
+		}
+		out = append(out, d.Offset)
+	}
+	return out
 }
 
 // repeatsMarker reports whether marker m repeats one before it in log: the
