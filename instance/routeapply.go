@@ -111,16 +111,22 @@ func newRouteApplier(view routeView, write func(context.Context, ...coordinator.
 		freezeWait: 10 * time.Second, retry: time.Second, applied: map[string]*appliedRoute{}, opened: map[string]bool{}}
 }
 
+// readyEvery bounds how often a closed route's applier asks whether the instance is caught
+// up: at start the view changes with every batch it reads.
+const readyEvery = 200 * time.Millisecond
+
 // run applies every change of the routes' records until ctx ends.
 func (a *routeApplier) run(ctx context.Context) {
 	t := time.NewTicker(a.retry)
 	defer t.Stop()
+	var asked time.Time // when ready was last asked: it reads the state topic's end offsets
 	for {
 		changed := a.view.Changed()
 		// Ready is asked before the view is read: what is applied then is at
 		// least the state as of the check.
 		caughtUp := false
-		if !a.allOpen() {
+		if !a.allOpen() && time.Since(asked) >= readyEvery {
+			asked = time.Now()
 			err := a.ready(ctx)
 			caughtUp = err == nil
 			if err != nil {
