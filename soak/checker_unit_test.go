@@ -305,3 +305,23 @@ func TestCompareHaltedConsecutiveExtraMarkers(t *testing.T) {
 		t.Fatalf("extra %v, counts %+v %v", h2.Extra, k, k.Findings)
 	}
 }
+
+// A marker written twice inside a run of markers (seed 4 short, soak.tx/1): the duplicate
+// matches the source's next marker at its offset, and the first mismatch is the run's last
+// marker, which repeats nothing. The extra one is the run's first marker that repeats an
+// earlier one; the rest of the run is the source's markers, shifted.
+func TestCompareHaltedExtraMarkerInsideARun(t *testing.T) {
+	m := func(off, producer int64, epoch int16) fetcher.LogEntry {
+		return fetcher.LogEntry{Offset: off, Control: true, Commit: true, Producer: producer, Epoch: epoch}
+	}
+	src := []fetcher.LogEntry{rec(0, "a", "1"), m(1, 7, 1), m(2, 8, 1), rec(3, "b", "1")}
+	shifted := src[3]
+	shifted.Offset = 4
+	dst := []fetcher.LogEntry{rec(0, "a", "1"), m(1, 1042, 183), m(2, 1042, 183), m(3, 1043, 174), shifted}
+	var c counts
+	h := &halt{Message: "got a transaction marker twice"}
+	c.compareHalted("tx/1", h, src, dst, false)
+	if !slices.Equal(h.Extra, []int64{2}) || c.KnownKafkaExtraMarkers != 1 || h.CopiedEnd != 4 || !c.zero() {
+		t.Fatalf("extra %v, halt %+v, counts %+v %v", h.Extra, h, c, c.Findings)
+	}
+}

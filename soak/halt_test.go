@@ -84,6 +84,17 @@ func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry, 
 	if !proven {
 		for i, d := range dst {
 			if s := srcAt[d.Offset]; d.Control && (s == nil || !sameEntry(*s, d)) {
+				// Markers compare alike but for producer and epoch (the destination's are
+				// kmirror's writers'), so a marker Kafka wrote again matches the source's next
+				// marker at its offset, and the mismatch shows only where the run of markers
+				// ends: the extra one is the first marker of that run that repeats an earlier
+				// one (seed 4: the COMMIT of producer 1042 epoch 183 at 712 and 713, then the
+				// shifted COMMIT of producer 1043 at 714, blamed until then).
+				for j := i - 1; j >= 0 && dst[j].Control && dst[j].Offset == dst[j+1].Offset-1; j-- {
+					if repeatsMarker(dst, dst[j]) {
+						i, d = j, dst[j]
+					}
+				}
 				if proven = repeatsMarker(dst, d); !proven {
 					c.find(&c.Mismatched, "%s: destination offset %d is an extra %s marker of producer %d epoch %d that repeats no earlier marker: not Kafka's duplicate marker (%s)",
 						tp, d.Offset, markerName(d), d.Producer, d.Epoch, h.Message)

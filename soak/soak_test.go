@@ -5,8 +5,9 @@
 // checker that counts every lost, duplicated, mismatched or reordered record
 // and every write that got through to a read-only mirror topic.
 //
-// make soak runs it (KMIRROR_SOAK=long; MODE=short for 54 faults; make test leaves it out),
-// and make soak SEED=N replays a run's fault schedule.
+// make soak runs it (KMIRROR_SOAK=long; MODE=short for 54 faults), make test runs the short
+// mode with seed 1 (SOAK_SEED) after every other test, and make soak SEED=N replays a run's
+// fault schedule.
 package soak
 
 import (
