@@ -16,7 +16,6 @@ import (
 	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/coordinator/routeswitch"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
-	"github.com/kmirror/kmirror/protocol"
 )
 
 // SwitchActions are a route switch driver's reads and writes
@@ -302,18 +301,41 @@ func (a SwitchActions) FailOver(ctx context.Context, mirror string, topics []str
 const atRiskWait = 3 * time.Second
 
 // RecordsAtRisk is the mirror's describe total of records at risk: the primary's high
-// watermarks minus the standby's log ends, over the partitions not failed over yet.
+// watermarks minus the standby's log ends, over the partitions not failed over yet. It reads
+// the end offsets only: not describe's oldest records and cluster checks, which a forced
+// switch does not record and would wait for on a primary that is gone.
 func (a SwitchActions) RecordsAtRisk(ctx context.Context, mirror string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, atRiskWait)
 	defer cancel()
-	m := a.B.describeMirror(ctx, mirror)
-	if err := protocol.ResponseError(m.ErrorCode, m.ErrorMessage); err != nil {
+	m, err := a.B.Mirror(ctx, mirror)
+	if err != nil {
 		return -1, err
 	}
-	r := m.AtRisk()
-	if r.Unknown > 0 {
-		return -1, fmt.Errorf("mirror %s: the records at risk of %d of %d partitions are unknown (a cluster did not answer within %s)",
-			mirror, r.Unknown, r.Partitions, atRiskWait)
+	src, err := a.B.sourceClient(m)
+	if err != nil {
+		return -1, err
 	}
-	return r.Records, nil
+	topics := m.TopicNames()
+	srcEnds, dstEnds := endOffsets(ctx, kadm.NewClient(src), topics), endOffsets(ctx, a.B.Destination, topics)
+	var total int64
+	unknown, counted := 0, 0
+	for _, t := range topics {
+		for p, s := range m.TopicStates(t) {
+			if failingOver(s) {
+				continue
+			}
+			counted++
+			n, _ := atRisk(s, lookup(srcEnds, t, int32(p)), lookup(dstEnds, t, int32(p)), time.Time{}, time.Time{})
+			if n < 0 {
+				unknown++
+				continue
+			}
+			total += n
+		}
+	}
+	if unknown > 0 {
+		return -1, fmt.Errorf("mirror %s: the records at risk of %d of %d partitions are unknown (a cluster did not answer within %s)",
+			mirror, unknown, counted, atRiskWait)
+	}
+	return total, nil
 }

@@ -17,7 +17,7 @@ import (
 // their topics through a restarting instance (the 1,000-fault soak, seed 2).
 type readOnlyFollower struct {
 	guard    *enforcement.Guard
-	view     routeView // Read and Changed of the state view
+	view     stateView
 	caughtUp func(context.Context) error
 	lost     func() map[string]string // topic -> mirror of mirrors whose state was lost
 	log      *slog.Logger

@@ -31,7 +31,7 @@ import (
 // start (the standby is down) keeps its routes closed; the instances already
 // running keep serving theirs (docs/cutover.md).
 type routeApplier struct {
-	view  routeView
+	view  stateView
 	write func(context.Context, ...coordinator.Record) error
 	self  func() string // the coordinators' group member id ("" before the first join)
 	// ready reports nil once the instance has joined the coordinators' group
@@ -52,8 +52,9 @@ type routeApplier struct {
 	opened  map[string]bool // the routes opened
 }
 
-// routeView is what the applier reads of the state view.
-type routeView interface {
+// stateView is what the route applier and the read-only follower read of
+// the state view.
+type stateView interface {
 	Read(func(v *statetopic.View))
 	Changed() <-chan struct{}
 }
@@ -105,7 +106,7 @@ const (
 	freezeCommits // produce and commits
 )
 
-func newRouteApplier(view routeView, write func(context.Context, ...coordinator.Record) error, self func() string,
+func newRouteApplier(view stateView, write func(context.Context, ...coordinator.Record) error, self func() string,
 	ready func(context.Context) error, routes routeProxy, log *slog.Logger) *routeApplier {
 	return &routeApplier{view: view, write: write, self: self, ready: ready, routes: routes, log: log, now: time.Now,
 		freezeWait: 10 * time.Second, retry: time.Second, applied: map[string]*appliedRoute{}, opened: map[string]bool{}}
@@ -183,7 +184,10 @@ func (a *routeApplier) applyAll(ctx context.Context) (failed map[string]bool) {
 			rec = v.RouteSwitch(r.Name)
 			if rec != nil {
 				if m := v.Mirror(rec.Mirror); m != nil {
-					topics, primary = m.TopicNames(), primaryOf(m)
+					topics = m.TopicNames()
+					if rec.Step == statetopic.RouteSwitching || rec.Step == statetopic.RouteSwitched {
+						primary = primaryOf(m) // only a switch uses it; this runs on every view change
+					}
 				}
 			}
 		})

@@ -26,7 +26,7 @@ import (
 // applies (the freezes, the switch, the unfreeze) are the route applier's
 // (routeapply.go), on this instance too: the driver only counts their acks.
 type routeDriver struct {
-	view     routeView
+	view     stateView
 	write    func(context.Context, ...coordinator.Record) error
 	self     func() string
 	owns     func(route string) bool
@@ -80,7 +80,7 @@ type groupSeen struct {
 // ErrNotRouteDriver refuses a request at an instance that does not drive the route.
 var ErrNotRouteDriver = errors.New("this instance does not drive the route (another instance owns its state partition)")
 
-func newRouteDriver(view routeView, write func(context.Context, ...coordinator.Record) error, self func() string,
+func newRouteDriver(view stateView, write func(context.Context, ...coordinator.Record) error, self func() string,
 	owns func(string) bool, live func(context.Context) ([]string, error), routes func() []string, mirrorOf func(string) string,
 	acts routeswitch.Actions, log *slog.Logger) *routeDriver {
 	return &routeDriver{view: view, write: write, self: self, owns: owns, live: live, routes: routes, mirrorOf: mirrorOf, acts: acts,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,14 +31,7 @@ func TestRealForcedRouteSwitchPrimaryKilled(t *testing.T) {
 	const topic = "orders"
 	primary, standby, in := startRouteWorld(t, ctx, topic)
 	route := in.Proxy.RouteAddr("app")
-	cli := func(args ...string) string {
-		t.Helper()
-		var out, errOut strings.Builder
-		if err := mirrorcli.Mirrors(ctx, append([]string{"--bootstrap-server", in.Proxy.Addr()}, args...), &out, &errOut); err != nil {
-			t.Fatalf("kmirror mirrors %v: %v (%s)", args, err, errOut.String())
-		}
-		return out.String()
-	}
+	cli := func(args ...string) string { t.Helper(); return mirrorsCLI(t, ctx, in, args...) }
 	mirror := func() (mirrorcli.MirrorJSON, bool) {
 		var d mirrorcli.DescribeJSON
 		if err := json.Unmarshal([]byte(cli("--describe", "--mirror", "dr", "--json")), &d); err != nil || len(d.Mirrors) != 1 {
@@ -62,24 +54,14 @@ func TestRealForcedRouteSwitchPrimaryKilled(t *testing.T) {
 			t.Fatalf("producing %s through the route: %v", phase, err)
 		}
 	}
-	cons := kafkatest.NewClient(t, []string{route}, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics(topic),
-		kgo.AutoCommitInterval(500*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	var mu sync.Mutex
-	seen := map[string]int{}
-	cctx, stopConsuming := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for cctx.Err() == nil {
-			cons.PollFetches(cctx).EachRecord(func(r *kgo.Record) { mu.Lock(); seen[string(r.Value)]++; mu.Unlock() })
-		}
-	}()
-	defer func() { stopConsuming(); <-done }()
+	cons := startFranzConsumer(t, ctx, route, topic, "billing")
 	seenAll := func(phase string, n int) bool {
-		mu.Lock()
-		defer mu.Unlock()
+		seen := map[string]bool{}
+		for _, v := range cons.values() {
+			seen[v] = true
+		}
 		for i := range n {
-			if seen[fmt.Sprintf("%s-%04d", phase, i)] == 0 {
+			if !seen[fmt.Sprintf("%s-%04d", phase, i)] {
 				return false
 			}
 		}

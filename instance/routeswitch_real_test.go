@@ -193,21 +193,29 @@ func TestRealDrivenRouteSwitch(t *testing.T) {
 // describeRoute is the route as `kmirror mirrors --describe --json` shows it.
 func describeRoute(t *testing.T, ctx context.Context, in *instance.Instance, route string) mirrorcli.RouteJSON {
 	t.Helper()
-	var out, errOut strings.Builder
-	if err := mirrorcli.Mirrors(ctx, []string{"--bootstrap-server", in.Proxy.Addr(), "--describe", "--json"}, &out, &errOut); err != nil {
-		t.Fatalf("kmirror mirrors --describe: %v (%s)", err, errOut.String())
-	}
+	out := mirrorsCLI(t, ctx, in, "--describe", "--json")
 	var d mirrorcli.DescribeJSON
-	if err := json.Unmarshal([]byte(out.String()), &d); err != nil {
-		t.Fatalf("describe --json: %v\n%s", err, out.String())
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatalf("describe --json: %v\n%s", err, out)
 	}
 	for _, r := range d.Routes {
 		if r.Name == route {
 			return r
 		}
 	}
-	t.Fatalf("describe shows no route %s: %s", route, out.String())
+	t.Fatalf("describe shows no route %s: %s", route, out)
 	return mirrorcli.RouteJSON{}
+}
+
+// mirrorsCLI runs `kmirror mirrors` with args against the instance and returns what it
+// printed; an error fails the test.
+func mirrorsCLI(t *testing.T, ctx context.Context, in *instance.Instance, args ...string) string {
+	t.Helper()
+	var out, errOut strings.Builder
+	if err := mirrorcli.Mirrors(ctx, append([]string{"--bootstrap-server", in.Proxy.Addr()}, args...), &out, &errOut); err != nil {
+		t.Fatalf("kmirror mirrors %v: %v (%s)", args, err, errOut.String())
+	}
+	return out.String()
 }
 
 // routeMetadata asks a route for the metadata of every topic on a connection of its own.
@@ -244,12 +252,8 @@ func startRouteWorld(t *testing.T, ctx context.Context, topics ...string) (prima
 // the switch record says SWITCHED; a rollback fails the test.
 func switchRoute(t *testing.T, ctx context.Context, in *instance.Instance, args ...string) *statetopic.RouteSwitch {
 	t.Helper()
-	var out, errOut strings.Builder
-	if err := mirrorcli.Mirrors(ctx, append([]string{"--bootstrap-server", in.Proxy.Addr()}, args...), &out, &errOut); err != nil {
-		t.Fatalf("kmirror mirrors %v: %v (%s)", args, err, errOut.String())
-	}
-	if !strings.Contains(out.String(), "switch of route app (attempt 1)") {
-		t.Fatalf("kmirror mirrors %v said %q", args, out.String())
+	if out := mirrorsCLI(t, ctx, in, args...); !strings.Contains(out, "switch of route app (attempt 1)") {
+		t.Fatalf("kmirror mirrors %v said %q", args, out)
 	}
 	var rec *statetopic.RouteSwitch
 	polltest.Eventually(t, 3*time.Minute, "the switch completes", func() (bool, string) {
