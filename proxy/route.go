@@ -72,13 +72,16 @@ type RouteUpstream struct {
 // routeVersionCaps are the newest versions a route advertises of the keys that address
 // topics by id in newer versions (-1: not at all). The standby's topic ids are not the
 // primary's; by name a client's view survives the switch. Fetch v13+, OffsetCommit and
-// OffsetFetch v10+ use ids; the KIP-848 consumer group protocol (68) and share groups
+// OffsetFetch v10+, TxnOffsetCommit v6+ use ids (found by the transactional switch test:
+// a Java 4.4 transactional producer committed its offsets on the standby with the
+// primary's topic id and got UNKNOWN_TOPIC_ID until it gave up); Produce is capped at
+// v12 on every listener; the KIP-848 consumer group protocol (68) and share groups
 // (76-79) assign partitions by id, and DescribeTopicPartitions (75) answers with ids: without
 // them clients use the classic group protocol and Metadata, which every client falls back
 // to. The lists are also what keeps a freeze exact: it matches topics by name
 // (enforcement.Freeze).
 var routeVersionCaps = map[int16]int16{
-	1: routeFetchVersion, 8: 9, 9: 9,
+	1: routeFetchVersion, 8: 9, 9: 9, 28: 5,
 	68: -1, 75: -1, 76: -1, 77: -1, 78: -1, 79: -1,
 }
 

@@ -197,6 +197,14 @@ func TestKfakeRouteVersionsAndMirrorKeys(t *testing.T) {
 	if viaProxy[1] <= routeFetchVersion {
 		t.Errorf("the proxy's own listener advertises Fetch v%d: the cap is meant for routes only", viaProxy[1])
 	}
+	// Every key a client sends that names topics by id from some version on (kmsg's
+	// TopicID fields) stays below that version on a route: the standby's ids differ.
+	// (Metadata's ids are mapped to the primary's instead.)
+	for key, byID := range map[int16]int16{0: 13, 1: 13, 8: 10, 9: 10, 28: 6} {
+		if v, ok := viaRoute[key]; ok && v >= byID {
+			t.Errorf("route advertises %s v%d, which names topics by id", kmsg.NameForKey(key), v)
+		}
+	}
 	for _, api := range protocol.MirrorAPIs() {
 		if _, ok := viaRoute[api.Key]; ok {
 			t.Errorf("route advertises mirror key %d (%s)", api.Key, api.Name)
