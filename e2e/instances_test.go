@@ -32,6 +32,7 @@ type process struct {
 	bin, name   string
 	addr, mAddr string
 	args        []string
+	env         []string // added to the test's environment
 	logPath     string
 	cmd         *exec.Cmd
 	exited      chan struct{}
@@ -49,9 +50,15 @@ func freeAddr(t *testing.T) string {
 
 func startProcess(t *testing.T, bin, name string, dst *kafkatest.Cluster) *process {
 	t.Helper()
-	p := &process{t: t, bin: bin, name: name, addr: freeAddr(t), mAddr: freeAddr(t)}
-	p.args = []string{"proxy", "--upstream", dst.BootstrapString(), "--listen", p.addr, "--broker-ports", "0",
-		"--metrics-addr", p.mAddr, "--state-partitions", "10", "--session-timeout", "6s", "--log-level", "warn"}
+	return startProcessWith(t, bin, name, dst, nil, nil)
+}
+
+// startProcessWith is startProcess with more arguments (e.g. --config) and environment.
+func startProcessWith(t *testing.T, bin, name string, dst *kafkatest.Cluster, args, env []string) *process {
+	t.Helper()
+	p := &process{t: t, bin: bin, name: name, addr: freeAddr(t), mAddr: freeAddr(t), env: env}
+	p.args = append([]string{"proxy", "--upstream", dst.BootstrapString(), "--listen", p.addr, "--broker-ports", "0",
+		"--metrics-addr", p.mAddr, "--state-partitions", "10", "--session-timeout", "6s", "--log-level", "warn"}, args...)
 	p.start()
 	t.Cleanup(func() { p.kill() })
 	return p
@@ -60,6 +67,9 @@ func startProcess(t *testing.T, bin, name string, dst *kafkatest.Cluster) *proce
 func (p *process) start() {
 	p.t.Helper()
 	p.cmd = exec.Command(p.bin, p.args...)
+	if len(p.env) > 0 {
+		p.cmd.Env = append(os.Environ(), p.env...)
+	}
 	logf, err := os.Create(filepath.Join(p.t.TempDir(), p.name+".log"))
 	if err != nil {
 		p.t.Fatal(err)

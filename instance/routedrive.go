@@ -41,6 +41,7 @@ type routeDriver struct {
 	requests chan *switchCall
 	results  chan actionResult
 	driven   map[string]*drivenRoute
+	paused   bool // by the test hook pauseAt: drive no more
 }
 
 // switchCall is an operator's request, answered once Next has seen it.
@@ -110,6 +111,10 @@ func (d *routeDriver) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		if d.paused {
+			<-ctx.Done()
+			return
+		}
 		changed := d.view.Changed()
 		next := d.driveAll(ctx, nil)
 		timer.Reset(max(time.Until(next), time.Millisecond))
@@ -247,9 +252,20 @@ func (d *routeDriver) drive(ctx context.Context, route string, call *switchCall)
 		var topics []string
 		d.view.Read(func(v *statetopic.View) { topics = mirrorTopics(v, cur.Mirror) })
 		d.start(ctx, route, st, cur, topics, out.Actions)
+		if pauseAt != nil && out.Persist != nil && pauseAt(route, out.Persist) {
+			d.log.Warn("test hook: the route switch driver pauses here until the process is killed",
+				"route", route, "step", out.Persist.Step, "attempt", out.Persist.Attempt)
+			d.paused = true
+		}
 	}
 	return out.RetryAt
 }
+
+// pauseAt is nil but in a binary built for the kill-at-each-step test
+// (routedrive_pause.go, build tag kmirror_testhooks): it says whether the
+// driver stops driving once it wrote rec (run stops at its next turn, after
+// a request's answer was written).
+var pauseAt func(route string, rec *statetopic.RouteSwitch) bool
 
 // serveMailbox answers a switch request recorded by the SwitchRoute RPC
 // (on any instance): it runs it through Next like a local request and writes

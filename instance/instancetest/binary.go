@@ -22,13 +22,26 @@ func BinaryLater(t testing.TB) func(testing.TB) string {
 	if bin := os.Getenv("KMIRROR_BIN"); bin != "" {
 		return func(testing.TB) string { return bin }
 	}
-	bin := filepath.Join(t.TempDir(), "kmirror")
+	return build(t, "kmirror")
+}
+
+// BinaryWithTestHooksLater is BinaryLater for a binary built with the build tag
+// kmirror_testhooks (never $KMIRROR_BIN, which is the release build): its test hooks are
+// driven by environment variables (instance/routedrive_pause.go).
+func BinaryWithTestHooksLater(t testing.TB) func(testing.TB) string {
+	return build(t, "kmirror-testhooks", "-tags", "kmirror_testhooks")
+}
+
+// build starts `go build` of cmd/kmirror into the test's temporary directory.
+func build(t testing.TB, name string, flags ...string) func(testing.TB) string {
+	bin := filepath.Join(t.TempDir(), name)
 	done := make(chan struct{})
 	var out []byte
 	var err error
 	go func() {
 		defer close(done)
-		out, err = exec.Command("go", "build", "-o", bin, "github.com/kmirror/kmirror/cmd/kmirror").CombinedOutput()
+		args := append(append([]string{"build"}, flags...), "-o", bin, "github.com/kmirror/kmirror/cmd/kmirror")
+		out, err = exec.Command("go", args...).CombinedOutput()
 	}()
 	t.Cleanup(func() { <-done })
 	return func(t testing.TB) string {

@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kmirror/kmirror/coordinator/statetopic"
+	"github.com/kmirror/kmirror/instance/instancetest"
+	"github.com/kmirror/kmirror/internal/apptest"
+	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
+	"github.com/kmirror/kmirror/mirrorcli"
+)
+
+// TestRouteSwitchDriverKilledAtEachStep is issue 21's "an instance SIGKILLed in the middle
+// of each switch step" (docs/cutover.md): two kmirror processes serve the same routes in
+// front of the standby, one route per step of a planned switch, each with its mirror, its
+// topic and an application (a producer and a consumer group bootstrapped to both
+// instances' route addresses). For each step in turn the operator switches that step's
+// route; its driver (a binary built with the kmirror_testhooks tag) pauses once it has
+// written the step's record and started the step's actions, and is killed with SIGKILL
+// there. The other instance takes the switch over and completes it or rolls it back; the
+// killed one restarts at once. A rolled-back switch is asked for again. Then the
+// application's checks, the same as for an undisturbed switch: every acknowledged record is
+// on the standby once and in order, the group read each once, nobody was restarted or
+// reconfigured.
+func TestRouteSwitchDriverKilledAtEachStep(t *testing.T) {
+	kafkatest.RequireReal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	binLater := instancetest.BinaryWithTestHooksLater(t)
+	primary, standby := kafkatest.Start(t), kafkatest.Start(t)
+	steps := []statetopic.RouteStep{statetopic.RouteFreezing, statetopic.RouteTxnWait, statetopic.RouteDraining,
+		statetopic.RouteGroupsQuiet, statetopic.RouteGroupsCopy, statetopic.RouteFailingOver, statetopic.RouteSwitching}
+	routeOf := func(s statetopic.RouteStep) string {
+		return "at-" + strings.ToLower(strings.ReplaceAll(s.String(), "_", "-"))
+	}
+	var pauses []string
+	for _, s := range steps {
+		primary.CreateKeptTopic(t, routeOf(s), 2)
+		pauses = append(pauses, routeOf(s)+":"+s.String())
+	}
+	env := []string{"KMIRROR_TEST_PAUSE_SWITCH=" + strings.Join(pauses, ",")}
+	bin := binLater(t)
+	routeAddrs := map[string][]string{} // route: its address on each instance
+	procs := make([]*process, 2)
+	for i, name := range []string{"a", "b"} {
+		cfg := "routes:\n"
+		for _, s := range steps {
+			addr := freeAddr(t)
+			routeAddrs[routeOf(s)] = append(routeAddrs[routeOf(s)], addr)
+			cfg += fmt.Sprintf("  - {name: %s, listen: %q, mirror: %s, primary: {bootstrap: [%s]}}\n",
+				routeOf(s), addr, routeOf(s), strings.Join(primary.Bootstrap(), ", "))
+		}
+		path := filepath.Join(t.TempDir(), name+".yaml")
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		procs[i] = startProcessWith(t, bin, name, standby, []string{"--config", path}, env)
+	}
+	cl := admin(t, procs[0].addr)
+	for _, s := range steps {
+		createMirror(t, cl, routeOf(s), "bootstrap.servers", primary.BootstrapString(), "metadata.refresh.interval.ms", "1000")
+		addTopics(t, cl, routeOf(s), routeOf(s))
+	}
+
+	for _, step := range steps {
+		route := routeOf(step)
+		app := apptest.Start(t, ctx, routeAddrs[route], route, "group-"+route)
+		polltest.Until(t, time.Minute, route+"'s application writes and reads through the route", func() bool { return app.Read() > 100 })
+		began := time.Now()
+		if out := mirrorsOf(t, ctx, procs[0].addr, "--switch", "--route", route); !strings.Contains(out, "(attempt 1)") {
+			t.Fatalf("the switch of %s: %q", route, out)
+		}
+		killed, survivor := pausedDriver(t, procs, route, step)
+		killed.kill()
+		killedAt := time.Now()
+		killed.start()
+		rec := awaitSwitchEnd(t, ctx, survivor.addr, route)
+		t.Logf("%s: the driver (%s) killed in %s %s after the request; the switch %s %s after the kill: %s",
+			route, killed.name, step, killedAt.Sub(began).Round(time.Millisecond), strings.ToLower(rec.Step),
+			time.Since(killedAt).Round(time.Millisecond), rec.Reason)
+		if rec.Step == statetopic.RouteRolledBack.String() {
+			if step >= statetopic.RouteFailingOver {
+				t.Fatalf("%s: rolled back after the failover began (%s): only forward from FAILING_OVER", route, rec.Reason)
+			}
+			// Rolled back consistently: the route still leads to the primary, writable.
+			if rec.Upstream != "primary" {
+				t.Fatalf("%s rolled back leading to %s", route, rec.Upstream)
+			}
+			if out := mirrorsOf(t, ctx, survivor.addr, "--switch", "--route", route); !strings.Contains(out, "(attempt 2)") {
+				t.Fatalf("the second switch of %s: %q", route, out)
+			}
+			if rec = awaitSwitchEnd(t, ctx, survivor.addr, route); rec.Step != statetopic.RouteSwitched.String() {
+				t.Fatalf("%s's second attempt ended %s: %s", route, rec.Step, rec.Reason)
+			}
+		}
+		if rec.Upstream != "standby" {
+			t.Fatalf("%s switched, leading to %s", route, rec.Upstream)
+		}
+		app.Verify(t, ctx, standby, 100)
+	}
+}
+
+// pausedDriver waits until one of procs logs that it paused as route's driver in step
+// (instance/routedrive_pause.go), and returns it and the other one.
+func pausedDriver(t *testing.T, procs []*process, route string, step statetopic.RouteStep) (paused, other *process) {
+	t.Helper()
+	line := fmt.Sprintf("route=%s step=%s", route, step)
+	polltest.Eventually(t, time.Minute, route+"'s driver pauses in "+step.String(), func() (bool, string) {
+		for i, p := range procs {
+			if b, _ := os.ReadFile(p.logPath); strings.Contains(string(b), "test hook") && strings.Contains(string(b), line) {
+				paused, other = p, procs[1-i]
+				return true, ""
+			}
+		}
+		return false, "no instance paused yet"
+	})
+	return paused, other
+}
+
+// awaitSwitchEnd polls describe at addr until route's switch is SWITCHED or ROLLED_BACK.
+func awaitSwitchEnd(t *testing.T, ctx context.Context, addr, route string) mirrorcli.RouteJSON {
+	t.Helper()
+	var r mirrorcli.RouteJSON
+	polltest.Eventually(t, 2*time.Minute, route+"'s switch ends", func() (bool, string) {
+		var out, errOut strings.Builder
+		if err := mirrorcli.Mirrors(ctx, []string{"--bootstrap-server", addr, "--describe", "--json"}, &out, &errOut); err != nil {
+			return false, fmt.Sprintf("describe: %v %s", err, errOut.String())
+		}
+		var d mirrorcli.DescribeJSON
+		if err := json.Unmarshal([]byte(out.String()), &d); err != nil {
+			t.Fatalf("describe --json: %v\n%s", err, out.String())
+		}
+		for _, x := range d.Routes {
+			if x.Name == route {
+				r = x
+			}
+		}
+		return r.Step == statetopic.RouteSwitched.String() || r.Step == statetopic.RouteRolledBack.String(),
+			fmt.Sprintf("%s attempt %d driver %s: %s", r.Step, r.Attempt, r.Driver, r.Reason)
+	})
+	return r
+}
+
+// mirrorsOf runs `kmirror mirrors` with args against addr and returns what it printed.
+func mirrorsOf(t *testing.T, ctx context.Context, addr string, args ...string) string {
+	t.Helper()
+	var out, errOut strings.Builder
+	if err := mirrorcli.Mirrors(ctx, append([]string{"--bootstrap-server", addr}, args...), &out, &errOut); err != nil {
+		t.Fatalf("kmirror mirrors %v: %v (%s)", args, err, errOut.String())
+	}
+	return out.String()
+}

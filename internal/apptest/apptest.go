@@ -1,0 +1,163 @@
+// Package apptest is an application that keeps writing and reading a topic through a route
+// while it is switched (docs/cutover.md): a franz-go idempotent producer (acks=all, a
+// two-minute delivery timeout: a switch must only delay writes) and a franz-go consumer
+// group, both bootstrapped to the route's addresses only. Verify is the cut-over's promise:
+// every acknowledged record on the standby once, in the order it was acknowledged per
+// partition, and read by the group once.
+package apptest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
+)
+
+// App is one application: its producer's acknowledged values per partition and what its
+// group read.
+type App struct {
+	topic string
+	prod  *kgo.Client
+
+	mu    sync.Mutex
+	acked map[int32][]string
+	seen  map[string]int
+
+	stopProducing context.CancelFunc
+	stopConsuming context.CancelFunc
+	wg            sync.WaitGroup
+}
+
+// Start starts the application on topic with group, bootstrapped to seeds (a route's
+// addresses, one per kmirror instance). A record the producer could not write fails t: a
+// switch must only delay writes.
+func Start(t *testing.T, ctx context.Context, seeds []string, topic, group string) *App {
+	t.Helper()
+	a := &App{topic: topic, acked: map[int32][]string{}, seen: map[string]int{}}
+	a.prod = kafkatest.NewClient(t, seeds, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+		kgo.RecordDeliveryTimeout(2*time.Minute))
+	cons := kafkatest.NewClient(t, seeds, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.AutoCommitInterval(500*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	pctx, stopProducing := context.WithCancel(ctx)
+	cctx, stopConsuming := context.WithCancel(ctx)
+	a.stopProducing, a.stopConsuming = stopProducing, stopConsuming
+	a.wg.Add(2)
+	go func() {
+		defer a.wg.Done()
+		for i := 0; pctx.Err() == nil; i++ {
+			v := fmt.Sprintf("%s-%06d", topic, i)
+			a.prod.Produce(pctx, &kgo.Record{Topic: topic, Key: []byte(v), Value: []byte(v)}, func(r *kgo.Record, err error) {
+				if err != nil {
+					if pctx.Err() == nil {
+						t.Errorf("produce %s through the route: %v (a switch must only delay writes)", v, err)
+					}
+					return
+				}
+				a.mu.Lock()
+				a.acked[r.Partition] = append(a.acked[r.Partition], v)
+				a.mu.Unlock()
+			})
+			time.Sleep(5 * time.Millisecond) // the application's pace, not a wait for a condition
+		}
+	}()
+	go func() {
+		defer a.wg.Done()
+		for cctx.Err() == nil {
+			cons.PollFetches(cctx).EachRecord(func(r *kgo.Record) { a.mu.Lock(); a.seen[string(r.Value)]++; a.mu.Unlock() })
+		}
+	}()
+	t.Cleanup(a.stop)
+	return a
+}
+
+// Acked is how many records the producer was acknowledged.
+func (a *App) Acked() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, vs := range a.acked {
+		n += len(vs)
+	}
+	return n
+}
+
+// Read is how many distinct records the group read.
+func (a *App) Read() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.seen)
+}
+
+func (a *App) stop() {
+	a.stopProducing()
+	a.stopConsuming()
+	a.wg.Wait()
+}
+
+// Verify stops the producer once it has been acknowledged more records (so that it wrote
+// after whatever the test did), then checks the cut-over's promise against the standby
+// cluster: every acknowledged record there once, in acknowledged order per
+// partition and nothing else; the group read every one of them, none twice.
+func (a *App) Verify(t *testing.T, ctx context.Context, standby *kafkatest.Cluster, more int) {
+	t.Helper()
+	before := a.Acked()
+	polltest.Until(t, 2*time.Minute, fmt.Sprintf("%s's producer goes on through the route", a.topic), func() bool { return a.Acked() >= before+more })
+	a.stopProducing()
+	a.prod.Flush(ctx)
+	total := a.Acked()
+
+	cl := standby.Client(t, kgo.ConsumeTopics(a.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	onStandby := map[int32][]string{}
+	polltest.Eventually(t, time.Minute, fmt.Sprintf("the standby holds every record of %s acknowledged", a.topic), func() (bool, string) {
+		fs := cl.PollRecords(ctx, 10000)
+		fs.EachRecord(func(r *kgo.Record) { onStandby[r.Partition] = append(onStandby[r.Partition], string(r.Value)) })
+		n := 0
+		for _, vs := range onStandby {
+			n += len(vs)
+		}
+		return n >= total, fmt.Sprintf("%d of %d on the standby (fetch errors %v)", n, total, fs.Errors())
+	})
+	a.mu.Lock()
+	for p, vs := range a.acked {
+		if !slices.Equal(onStandby[p], vs) {
+			t.Errorf("%s/%d: the standby holds %d records, %d were acknowledged, or not in the acknowledged order: %s",
+				a.topic, p, len(onStandby[p]), len(vs), firstDifference(onStandby[p], vs))
+		}
+	}
+	a.mu.Unlock()
+	polltest.Until(t, 2*time.Minute, fmt.Sprintf("the group read every record of %s", a.topic), func() bool { return a.Read() >= total })
+	a.stopConsuming()
+	a.wg.Wait()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for v, n := range a.seen {
+		if n > 1 {
+			t.Errorf("the group read %s %d times", v, n)
+		}
+	}
+	t.Logf("%s: %d records acknowledged, all on the standby once and in order, %d read by the group", a.topic, total, len(a.seen))
+}
+
+// firstDifference describes where got first departs from want.
+func firstDifference(got, want []string) string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			return fmt.Sprintf("position %d holds %s, %s was acknowledged there", i, got[i], want[i])
+		}
+	}
+	if len(got) > len(want) {
+		return "extra: " + strings.Join(got[len(want):min(len(got), len(want)+5)], ",")
+	}
+	if len(got) < len(want) {
+		return "missing: " + strings.Join(want[len(got):min(len(want), len(got)+5)], ",")
+	}
+	return "none"
+}
