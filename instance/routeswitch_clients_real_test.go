@@ -466,10 +466,10 @@ type franzConsumer struct {
 	seen []string
 }
 
-func startFranzConsumer(t *testing.T, ctx context.Context, bootstrap, topic, group string) *franzConsumer {
+func startFranzConsumer(t *testing.T, ctx context.Context, bootstrap, topic, group string, opts ...kgo.Opt) *franzConsumer {
 	t.Helper()
-	cl := kafkatest.NewClient(t, []string{bootstrap}, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.AutoCommitInterval(500*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := kafkatest.NewClient(t, []string{bootstrap}, append([]kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.AutoCommitInterval(500 * time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	f := &franzConsumer{}
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -17,11 +17,22 @@ import (
 // Verifiable is a running Kafka Verifiable* tool (VerifiableProducer, VerifiableConsumer:
 // the clients Kafka's own system tests use) and the JSON events it printed.
 type Verifiable struct {
-	cmd    interface{ Wait() error }
-	pid    int
-	mu     sync.Mutex
-	events []map[string]any
-	done   chan struct{}
+	pid     int
+	mu      sync.Mutex
+	events  []map[string]any
+	done    chan struct{} // closed once the tool exited and its output was read
+	exitErr error         // how it exited, set before done is closed
+	stderr  []byte        // the tail of what it wrote to stderr (its log)
+}
+
+// stderrTail bounds what a Verifiable keeps of a tool's log.
+const stderrTail = 256 << 10
+
+// Stderr is the tail of what the tool logged.
+func (v *Verifiable) Stderr() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return string(v.stderr)
 }
 
 // StartVerifiable starts the tool class with args; it is killed when the test ends.
@@ -44,13 +55,15 @@ func StartVerifiable(t *testing.T, ctx context.Context, class string, args ...st
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = &prefixWriter{t: t, prefix: class}
+	v := &Verifiable{done: make(chan struct{})}
+	cmd.Stderr = &prefixWriter{t: t, prefix: class, v: v}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	v := &Verifiable{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
+	v.pid = cmd.Process.Pid
 	go func() {
 		defer close(v.done)
+		defer func() { v.exitErr = cmd.Wait() }() // after the last line: Wait closes the pipe
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -62,8 +75,28 @@ func StartVerifiable(t *testing.T, ctx context.Context, class string, args ...st
 			}
 		}
 	}()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-v.done; _ = cmd.Wait() })
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-v.done })
 	return v
+}
+
+// Exited reports whether the tool exited, and how (nil: status 0).
+func (v *Verifiable) Exited() (bool, error) {
+	select {
+	case <-v.done:
+		return true, v.exitErr
+	default:
+		return false, nil
+	}
+}
+
+// Last1 is the tool's last event (nil before its first).
+func (v *Verifiable) Last1() map[string]any {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.events) == 0 {
+		return nil
+	}
+	return v.events[len(v.events)-1]
 }
 
 // Values are the "value" fields of the events named name, in order.
@@ -120,14 +153,21 @@ func (v *Verifiable) Stop(t *testing.T) {
 	}
 }
 
-// prefixWriter logs a tool's stderr lines into the test log.
+// prefixWriter logs a tool's stderr lines into the test log and keeps their tail.
 type prefixWriter struct {
 	t      *testing.T
 	prefix string
+	v      *Verifiable
 }
 
 func (w *prefixWriter) Write(b []byte) (int, error) {
 	w.t.Logf("%s: %s", w.prefix, b)
+	w.v.mu.Lock()
+	w.v.stderr = append(w.v.stderr, b...)
+	if n := len(w.v.stderr); n > stderrTail {
+		w.v.stderr = w.v.stderr[n-stderrTail:]
+	}
+	w.v.mu.Unlock()
 	return len(b), nil
 }
 
