@@ -39,17 +39,33 @@ type demo struct {
 	src, dst         *kfake.Cluster
 	auditLog         string
 	in               *instance.Instance
+	// routes and log are what --switch gives kmirror (demo_switch.go); the
+	// plain demo has no route and a silent logger.
+	routes []proxy.RouteConfig
+	log    *slog.Logger
 }
 
-func runDemo(ctx context.Context, args []string) error {
+func runDemo(ctx context.Context, args []string) error { return runDemoTo(ctx, args, os.Stdout) }
+
+// runDemoTo is runDemo printing to out, so that a test can run the demo in
+// process and read what it printed.
+func runDemoTo(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("kmirror demo", flag.ContinueOnError)
 	d := &demo{}
 	fs.StringVar(&d.listen, "listen", "127.0.0.1:19092", "where kmirror listens for clients")
-	fs.IntVar(&d.rate, "rate", 200, "records per second the demo producer writes")
+	fs.IntVar(&d.rate, "rate", 200, "records per second the demo producer (with --switch: the application) writes")
 	fs.IntVar(&d.partitions, "partitions", 3, "partitions of the demo topic")
-	duration := fs.Duration("duration", 0, "stop after this long (0: until Ctrl-C)")
+	duration := fs.Duration("duration", 0, "stop after this long (0: until Ctrl-C); with --switch, stop the application and check what it read")
+	var sw switchFlags
+	sw.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if sw.enabled {
+		if err := sw.check(*duration); err != nil {
+			return err
+		}
+		return d.runSwitch(ctx, out, sw, *duration)
 	}
 	if *duration > 0 {
 		var cancel context.CancelFunc
@@ -82,8 +98,8 @@ func runDemo(ctx context.Context, args []string) error {
 	if err := setUpMirror(ctx, adminCl, strings.Join(d.src.ListenAddrs(), ",")); err != nil {
 		return err
 	}
-	d.banner(os.Stdout)
-	return showStatus(ctx, os.Stdout, adminCl, runDone)
+	d.banner(out)
+	return showStatus(ctx, out, adminCl, runDone)
 }
 
 // startClusters starts the embedded source and destination, and makes the
@@ -121,17 +137,24 @@ func (d *demo) startClusters() (stop func(), err error) {
 // startKmirror starts kmirror in front of the destination; runDone gets
 // what its Run returns once ctx ends.
 func (d *demo) startKmirror(ctx context.Context) (runDone chan error, err error) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := d.log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	d.in, err = instance.New(ctx, instance.Config{
 		Proxy: proxy.Config{Upstream: d.dst.ListenAddrs(), Listen: d.listen, MetricsAddr: "127.0.0.1:0",
-			AuditLog: d.auditLog},
-		Mirroring: true, StatePartitions: 5, SessionTimeout: 6 * time.Second, Logger: quiet,
+			AuditLog: d.auditLog, Routes: d.routes},
+		Mirroring: true, StatePartitions: 5, SessionTimeout: 6 * time.Second, Logger: log,
 	})
 	if err != nil {
 		return nil, err
 	}
 	if err := d.in.Start(ctx); err != nil {
-		return nil, fmt.Errorf("kmirror listen on %s: %w (choose another with --listen)", d.listen, err)
+		flags := "--listen"
+		if len(d.routes) > 0 {
+			flags = "--listen or --route-listen"
+		}
+		return nil, fmt.Errorf("kmirror listen on %s: %w (choose another with %s)", d.listen, err, flags)
 	}
 	runDone = make(chan error, 1)
 	go func() { runDone <- d.in.Run(ctx) }()
