@@ -26,6 +26,7 @@ import (
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
+	"github.com/kmirror/kmirror/proxy"
 )
 
 // TestAuthzMatrixReal: every mirror RPC and both mirror-config requests, each sent through
@@ -374,4 +375,27 @@ func saslAuthenticates(t *testing.T, in *instance.Instance) int {
 		}
 	}
 	return n
+}
+
+// TestRouteDescribeNeedsDescribeOnClusterReal: describe's routes (what a route leads to, its
+// switch, the driver) are the cluster operator's, like the mirror configs: in front of a real
+// SASL destination with the StandardAuthorizer, alice (DESCRIBE on every topic, nothing on
+// CLUSTER) is shown no route, and admin sees it; neither request fails.
+func TestRouteDescribeNeedsDescribeOnClusterReal(t *testing.T) {
+	primary := kafkatest.Start(t)
+	dst := kafkatest.Start(t, kafkatest.WithSASL())
+	in := instancetest.Start(t, dst, nil, func(cfg *instance.Config) {
+		cfg.Proxy.Routes = []proxy.RouteConfig{{Name: "app", Listen: "127.0.0.1:0", Mirror: "dr",
+			Primary: proxy.RouteUpstream{Bootstrap: primary.Bootstrap()}}}
+	})
+	addr := in.Proxy.AdvertisedAddr()
+	for _, c := range []struct {
+		user   string
+		routes int
+	}{{kafkatest.AliceUser, 0}, {kafkatest.AdminUser, 1}} {
+		resp := request[*protocol.DescribeMirrorsResponse](t, saslClient(t, dst, addr, c.user), protocol.NewPtrDescribeMirrorsRequest())
+		if resp.ErrorCode != 0 || len(resp.Routes) != c.routes {
+			t.Errorf("describe as %s: error %d, %d routes %+v; want %d", c.user, resp.ErrorCode, len(resp.Routes), resp.Routes, c.routes)
+		}
+	}
 }
