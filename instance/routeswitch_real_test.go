@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/instance"
 	"github.com/kmirror/kmirror/instance/instancetest"
+	"github.com/kmirror/kmirror/internal/apptest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/mirrorcli"
@@ -40,56 +40,8 @@ func TestRealDrivenRouteSwitch(t *testing.T) {
 	primary, standby, in := startRouteWorld(t, ctx, topic)
 	route := in.Proxy.RouteAddr("app")
 
-	prod := kafkatest.NewClient(t, []string{route}, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
-		kgo.RecordDeliveryTimeout(2*time.Minute))
-	var mu sync.Mutex
-	acked := map[int32][]string{}
-	pctx, stopProducing := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; pctx.Err() == nil; i++ {
-			v := fmt.Sprintf("v%06d", i)
-			prod.Produce(pctx, &kgo.Record{Topic: topic, Key: []byte(v), Value: []byte(v)}, func(r *kgo.Record, err error) {
-				if err != nil {
-					if pctx.Err() == nil {
-						t.Errorf("produce %s through the route: %v (a switch must only delay writes)", v, err)
-					}
-					return
-				}
-				mu.Lock()
-				acked[r.Partition] = append(acked[r.Partition], v)
-				mu.Unlock()
-			})
-			time.Sleep(5 * time.Millisecond) // the application's pace, not a wait for a condition
-		}
-	}()
-	cons := kafkatest.NewClient(t, []string{route}, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.AutoCommitInterval(500*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	seen := map[string]int{}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			fs := cons.PollFetches(ctx)
-			fs.EachRecord(func(r *kgo.Record) { mu.Lock(); seen[string(r.Value)]++; mu.Unlock() })
-		}
-	}()
-	ackedCount := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, vs := range acked {
-			n += len(vs)
-		}
-		return n
-	}
-	polltest.Until(t, time.Minute, "records flow through the route and are consumed", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(seen) > 200
-	})
+	app := apptest.Start(t, ctx, []string{route}, topic, group)
+	polltest.Until(t, time.Minute, "records flow through the route and are consumed", func() bool { return app.Read() > 200 })
 
 	// The operator's command, through the proxy's SwitchRoute RPC; the request is recorded
 	// and answered by the route's driver.
@@ -107,50 +59,10 @@ func TestRealDrivenRouteSwitch(t *testing.T) {
 		t.Fatalf("describe shows the route as %+v", described)
 	}
 	t.Logf("describe: switch took %d ms, writes frozen %d ms, steps %+v", *described.DurationMs, *described.FreezeMs, described.Steps)
-	before := ackedCount()
-	polltest.Until(t, 2*time.Minute, "the producer goes on through the switched route", func() bool { return ackedCount() > before+200 })
-	stopProducing()
-	prod.Flush(ctx)
-
-	// Every acknowledged record is on the standby once, in order per partition.
-	onStandby := map[int32][]string{}
-	scl := standby.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	total := ackedCount()
-	polltest.Eventually(t, time.Minute, "the standby holds every acknowledged record", func() (bool, string) {
-		fs := scl.PollRecords(ctx, 10000)
-		fs.EachRecord(func(r *kgo.Record) { onStandby[r.Partition] = append(onStandby[r.Partition], string(r.Value)) })
-		n := 0
-		for _, vs := range onStandby {
-			n += len(vs)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		var per []string
-		for p, vs := range acked {
-			per = append(per, fmt.Sprintf("p%d: %d of %d acknowledged", p, len(onStandby[p]), len(vs)))
-		}
-		return n >= total, fmt.Sprintf("%d of %d on the standby (%s; fetch errors %v)", n, total, strings.Join(per, ", "), fs.Errors())
-	})
-	mu.Lock()
-	for p, vs := range acked {
-		if got := strings.Join(onStandby[p], ","); !strings.Contains(got, strings.Join(vs, ",")) || len(onStandby[p]) != len(vs) {
-			t.Errorf("partition %d: the standby holds %d records, %d acknowledged, or out of order", p, len(onStandby[p]), len(vs))
-		}
-	}
-	mu.Unlock()
-	polltest.Until(t, 2*time.Minute, "the group read every record", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(seen) >= total
-	})
+	// Every acknowledged record is on the standby once, in order per partition; the group
+	// read each once.
+	app.Verify(t, ctx, standby, 200)
 	cancel()
-	wg.Wait()
-	for v, n := range seen {
-		if n > 1 {
-			t.Errorf("the group read %s %d times", v, n)
-		}
-	}
-	t.Logf("%d records acknowledged (%d after the switch), %d read by the group", total, total-before, len(seen))
 
 	// An instance started after the switch never leads the route's clients to the
 	// primary: its route opens once it has applied the switched record, and shows the
