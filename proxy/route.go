@@ -407,7 +407,22 @@ func (p *Proxy) FreezeRoute(ctx context.Context, name string, f *enforcement.Fre
 	}
 	r.appRoute.freeze.Store(f)
 	if !f.Frozen() {
-		r.log.Info("route unfrozen")
+		// A connection whose Produce the freeze refused may have more Produce requests
+		// pipelined behind it, sent before the client saw the refusal: forwarded now, they
+		// would reach the primary ahead of the refused one's retry, and an idempotent
+		// producer's next sequence would be missing (OUT_OF_ORDER_SEQUENCE_NUMBER: franz-go
+		// then takes a new producer id and resends batches whose outcome it did not know,
+		// which duplicated a record in TestRouteSwitchDriverKilledAtEachStep). Closed, the
+		// client resends them all in order.
+		closed := 0
+		r.sessions.Range(func(k, _ any) bool {
+			if s := k.(*session); s.refusedFrozen.Load() {
+				s.closeWith(errRouteUnfrozen)
+				closed++
+			}
+			return true
+		})
+		r.log.Info("route unfrozen", "connections_closed", closed)
 		return nil
 	}
 	type mark struct {
@@ -455,6 +470,7 @@ func (s *session) enforceFreeze(f *enforcement.Freeze, h requestHeader, frame []
 		}
 		if d.Refused != nil {
 			s.p.metrics.refusal(h.key, refusedRouteFrozen)
+			s.refusedFrozen.Store(true)
 		}
 		local, forward = produceOutcome(h, frame, pr, acks, d)
 		return local, forward, nil
@@ -501,6 +517,9 @@ func (p *Proxy) RememberPrimary(name, clusterID string, topicIDs map[string][16]
 // errRouteSwitched closes a route's client connections at a switch: clients reconnect to the
 // same addresses and reach the standby.
 var errRouteSwitched = errors.New("the route was switched to its standby; the client reconnects there")
+
+// errRouteUnfrozen closes a connection whose Produce a lifted freeze refused (FreezeRoute).
+var errRouteUnfrozen = errors.New("the route's write freeze was lifted; the client reconnects and resends its writes in order")
 
 // SwitchRoute makes the route named name lead to the standby, the cluster this proxy fronts
 // (docs/cutover.md, step 6): new connections and broker discovery go to the standby with

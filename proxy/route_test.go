@@ -759,3 +759,50 @@ func TestKfakeRouteRemembersPrimary(t *testing.T) {
 		t.Error("RememberPrimary of an unknown route gave no error")
 	}
 }
+
+// Lifting a freeze closes the connections whose Produce it refused, and only those: a client
+// that pipelined more Produce requests behind a refused one would otherwise have them
+// forwarded ahead of the refused one's retry, out of sequence for an idempotent producer
+// (franz-go then takes a new producer id and resends what it is unsure of: a duplicate
+// record in the kill-at-each-step test). Reconnected, it resends them in order.
+func TestKfakeRouteUnfreezeClosesRefusedConnections(t *testing.T) {
+	primary := startKfakeTopics(t, 1, 1, "orders")
+	p, r := routedProxy(t, primary.ListenAddrs(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dial := func() net.Conn {
+		c, err := net.DialTimeout("tcp", r.Addr(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	refused, quiet := dial(), dial()
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("test"))
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "orders", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0}}}}
+	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{"orders": true}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refused.Write(f.AppendRequest(nil, req, 1)); err != nil {
+		t.Fatal(err)
+	}
+	nextResponse(t, refused, 1, 10*time.Second)
+	if _, err := quiet.Write(f.AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1)); err != nil {
+		t.Fatal(err)
+	}
+	nextResponse(t, quiet, 1, 10*time.Second)
+	if err := p.FreezeRoute(ctx, "app", nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = refused.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := refused.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the connection whose Produce the freeze refused is still open after the freeze was lifted (%v)", err)
+	}
+	if _, err := quiet.Write(f.AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 2)); err != nil {
+		t.Fatal(err)
+	}
+	nextResponse(t, quiet, 2, 10*time.Second)
+}

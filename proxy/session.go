@@ -139,6 +139,10 @@ type session struct {
 
 	// produces counts a route's Produce requests (route.go): the freeze's barrier.
 	produces produceBarrier
+	// refusedFrozen: the route's freeze refused a Produce on this connection. Lifting the
+	// freeze closes it (FreezeRoute): requests the client pipelined behind the refused one
+	// would otherwise reach the primary ahead of its retry, out of sequence.
+	refusedFrozen atomic.Bool
 
 	sasl saslTracker // the client's SASL exchange with its broker (sasl.go)
 	auth authState   // authorisation of local answers (authz.go)
