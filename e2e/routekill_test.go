@@ -74,6 +74,9 @@ func TestRouteSwitchDriverKilledAtEachStep(t *testing.T) {
 		route := routeOf(step)
 		app := apptest.Start(t, ctx, routeAddrs[route], route, "group-"+route)
 		polltest.Until(t, time.Minute, route+"'s application writes and reads through the route", func() bool { return app.Read() > 100 })
+		// Steady state first: in one CI run a group killed before its first commit
+		// landed re-read its first 126 records (from offset 0) after rejoining.
+		app.AwaitCommitted(t, ctx, primary, 100)
 		began := time.Now()
 		if out := mirrorsOf(t, ctx, procs[0].addr, "--switch", "--route", route); !strings.Contains(out, "(attempt 1)") {
 			t.Fatalf("the switch of %s: %q", route, out)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
@@ -24,8 +25,8 @@ import (
 // App is one application: its producer's acknowledged values per partition and what its
 // group read.
 type App struct {
-	topic string
-	prod  *kgo.Client
+	topic, group string
+	prod         *kgo.Client
 
 	mu    sync.Mutex
 	acked map[int32][]string
@@ -41,7 +42,7 @@ type App struct {
 // switch must only delay writes.
 func Start(t *testing.T, ctx context.Context, seeds []string, topic, group string) *App {
 	t.Helper()
-	a := &App{topic: topic, acked: map[int32][]string{}, seen: map[string]int{}}
+	a := &App{topic: topic, group: group, acked: map[int32][]string{}, seen: map[string]int{}}
 	a.prod = kafkatest.NewClient(t, seeds, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
 		kgo.RecordDeliveryTimeout(2*time.Minute))
 	cons := kafkatest.NewClient(t, seeds, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
@@ -76,6 +77,23 @@ func Start(t *testing.T, ctx context.Context, seeds []string, topic, group strin
 	}()
 	t.Cleanup(a.stop)
 	return a
+}
+
+// AwaitCommitted waits until the group has committed at least n records' worth of offsets
+// on c (the cluster the route leads to): the application runs in its steady state, its
+// progress durable, as an application does that has been up for a while.
+func (a *App) AwaitCommitted(t *testing.T, ctx context.Context, c *kafkatest.Cluster, n int64) {
+	t.Helper()
+	adm := kadm.NewClient(c.Client(t))
+	polltest.Eventually(t, time.Minute, a.group+" commits its progress", func() (bool, string) {
+		offs, err := adm.FetchOffsets(ctx, a.group)
+		if err != nil {
+			return false, err.Error()
+		}
+		var sum int64
+		offs.Each(func(o kadm.OffsetResponse) { sum += max(0, o.At) })
+		return sum >= n, fmt.Sprintf("%d committed", sum)
+	})
 }
 
 // Acked is how many records the producer was acknowledged.
