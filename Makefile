@@ -8,7 +8,7 @@ BIN       := bin/kmirror
 SHELL     := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: all build run run-switch test test-deps test-short lint fuzz bench bench-proxy matrix release soak clean
+.PHONY: all build run run-switch chaos test test-deps test-short lint fuzz bench bench-proxy matrix release soak clean
 
 all: lint test
 
@@ -62,6 +62,12 @@ soak: test-deps build
 	  KMIRROR_SOAK_REPORT=$(abspath bin/soak-report.json) $(GO) test -count=1 -timeout 4h -v \
 	  -run '^TestSoak$$' ./soak/ 2>&1 | scripts/test-summary.sh
 
+# Issue 21's kill-at-each-step test (e2e/routekill_test.go, about 3 minutes): two kmirror
+# processes, the switch's driver SIGKILLed in the middle of each step. Not in make test yet:
+# it finds a duplicate write at a rolled-back freeze that is still open (docs/cutover.md).
+chaos: test-deps
+	$(GO) test -count=1 -timeout 20m -v -tags kmirror_chaos -run '^TestRouteSwitchDriverKilledAtEachStep$$' ./e2e/ 2>&1 | scripts/test-summary.sh
+
 # Fast loop for local work: no real Kafka.
 test-short:
 	KMIRROR_SKIP_REAL_KAFKA=1 $(GO) test -count=1 -short ./...
@@ -70,8 +76,10 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
-	@# the kill-at-each-step test's hook (instance/routedrive_pause.go) builds only with its tag
+	@# the kill-at-each-step test's hook (instance/routedrive_pause.go) and the test itself
+	@# (e2e/routekill_test.go, make chaos) build only with their tags
 	$(GO) vet -tags kmirror_testhooks ./instance/
+	$(GO) vet -tags kmirror_chaos ./e2e/
 	@# generated code must be what its definitions give (compared in memory: no dirty tree)
 	cd protocol && $(GO) run ./internal/gen -check && \
 	  $(GO) run ./internal/gen -check -defs testdata/describe_v0 -out describe_v0_generated_test.go
