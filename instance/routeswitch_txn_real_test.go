@@ -55,7 +55,7 @@ func TestRealRouteSwitchTransactionalCopier(t *testing.T) {
 	}
 	copier := startCopier()
 	processed := func() int64 {
-		ev := copier.Last1()
+		ev := copier.LastEvent()
 		if ev == nil {
 			return 0
 		}

@@ -89,8 +89,8 @@ func (v *Verifiable) Exited() (bool, error) {
 	}
 }
 
-// Last1 is the tool's last event (nil before its first).
-func (v *Verifiable) Last1() map[string]any {
+// LastEvent is the tool's last event (nil before its first).
+func (v *Verifiable) LastEvent() map[string]any {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if len(v.events) == 0 {
