@@ -129,10 +129,13 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	c.group.PauseFetchTopics(cfg.StateTopic)
 	// Know before serving whether state was lost while no instance ran, so
 	// the read-only set includes the lost mirrors' topics from the start;
-	// an unreachable destination is retried by Run.
+	// an unreachable destination is retried by Run. The marks are brought up
+	// to date by Run's loss check: they need the view caught up with the
+	// state topic, which only Run reads (waiting for it here held every
+	// restart for this whole bound, 15 s, before the instance served).
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if err := c.CheckState(cctx); err != nil {
+	if err := c.checkState(cctx, false); err != nil {
 		c.log.Warn("checking the mirror state topic at start-up; retrying while running", "err", err)
 	}
 	return c, nil

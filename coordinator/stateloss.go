@@ -196,7 +196,11 @@ func (c *Coordinator) runLossCheck(ctx context.Context) {
 // view when the state topic is gone, restarts it on a re-created one,
 // reports newly lost and recovered mirrors, and (when the state is sound)
 // brings the marks of the mirrors this instance owns up to date.
-func (c *Coordinator) CheckState(ctx context.Context) error {
+func (c *Coordinator) CheckState(ctx context.Context) error { return c.checkState(ctx, true) }
+
+// checkState is CheckState; withMarks false leaves the marks as they are (before Run, whose
+// store reads the view they are computed from).
+func (c *Coordinator) checkState(ctx context.Context, withMarks bool) error {
 	c.lossMu.Lock()
 	defer c.lossMu.Unlock()
 	md, err := c.store.admin.Metadata(kadm.WithAuthorizedOps(ctx), c.cfg.StateTopic)
@@ -256,7 +260,7 @@ func (c *Coordinator) CheckState(ctx context.Context) error {
 	c.loss.loaded, c.loss.checked = marks, true
 	c.loss.mu.Unlock()
 	c.reportLoss()
-	if _, frozen := c.store.ID(); !frozen {
+	if _, frozen := c.store.ID(); withMarks && !frozen {
 		return c.writeMarks(ctx)
 	}
 	return nil
