@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/freeport"
 	"github.com/kmirror/kmirror/internal/polltest"
 )
 
@@ -85,12 +85,11 @@ scrape_configs:
 // freeAddr picks a loopback port nobody listens on (Prometheus takes no :0).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return a
 }
 
 // api GETs /api/v1/<path> and decodes the data field into out.

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/instance/instancetest"
+	"github.com/kmirror/kmirror/internal/freeport"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/metricstest"
 	"github.com/kmirror/kmirror/internal/mirrortest"
@@ -40,12 +41,11 @@ type process struct {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 func startProcess(t *testing.T, bin, name string, dst *kafkatest.Cluster) *process {

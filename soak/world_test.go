@@ -19,6 +19,7 @@ import (
 
 	"github.com/kmirror/kmirror/instance/instancetest"
 	"github.com/kmirror/kmirror/internal/faultnet"
+	"github.com/kmirror/kmirror/internal/freeport"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 )
 
@@ -86,14 +87,7 @@ type instance struct {
 	unexpected int
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+func freeAddr() (string, error) { return freeport.Addr() }
 
 func newInstance(bin, name, upstream, logDir string) (*instance, error) {
 	addr, err := freeAddr()

@@ -21,6 +21,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/freeport"
 )
 
 // RealConfig describes a real Apache Kafka cluster on loopback: KRaft, of combined
@@ -741,20 +743,9 @@ func processAlive(pid int) bool {
 }
 
 func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("kafkatest: find a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := freeport.Ports(n)
+	if err != nil {
+		return nil, fmt.Errorf("kafkatest: %w", err)
 	}
 	return ports, nil
 }
