@@ -3,6 +3,7 @@ package enforcement
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,7 +34,7 @@ func (g *Guard) FilterProduce(ctx context.Context, version int16, body []byte) (
 	if set.Empty() {
 		return ProduceDecision{Forward: body}, nil
 	}
-	return splitProduce(ctx, version, body, g.topicName, g.readOnlyWhy(set))
+	return splitProduce(ctx, version, body, g.topicName, byPartition(g.readOnlyWhy(set)))
 }
 
 // readOnlyWhy is the per-partition refusal of writes to read-only mirror
@@ -54,12 +55,25 @@ func (g *Guard) readOnlyWhy(set *ReadOnlySet) func(topic string, partition int32
 // topicNamer names a topic addressed by name or by id.
 type topicNamer func(ctx context.Context, name string, id [16]byte) (string, error)
 
+// partitionWhy decides one partition of a Produce request: a non-zero code refuses it.
+type partitionWhy func(topic string, p *kmsg.ProduceRequestTopicPartition) (int16, string)
+
+// byPartition is a partitionWhy that needs only the partition's number.
+func byPartition(why func(topic string, partition int32) (int16, string)) partitionWhy {
+	return func(topic string, p *kmsg.ProduceRequestTopicPartition) (int16, string) {
+		return why(topic, p.Partition)
+	}
+}
+
 // splitProduce splits a Produce request: partitions for which why returns
 // a non-zero code are answered with it, the rest is forwarded.
-func splitProduce(ctx context.Context, version int16, body []byte, topicName topicNamer, why func(topic string, partition int32) (int16, string)) (ProduceDecision, error) {
+func splitProduce(ctx context.Context, version int16, body []byte, topicName topicNamer, why partitionWhy) (ProduceDecision, error) {
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(version)
-	if err := req.ReadFrom(body); err != nil {
+	// Unsafe: the records and names alias body rather than being copied (a Produce is mostly
+	// records); what outlives body is Forward, which AppendTo copies, and Refused, whose
+	// names are cloned.
+	if err := req.UnsafeReadFrom(body); err != nil {
 		return ProduceDecision{}, fmt.Errorf("enforcement: decode Produce v%d: %w", version, err)
 	}
 	var refused *kmsg.ProduceResponse
@@ -72,7 +86,7 @@ func splitProduce(ctx context.Context, version int16, body []byte, topicName top
 		var rt *kmsg.ProduceResponseTopic
 		keptParts := t.Partitions[:0]
 		for _, p := range t.Partitions {
-			code, msg := why(name, p.Partition)
+			code, msg := why(name, &p)
 			if code == 0 {
 				keptParts = append(keptParts, p)
 				continue
@@ -82,7 +96,8 @@ func splitProduce(ctx context.Context, version int16, body []byte, topicName top
 				refused.SetVersion(version)
 			}
 			if rt == nil {
-				refused.Topics = append(refused.Topics, kmsg.ProduceResponseTopic{Topic: t.Topic, TopicID: t.TopicID})
+				// Cloned: the name aliases body, and a merged refusal outlives it.
+				refused.Topics = append(refused.Topics, kmsg.ProduceResponseTopic{Topic: strings.Clone(t.Topic), TopicID: t.TopicID})
 				rt = &refused.Topics[len(refused.Topics)-1]
 			}
 			rp := kmsg.NewProduceResponseTopicPartition()

@@ -2,7 +2,9 @@ package enforcement
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,9 +24,62 @@ import (
 //
 // An acks=0 Produce refused by a freeze is lost, as one sent to a broker that just lost its
 // leadership is: acks=0 promises nothing (docs/cutover.md).
+//
+// A frozen Produce whose batch the primary already holds is forwarded (Written): a client
+// that lost the answer to a write (its connection, or the instance that forwarded it, died)
+// resends the same batch, with the same producer id, epoch and sequences. Refused until the
+// switch, the resend would reach the standby, which knows none of the primary's producer
+// ids (the mirror writes with its own), and be written a second time. The primary recognises
+// its own duplicate and answers with the offsets it was written at, and appends nothing:
+// Kafka never appends a batch whose sequences an idempotent producer already wrote in that
+// epoch (it answers from its cache of the producer's last five batches, else
+// OUT_OF_ORDER_SEQUENCE_NUMBER), so forwarding it does not break the freeze.
 type Freeze struct {
 	Topics  map[string]bool
 	Commits bool
+	// Written reports whether the primary holds batch b on topic's partition: its producer
+	// wrote sequence b.LastSeq or later in epoch b.Epoch. Nil, or false when in doubt: the
+	// batch is refused like any frozen write.
+	Written func(ctx context.Context, topic string, partition int32, b ProducerBatch) bool
+}
+
+// ProducerBatch is who wrote a Produce request's batch: an idempotent producer's id and
+// epoch, and the sequence numbers of its first and last records.
+type ProducerBatch struct {
+	ProducerID        int64
+	Epoch             int16
+	FirstSeq, LastSeq int32
+}
+
+// Offsets in a v2 record batch (Kafka's DefaultRecordBatch).
+const (
+	batchLengthAt   = 8
+	batchMagicAt    = 16
+	batchProducerAt = 43
+	batchEpochAt    = 51
+	batchSeqAt      = 53
+	batchCountAt    = 57
+	batchHeaderLen  = 61
+)
+
+// producerBatch reads who wrote records, a Produce partition's record set: false unless it
+// is one v2 batch of an idempotent producer (Kafka takes exactly one batch per partition
+// from an idempotent producer) whose sequences do not wrap.
+func producerBatch(records []byte) (ProducerBatch, bool) {
+	if len(records) < batchHeaderLen || records[batchMagicAt] != 2 ||
+		int(binary.BigEndian.Uint32(records[batchLengthAt:]))+12 != len(records) {
+		return ProducerBatch{}, false
+	}
+	be := binary.BigEndian
+	b := ProducerBatch{ProducerID: int64(be.Uint64(records[batchProducerAt:])), Epoch: int16(be.Uint16(records[batchEpochAt:])),
+		FirstSeq: int32(be.Uint32(records[batchSeqAt:]))}
+	count := int64(int32(be.Uint32(records[batchCountAt:])))
+	last := int64(b.FirstSeq) + count - 1
+	if b.ProducerID < 0 || b.Epoch < 0 || b.FirstSeq < 0 || count < 1 || last > math.MaxInt32 {
+		return ProducerBatch{}, false
+	}
+	b.LastSeq = int32(last)
+	return b, true
 }
 
 // Frozen reports whether f refuses anything.
@@ -37,16 +92,20 @@ var (
 )
 
 // Produce splits a Produce request (v12 or older: routes address topics by name) by the
-// freeze: frozen topics' partitions are answered, the rest is forwarded.
-func (f *Freeze) Produce(version int16, body []byte) (ProduceDecision, error) {
+// freeze: frozen topics' partitions are answered, unless the primary already holds their
+// batch (Written); the rest is forwarded. ctx bounds Written.
+func (f *Freeze) Produce(ctx context.Context, version int16, body []byte) (ProduceDecision, error) {
 	if !f.Frozen() {
 		return ProduceDecision{Forward: body}, nil
 	}
-	return splitProduce(context.Background(), version, body, namedOnly, func(topic string, _ int32) (int16, string) {
-		if f.Topics[topic] {
-			return frozenProduce, "the route is switching clusters: writes to this topic wait until the switch is done (retry)"
+	return splitProduce(ctx, version, body, namedOnly, func(topic string, p *kmsg.ProduceRequestTopicPartition) (int16, string) {
+		if !f.Topics[topic] {
+			return 0, ""
 		}
-		return 0, ""
+		if b, ok := producerBatch(p.Records); ok && f.Written != nil && f.Written(ctx, topic, p.Partition, b) {
+			return 0, "" // a resend of a write the primary holds: it answers from its cache
+		}
+		return frozenProduce, "the route is switching clusters: writes to this topic wait until the switch is done (retry)"
 	})
 }
 

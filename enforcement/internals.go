@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -256,11 +257,11 @@ func (g *Guard) ProduceInternals(ctx context.Context, version int16, flexible bo
 	if version >= 3 {
 		if txn, _ := firstString(body, flexible); in.txnWhy(string(txn)) != "" {
 			ref = in.txnRefusal(string(txn))
-			d, err := splitProduce(ctx, version, body, g.topicName, func(string, int32) (int16, string) { return ref.Code, ref.Reason })
+			d, err := splitProduce(ctx, version, body, g.topicName, byPartition(func(string, int32) (int16, string) { return ref.Code, ref.Reason }))
 			return d, ref, err
 		}
 	}
-	d, err := splitProduce(ctx, version, body, g.topicName, func(topic string, p int32) (int16, string) {
+	d, err := splitProduce(ctx, version, body, g.topicName, byPartition(func(topic string, p int32) (int16, string) {
 		if why := in.stateTopicWhy(topic); why != "" {
 			if ref == nil {
 				ref = in.stateTopicRefusal(topic)
@@ -268,7 +269,7 @@ func (g *Guard) ProduceInternals(ctx context.Context, version int16, flexible bo
 			return ref.Code, why
 		}
 		return readOnly(topic, p)
-	})
+	}))
 	return d, ref, err
 }
 
@@ -356,7 +357,7 @@ func (in *Internals) txnRefusal(id string) *Refusal {
 
 func (in *Internals) stateTopicRefusal(topic string) *Refusal {
 	if why := in.stateTopicWhy(topic); why != "" {
-		return &Refusal{Kind: RefusedStateTopic, Code: kerr.TopicAuthorizationFailed.Code, Resource: topic, Reason: why}
+		return &Refusal{Kind: RefusedStateTopic, Code: kerr.TopicAuthorizationFailed.Code, Resource: strings.Clone(topic), Reason: why} // topic may alias a request buffer
 	}
 	return nil
 }

@@ -256,7 +256,9 @@ func (in *Instance) Run(ctx context.Context) error {
 	})
 	if len(in.Proxy.Routes()) > 0 {
 		parts.run("route switches", func() {
-			newRouteApplier(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Coord.Ready, in.Proxy, in.log).run(mctx)
+			a := newRouteApplier(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Coord.Ready, in.Proxy, in.log)
+			a.sourceClient = in.sources.Client
+			a.run(mctx)
 		})
 		parts.run("route switch driver", func() { in.routes.run(mctx) })
 	}

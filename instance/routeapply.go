@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/enforcement"
@@ -22,9 +24,9 @@ import (
 // instance rejoins, so an instance that restarted mid-switch acknowledges
 // again only after it has applied the record itself.
 //
-// The applier also opens the routes (proxy.WithRoutesClosedAtStart): a route takes
-// connections only once the instance is caught up with the state topic (ready)
-// and has applied the route's record as it stood then. A restarting instance
+// The applier also opens the routes (proxy.WithRoutesClosedAtStart): a route reads
+// its connections' requests only once the instance is caught up with the state
+// topic (ready) and has applied the route's record as it stood then. A restarting instance
 // that opened its routes at once would lead their clients to the primary after
 // a switch made the standby their cluster, or let a write through a freeze it
 // had not seen yet. The price: an instance that cannot read __mirror_state at
@@ -38,8 +40,12 @@ type routeApplier struct {
 	// and its view has read the state topic to the end offsets of the moment.
 	ready  func(context.Context) error
 	routes routeProxy
-	log    *slog.Logger
-	now    func() time.Time
+	// sourceClient is the client of a mirror's source, a route's primary: a freeze asks it
+	// which resent writes the primary already holds (primaryProducers). Nil: none is asked,
+	// and every frozen write is refused.
+	sourceClient func(mirror string, configs map[string]string) (*kgo.Client, error)
+	log          *slog.Logger
+	now          func() time.Time
 	// freezeWait bounds a freeze's wait for writes forwarded before it
 	// (proxy.FreezeRoute): an instance that cannot drain them does not ack,
 	// and the driver rolls the switch back after its own ack timeout.
@@ -65,18 +71,31 @@ type routeProxy interface {
 	FreezeRoute(ctx context.Context, name string, f *enforcement.Freeze) error
 	SwitchRoute(ctx context.Context, name string, hold proxy.FetchHold) error
 	RememberPrimary(name, clusterID string, topicIDs map[string][16]byte) error
+	GuardMirrorWriters(name string, w enforcement.MirrorWriters) error
 	OpenRoute(name string) error
 }
 
 // primaryIdentity is the primary's cluster id and topic ids as the route's
-// mirror recorded them (the mirror's source is the route's primary).
+// mirror recorded them (the mirror's source is the route's primary), and the
+// producer ids of the mirror's writers on the standby, which the switched route
+// keeps applications from writing under (enforcement.MirrorWriters).
 type primaryIdentity struct {
 	clusterID string
 	topicIDs  map[string][16]byte
+	writers   enforcement.MirrorWriters
 }
 
 func primaryOf(m *statetopic.Mirror) primaryIdentity {
-	id := primaryIdentity{topicIDs: map[string][16]byte{}}
+	id := primaryIdentity{topicIDs: map[string][16]byte{}, writers: enforcement.MirrorWriters{}}
+	for pid, p := range m.Partitions {
+		if p.DataWriter == nil || p.Topic == "" {
+			continue
+		}
+		if id.writers[p.Topic] == nil {
+			id.writers[p.Topic] = map[int32]enforcement.Writer{}
+		}
+		id.writers[p.Topic][pid.Partition] = enforcement.Writer{ProducerID: p.DataWriter.ID, Epoch: p.DataWriter.Epoch}
+	}
 	if m.Config != nil {
 		id.clusterID = m.Config.SourceClusterID
 	}
@@ -84,6 +103,13 @@ func primaryOf(m *statetopic.Mirror) primaryIdentity {
 		id.topicIDs[name] = t.SourceTopicID
 	}
 	return id
+}
+
+// mirrorSource names a route's mirror and its source connection configs (resolved by the
+// source client cache): the source is the route's primary.
+type mirrorSource struct {
+	name    string
+	configs map[string]string
 }
 
 // appliedRoute is what this instance has applied of a route's record.
@@ -180,11 +206,16 @@ func (a *routeApplier) applyAll(ctx context.Context) (failed map[string]bool) {
 		var rec *statetopic.RouteSwitch
 		var topics []string
 		var primary primaryIdentity
+		var source mirrorSource
 		a.view.Read(func(v *statetopic.View) {
 			rec = v.RouteSwitch(r.Name)
 			if rec != nil {
 				if m := v.Mirror(rec.Mirror); m != nil {
 					topics = m.TopicNames()
+					source.name = m.Name
+					if m.Config != nil {
+						source.configs = m.Config.Configs
+					}
 					if rec.Step == statetopic.RouteSwitching || rec.Step == statetopic.RouteSwitched {
 						primary = primaryOf(m) // only a switch uses it; this runs on every view change
 					}
@@ -194,7 +225,7 @@ func (a *routeApplier) applyAll(ctx context.Context) (failed map[string]bool) {
 		if rec == nil {
 			continue
 		}
-		if err := a.apply(ctx, r.Name, rec, topics, primary); err != nil {
+		if err := a.apply(ctx, r.Name, rec, topics, primary, source); err != nil {
 			failed[r.Name] = true
 			a.log.Warn("route switch: applying the route's record failed; trying again", "route", r.Name,
 				"attempt", rec.Attempt, "step", rec.Step, "err", err)
@@ -204,7 +235,7 @@ func (a *routeApplier) applyAll(ctx context.Context) (failed map[string]bool) {
 }
 
 // apply brings one route to what its record asks and acknowledges it.
-func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.RouteSwitch, topics []string, primary primaryIdentity) error {
+func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.RouteSwitch, topics []string, primary primaryIdentity, source mirrorSource) error {
 	st := a.applied[route]
 	if st == nil || st.attempt != rec.Attempt {
 		prev := st
@@ -229,6 +260,9 @@ func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.
 			if err := a.routes.RememberPrimary(route, primary.clusterID, primary.topicIDs); err != nil {
 				return fmt.Errorf("giving the route the primary's ids: %w", err)
 			}
+			if err := a.routes.GuardMirrorWriters(route, primary.writers); err != nil {
+				return fmt.Errorf("giving the route the mirror writers' producer ids: %w", err)
+			}
 			if err := a.routes.SwitchRoute(ctx, route, hold); err != nil {
 				return fmt.Errorf("switching to the standby: %w", err)
 			}
@@ -251,7 +285,7 @@ func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.
 		want = freezeProduce
 	}
 	if want != st.freeze || (want != freezeNone && !slices.Equal(topics, st.topics)) {
-		if err := a.freeze(ctx, route, want, topics); err != nil {
+		if err := a.freeze(ctx, route, want, topics, source); err != nil {
 			return err
 		}
 		st.freeze, st.topics = want, topics
@@ -268,11 +302,17 @@ func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.
 }
 
 // freeze installs the freeze level on the route (freezeNone lifts it).
-func (a *routeApplier) freeze(ctx context.Context, route string, level freezeLevel, topics []string) error {
+func (a *routeApplier) freeze(ctx context.Context, route string, level freezeLevel, topics []string, source mirrorSource) error {
 	if level == freezeNone {
 		return a.routes.FreezeRoute(ctx, route, nil)
 	}
 	f := &enforcement.Freeze{Topics: map[string]bool{}, Commits: level == freezeCommits}
+	if a.sourceClient != nil && source.name != "" {
+		configs := source.configs
+		pp := newPrimaryProducers(ctx, func() (*kgo.Client, error) { return a.sourceClient(source.name, configs) }, a.log.With("route", route))
+		pp.warm(topics)
+		f.Written = pp.Written
+	}
 	for _, t := range topics {
 		f.Topics[t] = true
 	}

@@ -53,6 +53,14 @@ type fakeRoutes struct {
 	// what RememberPrimary was told last
 	primaryCluster string
 	primaryIDs     map[string][16]byte
+	writers        enforcement.MirrorWriters // what GuardMirrorWriters was told last
+}
+
+func (f *fakeRoutes) GuardMirrorWriters(_ string, w enforcement.MirrorWriters) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.writers = w
+	return nil
 }
 
 func (f *fakeRoutes) OpenRoute(name string) error {
@@ -145,6 +153,12 @@ func newRouteApplierWorld(t *testing.T) *routeApplierWorld {
 		coordinator.Record{Key: statetopic.Key{Type: statetopic.TypeMirrorConfig, Mirror: "dr"}, Value: &statetopic.MirrorConfig{SourceClusterID: "prim-ary"}},
 		coordinator.Record{Key: statetopic.Key{Type: statetopic.TypeMirrorTopic, Mirror: "dr", Topic: "orders"}, Value: &statetopic.MirrorTopic{SourceTopicID: statetopic.UUID{1}}},
 		coordinator.Record{Key: statetopic.Key{Type: statetopic.TypeMirrorTopic, Mirror: "dr", Topic: "payments"}, Value: &statetopic.MirrorTopic{SourceTopicID: statetopic.UUID{2}}},
+		coordinator.Record{Key: statetopic.PartitionStateKey("dr", statetopic.UUID{1}, 0),
+			Value: &statetopic.PartitionState{Topic: "orders", DataWriter: &statetopic.Producer{ID: 5, Epoch: 1}}},
+		coordinator.Record{Key: statetopic.PartitionStateKey("dr", statetopic.UUID{1}, 1),
+			Value: &statetopic.PartitionState{Topic: "orders"}}, // not prepared yet: no writer
+		coordinator.Record{Key: statetopic.PartitionStateKey("dr", statetopic.UUID{2}, 0),
+			Value: &statetopic.PartitionState{Topic: "payments", DataWriter: &statetopic.Producer{ID: 0, Epoch: 0}}},
 	)
 	return w
 }
@@ -237,6 +251,10 @@ func TestRouteApplierPlannedSwitch(t *testing.T) {
 	if wantIDs := map[string][16]byte{"orders": {1}, "payments": {2}}; w.routes.primaryCluster != "prim-ary" || !reflect.DeepEqual(w.routes.primaryIDs, wantIDs) {
 		t.Fatalf("RememberPrimary got %q %v, want prim-ary %v", w.routes.primaryCluster, w.routes.primaryIDs, wantIDs)
 	}
+	// And the producer ids of the mirror's writers, which the standby gave.
+	if want := (enforcement.MirrorWriters{"orders": {0: {ProducerID: 5, Epoch: 1}}, "payments": {0: {ProducerID: 0, Epoch: 0}}}); !reflect.DeepEqual(w.routes.writers, want) {
+		t.Fatalf("GuardMirrorWriters got %v, want %v", w.routes.writers, want)
+	}
 	if len(w.routes.freezes) != 2 {
 		t.Fatalf("a freeze after the switch: %v", w.routes.freezes)
 	}
@@ -290,7 +308,7 @@ func TestRouteApplierFreezeFailureAndRollback(t *testing.T) {
 	if len(w.routes.switches) != 0 {
 		t.Fatalf("switched towards the primary: %v", w.routes.switches)
 	}
-	if err := w.a.apply(ctx, "pay", &statetopic.RouteSwitch{Step: statetopic.RouteSwitching, Upstream: statetopic.UpstreamPrimary, Attempt: 3}, nil, primaryIdentity{}); err == nil {
+	if err := w.a.apply(ctx, "pay", &statetopic.RouteSwitch{Step: statetopic.RouteSwitching, Upstream: statetopic.UpstreamPrimary, Attempt: 3}, nil, primaryIdentity{}, mirrorSource{}); err == nil {
 		t.Fatal("a switch back to the primary gave no error")
 	}
 }

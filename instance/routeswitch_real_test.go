@@ -61,7 +61,7 @@ func TestRealDrivenRouteSwitch(t *testing.T) {
 	t.Logf("describe: switch took %d ms, writes frozen %d ms, steps %+v", *described.DurationMs, *described.FreezeMs, described.Steps)
 	// Every acknowledged record is on the standby once, in order per partition; the group
 	// read each once.
-	app.Verify(t, ctx, standby, 200)
+	app.Verify(t, ctx, primary, standby, 200)
 	cancel()
 
 	// An instance started after the switch never leads the route's clients to the

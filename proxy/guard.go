@@ -50,7 +50,11 @@ func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16
 		if f := rt.freeze.Load(); f.Frozen() || !rt.switched.Load() {
 			return s.enforceFreeze(f, h, frame, pr, acks)
 		}
-		// Switched: the route leads to the standby, whose guard it shares (SwitchRoute).
+		// Switched: the route leads to the standby, whose guard it shares (SwitchRoute), and
+		// its mirror's writers' producer ids are the standby's (MirrorWriters).
+		if w := rt.writers.Load(); h.key == 0 && w != nil && len(*w) > 0 {
+			return s.enforceProduce(s.p.guard.Load(), *w, h, frame, pr, acks)
+		}
 	}
 	g := s.p.guard.Load()
 	if g == nil || !enforcement.InternalKey(h.key) {
@@ -59,31 +63,7 @@ func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16
 	body := frame[4+h.bodyOff:]
 	hv := responseHeaderVersion(h.key, h.version)
 	if h.key == 0 {
-		var d enforcement.ProduceDecision
-		switch {
-		case g.ProduceTouches(h.version, h.flexible, body):
-			ctx, cancel := context.WithTimeout(s.ctx, guardTimeout)
-			var ref *enforcement.Refusal
-			d, ref, err = g.ProduceInternals(ctx, h.version, h.flexible, body)
-			cancel()
-			if ref != nil {
-				s.refused(h, ref)
-			}
-		case g.Active():
-			ctx, cancel := context.WithTimeout(s.ctx, guardTimeout)
-			d, err = g.FilterProduce(ctx, h.version, body)
-			cancel()
-			if d.Refused != nil {
-				s.p.metrics.refusedWrite(refusedMirrorTopic)
-			}
-		default:
-			return nil, frame, nil
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("checking Produce against mirror topics: %w", err)
-		}
-		local, forward = produceOutcome(h, frame, pr, acks, d)
-		return local, forward, nil
+		return s.enforceProduce(g, nil, h, frame, pr, acks)
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, guardTimeout)
 	defer cancel()
@@ -106,6 +86,51 @@ func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16
 		}
 	}
 	return nil, frame, nil
+}
+
+// enforceProduce applies the guard g (nil: none) and a switched route's mirror writers w
+// (nil: none) to a Produce request, and answers or forwards what is left.
+func (s *session) enforceProduce(g *enforcement.Guard, w enforcement.MirrorWriters, h requestHeader, frame []byte, pr *pending, acks int16) (local, forward []byte, err error) {
+	body := frame[4+h.bodyOff:]
+	d := enforcement.ProduceDecision{Forward: body}
+	switch {
+	case g == nil:
+	case g.ProduceTouches(h.version, h.flexible, body):
+		ctx, cancel := context.WithTimeout(s.ctx, guardTimeout)
+		var ref *enforcement.Refusal
+		d, ref, err = g.ProduceInternals(ctx, h.version, h.flexible, body)
+		cancel()
+		if ref != nil {
+			s.refused(h, ref)
+		}
+	case g.Active():
+		ctx, cancel := context.WithTimeout(s.ctx, guardTimeout)
+		d, err = g.FilterProduce(ctx, h.version, body)
+		cancel()
+		if d.Refused != nil {
+			s.p.metrics.refusedWrite(refusedMirrorTopic)
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("checking Produce against mirror topics: %w", err)
+	}
+	if d.Forward != nil && len(w) > 0 {
+		dw, err := w.Produce(s.ctx, h.version, d.Forward)
+		if err != nil {
+			return nil, nil, fmt.Errorf("route %s: checking Produce against the mirror's writers: %w", s.p.appRoute.name, err)
+		}
+		if dw.Refused != nil {
+			s.p.metrics.refusal(h.key, refusedWriterClash)
+			if d.Refused == nil {
+				d.Refused = dw.Refused
+			} else {
+				enforcement.MergeProduce(d.Refused, dw.Refused)
+			}
+			d.Forward = dw.Forward
+		}
+	}
+	local, forward = produceOutcome(h, frame, pr, acks, d)
+	return local, forward, nil
 }
 
 // produceOutcome turns a Produce decision into the proxy's answer: the request

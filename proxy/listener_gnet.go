@@ -115,7 +115,7 @@ func engineAddr(eng gnet.Engine) (net.Addr, error) {
 }
 
 func (h *gnetHandler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if h.p.refusesConnections() {
+	if h.p.draining.Load() {
 		return nil, gnet.Close
 	}
 	if h.p.cfg.ProxyProtocol {
@@ -133,7 +133,7 @@ func (h *gnetHandler) open(c gnet.Conn, remote net.Addr) gnet.Action {
 	}
 	s := h.p.newSession(h.route, &gnetClient{c: c, out: out, remote: remote})
 	c.SetContext(s)
-	return gnet.None
+	return gnet.None // a route not yet open holds it unread (OnTraffic, runUpstreamWriter)
 }
 
 // responseConn returns a net.Conn on a duplicate of the client socket for writing responses.
@@ -184,6 +184,9 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 		if s, action = h.takeProxyHeader(c); s == nil {
 			return action
 		}
+	}
+	if h.p.routeClosed() {
+		return gnet.None // held until OpenRoute wakes the connection
 	}
 	for {
 		if h.p.draining.Load() && s.streamLeft == 0 {

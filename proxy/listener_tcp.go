@@ -38,6 +38,10 @@ func (p *Proxy) listenPlain(r route, addr string) (listener, error) {
 	return p.serveListener(r, ln, func(c net.Conn) {
 		tc := c.(*net.TCPConn)
 		s := p.newSession(r, &tcpClient{c: tc})
+		if !s.awaitRouteOpen() {
+			p.wg.Done()
+			return
+		}
 		s.serveBulk(tc, nil) // done with p.wg
 	}), nil
 }
@@ -83,8 +87,8 @@ func relayTo(out net.Conn, d *writeDeadline, head []byte, src io.Reader, n int64
 }
 
 // serveListener accepts connections on ln until it is closed, each served by serve on a
-// goroutine of its own counted in p.wg (serve must call p.wg.Done). While the proxy drains
-// (or serves a route not yet opened), new connections are closed at once.
+// goroutine of its own counted in p.wg (serve must call p.wg.Done). While the proxy drains,
+// new connections are closed at once (a route not yet opened holds them: awaitRouteOpen).
 func (p *Proxy) serveListener(r route, ln net.Listener, serve func(net.Conn)) *tlsListener {
 	l := &tlsListener{ln: ln, done: make(chan struct{})}
 	p.wg.Add(1)
@@ -99,7 +103,7 @@ func (p *Proxy) serveListener(r route, ln net.Listener, serve func(net.Conn)) *t
 				}
 				return
 			}
-			if p.refusesConnections() {
+			if p.draining.Load() {
 				_ = c.Close()
 				continue
 			}

@@ -146,6 +146,9 @@ const (
 	refusedRouteFrozen = "route_frozen"
 	// refusedRouteFetchHold: a Fetch held after a switch until the groups rejoined (route_hold.go).
 	refusedRouteFetchHold = "route_fetch_hold"
+	// refusedWriterClash: a batch under the producer id of the mirror's writer, on a switched
+	// route (enforcement.MirrorWriters); its client takes a new id.
+	refusedWriterClash = "route_writer_clash"
 )
 
 func (m *metrics) refusedWrite(reason string) {

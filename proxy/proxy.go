@@ -55,6 +55,12 @@ type Proxy struct {
 	mu        sync.Mutex
 	bootstrap listener
 	brokers   map[int32]*brokerEntry
+	// retired holds the broker addresses of the cluster a route led to before its switch
+	// (SwitchRoute). A response still in flight from there, or from a connection the switch
+	// has not closed yet, must not teach the route those addresses again: new connections
+	// would lead to the old primary, and the next ones learn it from there (seen under load
+	// in TestRouteSwitchDriverKilledAtEachStep: the route flipped back every 30 s).
+	retired   map[string]bool
 	nextUp    int // round robin over upstream addresses for bootstrap connections
 	metricsLn net.Listener
 	metricsSv *http.Server
@@ -354,7 +360,7 @@ func (p *Proxy) advertise(node int32, host string, port int32) (int32, bool) {
 		b = &brokerEntry{}
 		p.brokers[node] = b
 	}
-	if host != "" && b.addr != real {
+	if host != "" && b.addr != real && !p.retired[real] {
 		if b.addr != "" {
 			p.log.Info("broker address changed", "node", node, "old", b.addr, "new", real)
 		}

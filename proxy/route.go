@@ -184,10 +184,15 @@ type routeIdentity struct {
 	switched atomic.Bool
 	// freeze is the write freeze of a switch in progress (nil: none).
 	freeze atomic.Pointer[enforcement.Freeze]
+	// writers are the mirror's writers on the switched topics' partitions, whose producer
+	// ids an application's batch must not carry (enforcement.MirrorWriters; nil: none).
+	writers atomic.Pointer[enforcement.MirrorWriters]
 	// hold is the fetch hold after a switch (route_hold.go; nil: none).
 	hold atomic.Pointer[fetchHold]
-	// closed: the route closes every new connection (WithRoutesClosedAtStart) until OpenRoute.
+	// closed: the route holds every connection unread (WithRoutesClosedAtStart) until
+	// OpenRoute closes opened.
 	closed atomic.Bool
+	opened chan struct{}
 }
 
 // pinClusterID makes id the cluster id the route's clients see, unless one is pinned.
@@ -274,18 +279,26 @@ func (p *Proxy) routeProxy(rc RouteConfig) *Proxy {
 		testHookClientFrame: p.testHookClientFrame,
 	}
 	r.appRoute.closed.Store(p.routesClosed)
+	r.appRoute.opened = make(chan struct{})
+	if !p.routesClosed {
+		close(r.appRoute.opened)
+	}
 	r.up.Store(&upstreamSet{role: upstreamPrimary, bootstrap: rc.Primary.Bootstrap, tls: rc.Primary.TLS, sasl: rc.Primary.SASL})
 	r.auditLog.Store(p.auditLog.Load())
 	return r
 }
 
-// WithRoutesClosedAtStart makes every route start closed: it listens, but closes each new
-// connection at once until OpenRoute opens it. An instance that mirrors uses it and opens a
-// route only once it has read the route's switch state and applied it
-// (instance/routeapply.go): a restarting instance must not lead a route's clients to the
-// primary after a switch made the standby their cluster, nor let a write through a freeze
-// it has not yet seen. Connections closed at once are what every client handles as a broker
-// not yet up: it reconnects with its backoff.
+// WithRoutesClosedAtStart makes every route start closed: it listens and accepts, but reads
+// no request until OpenRoute opens it (or closes the connection after routeHoldMax). An
+// instance that mirrors uses it and opens a route only once it has read the route's switch
+// state and applied it (instance/routeapply.go): a restarting instance must not lead a
+// route's clients to the primary after a switch made the standby their cluster, nor let a
+// write through a freeze it has not yet seen. Held, a client's first request waits and is
+// answered once the route opens, which is a second or so after a restart. Closing each
+// connection at once was not what every client handles as a broker not yet up: franz-go
+// takes a connection closed before its ApiVersions answer for a TLS mistake and fails the
+// records it was producing (kgo.ErrFirstReadEOF; seen in the kill-at-each-step test once
+// restarts became fast).
 func WithRoutesClosedAtStart() Option { return func(p *Proxy) { p.routesClosed = true } }
 
 // OpenRoute lets the route named name take connections (see WithRoutesClosedAtStart).
@@ -295,15 +308,47 @@ func (p *Proxy) OpenRoute(name string) error {
 		return fmt.Errorf("no route %q on this instance", name)
 	}
 	if r.appRoute.closed.CompareAndSwap(true, false) {
-		r.log.Info("route open: this instance has applied the route's switch state")
+		close(r.appRoute.opened)
+		held := 0
+		r.sessions.Range(func(k, _ any) bool {
+			k.(*session).client.resume() // gnet: read what the held connection sent
+			held++
+			return true
+		})
+		r.log.Info("route open: this instance has applied the route's switch state", "connections_held", held)
 	}
 	return nil
 }
 
-// refusesConnections reports whether a new client connection is closed at once: the proxy
-// drains, or it serves a route not yet opened.
-func (p *Proxy) refusesConnections() bool {
-	return p.draining.Load() || (p.appRoute != nil && p.appRoute.closed.Load())
+// routeHoldMax bounds how long a connection to a route not yet open is held: an instance
+// that cannot open its routes (it cannot read __mirror_state) lets its clients go and try
+// another instance. A variable for tests.
+var routeHoldMax = 30 * time.Second
+
+// errRouteNotOpen closes a connection held longer than routeHoldMax.
+var errRouteNotOpen = errors.New("the route did not open in time: this instance has not applied the route's switch state yet")
+
+// routeClosed reports whether p serves a route not yet opened.
+func (p *Proxy) routeClosed() bool { return p.appRoute != nil && p.appRoute.closed.Load() }
+
+// awaitRouteOpen blocks until the session's route is open (true), or the session ends or
+// was held routeHoldMax, which closes it (false). Immediate for every other session.
+func (s *session) awaitRouteOpen() bool {
+	ri := s.p.appRoute
+	if ri == nil {
+		return true
+	}
+	t := time.NewTimer(routeHoldMax)
+	defer t.Stop()
+	select {
+	case <-ri.opened:
+		return true
+	case <-s.ctx.Done():
+		return false
+	case <-t.C:
+		s.closeWith(errRouteNotOpen)
+		return false
+	}
 }
 
 // routes are the proxies serving the configured routes (Start makes them).
@@ -425,6 +470,17 @@ func (p *Proxy) FreezeRoute(ctx context.Context, name string, f *enforcement.Fre
 		r.log.Info("route unfrozen", "connections_closed", closed)
 		return nil
 	}
+	if waiting, err := r.awaitProduceAnswers(ctx); err != nil {
+		return fmt.Errorf("route %s: freeze installed, but %d connections still wait for answers to writes forwarded before it: %w", name, waiting, err)
+	}
+	r.log.Info("route frozen for a switch", "topics", len(f.Topics), "commits", f.Commits)
+	return nil
+}
+
+// awaitProduceAnswers (on a route's proxy) returns once every Produce its connections forwarded so far
+// has been answered to its client (or its connection closed), or with the number of
+// connections still waiting when ctx ends.
+func (r *Proxy) awaitProduceAnswers(ctx context.Context) (int, error) {
 	type mark struct {
 		s       *session
 		claimed int64
@@ -445,12 +501,11 @@ func (p *Proxy) FreezeRoute(ctx context.Context, name string, f *enforcement.Fre
 			}
 		}
 		if waiting == 0 {
-			r.log.Info("route frozen for a switch", "topics", len(f.Topics), "commits", f.Commits)
-			return nil
+			return 0, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("route %s: freeze installed, but %d connections still wait for answers to writes forwarded before it: %w", name, waiting, ctx.Err())
+			return waiting, ctx.Err()
 		case <-tick.C:
 		}
 	}
@@ -459,12 +514,22 @@ func (p *Proxy) FreezeRoute(ctx context.Context, name string, f *enforcement.Fre
 // enforceFreeze is a route's enforce: Produce to frozen topics and, once commits are frozen,
 // their groups' commits are answered with retriable errors; everything else passes.
 func (s *session) enforceFreeze(f *enforcement.Freeze, h requestHeader, frame []byte, pr *pending, acks int16) (local, forward []byte, err error) {
+	if !f.Frozen() && h.key == 0 && s.refusedFrozen.Load() {
+		// The freeze refused an earlier Produce of this connection and was lifted before
+		// FreezeRoute's sweep closed it: this one may be pipelined behind the refused one
+		// (see FreezeRoute), so the connection closes rather than forward it out of order.
+		// Deciding here, in the connection's own request order, leaves no window between
+		// lifting the freeze and the sweep.
+		return nil, nil, errRouteUnfrozen
+	}
 	if !f.Frozen() || (h.key != 0 && h.key != 8 && h.key != 28) {
 		return nil, frame, nil
 	}
 	body := frame[4+h.bodyOff:]
 	if h.key == 0 {
-		d, err := f.Produce(h.version, body)
+		ctx, cancel := context.WithTimeout(s.ctx, guardTimeout) // Written may ask the primary
+		d, err := f.Produce(ctx, h.version, body)
+		cancel()
 		if err != nil {
 			return nil, nil, fmt.Errorf("route %s: checking Produce against the freeze: %w", s.p.appRoute.name, err)
 		}
@@ -514,6 +579,23 @@ func (p *Proxy) RememberPrimary(name, clusterID string, topicIDs map[string][16]
 	return nil
 }
 
+// switchAnswerWait bounds how long a switch waits for the primary's answers to the resends
+// it forwarded during the freeze: the primary answers a duplicate from memory.
+const switchAnswerWait = 10 * time.Second
+
+// GuardMirrorWriters gives the route named name the producer ids of the mirror's writers on
+// its topics' partitions, which the standby gave: once switched, the route refuses an
+// application's batch under one of them (enforcement.MirrorWriters). Called before
+// SwitchRoute; nil or empty guards nothing.
+func (p *Proxy) GuardMirrorWriters(name string, w enforcement.MirrorWriters) error {
+	r := p.routeNamed(name)
+	if r == nil {
+		return fmt.Errorf("no route %q on this instance", name)
+	}
+	r.appRoute.writers.Store(&w)
+	return nil
+}
+
 // errRouteSwitched closes a route's client connections at a switch: clients reconnect to the
 // same addresses and reach the standby.
 var errRouteSwitched = errors.New("the route was switched to its standby; the client reconnects there")
@@ -539,6 +621,22 @@ func (p *Proxy) SwitchRoute(ctx context.Context, name string, hold FetchHold) er
 	if r.appRoute.switched.Load() {
 		return nil
 	}
+	if f := r.appRoute.freeze.Load(); f.Frozen() && f.Written != nil {
+		// Resends the primary holds were forwarded to it during the freeze (enforcement.Freeze):
+		// their answers must reach their clients before the connections close, or the clients
+		// resend them to the standby, which writes them again. None is forwarded from here on,
+		// and the switch waits for the answers of those that were.
+		final := *f
+		final.Written = nil
+		r.appRoute.freeze.Store(&final)
+		wctx, cancel := context.WithTimeout(ctx, switchAnswerWait)
+		waiting, err := r.awaitProduceAnswers(wctx)
+		cancel()
+		if err != nil {
+			r.log.Warn("switching with resent writes still unanswered by the primary: their clients may write them again on the standby",
+				"connections", waiting, "err", err)
+		}
+	}
 	cur := p.upstream()
 	standby := &upstreamSet{role: upstreamStandby, bootstrap: cur.bootstrap, tls: cur.tls, sasl: cur.sasl}
 	r.guard.Store(p.guard.Load())
@@ -550,6 +648,12 @@ func (p *Proxy) SwitchRoute(ctx context.Context, name string, hold FetchHold) er
 	r.appRoute.switched.Store(true)
 	r.up.Store(standby)
 	for _, b := range r.brokers {
+		if b.addr != "" {
+			if r.retired == nil {
+				r.retired = map[string]bool{}
+			}
+			r.retired[b.addr] = true
+		}
 		b.addr = "" // the standby's discovery or Metadata gives each node id its address
 	}
 	r.mu.Unlock()
@@ -559,14 +663,28 @@ func (p *Proxy) SwitchRoute(ctx context.Context, name string, hold FetchHold) er
 		// its brokers too.
 		r.log.Warn("broker discovery on the standby failed at the switch; broker listeners learn their addresses from clients' metadata", "err", err)
 	}
-	closed := 0
+	// Every connection with an upstream connection closes: it leads to the primary. One
+	// without (held by a route not yet open, or still dialing: connectUpstream dials again
+	// when the route switched meanwhile) makes its first to the standby; closed before its
+	// first answer, franz-go would take it for a TLS mistake and fail its records
+	// (kgo.ErrFirstReadEOF: seen at connections a restarted instance's closed route held
+	// through a switch).
+	closed, kept := 0, 0
 	r.sessions.Range(func(k, _ any) bool {
-		k.(*session).closeWith(errRouteSwitched)
+		s := k.(*session)
+		s.mu.Lock()
+		connected := s.upstream != nil
+		s.mu.Unlock()
+		if !connected {
+			kept++
+			return true
+		}
+		s.closeWith(errRouteSwitched)
 		closed++
 		return true
 	})
 	r.appRoute.freeze.Store(nil)
-	r.log.Info("route switched to the standby", "standby", standby.bootstrap, "connections_closed", closed)
+	r.log.Info("route switched to the standby", "standby", standby.bootstrap, "connections_closed", closed, "connections_kept", kept)
 	return nil
 }
 

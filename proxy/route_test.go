@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/kmirror/kmirror/enforcement"
 	"github.com/kmirror/kmirror/internal/audit"
+	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
 )
@@ -683,29 +685,45 @@ func TestRouteTopicIDsSurviveFrameReuse(t *testing.T) {
 	}
 }
 
-// TestKfakeRouteClosedUntilOpened: a route started closed listens but closes every
-// connection at once, so no client reaches the primary through it; OpenRoute opens it, and
-// Routes() says which it is.
+// TestKfakeRouteClosedUntilOpened: a route started closed accepts connections but reads no
+// request, so no client reaches the primary through it; OpenRoute opens it and the held
+// request is answered on its connection (closed at once instead, franz-go failed the records
+// it was producing: kgo.ErrFirstReadEOF); a connection held longer than routeHoldMax is
+// closed; Routes() says which the route is.
 func TestKfakeRouteClosedUntilOpened(t *testing.T) {
 	primary := startKfake(t, 1)
+	var reached atomic.Int32
+	// ListGroups: no discovery of the route asks it, only the test's client.
+	primary.ControlKey(int16(kmsg.ListGroups), func(kmsg.Request) (kmsg.Response, error, bool) {
+		primary.KeepControl()
+		reached.Add(1)
+		return nil, nil, false
+	})
 	p, r := routedProxy(t, primary.ListenAddrs(), []Option{WithRoutesClosedAtStart()})
 	if st := p.Routes(); len(st) != 1 || st[0].Open {
 		t.Fatalf("Routes() = %+v, want app closed", st)
 	}
-	c, err := net.DialTimeout("tcp", r.Addr(), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("test")).AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1)
-	_, _ = c.Write(frame) // may already fail: the route closed the connection
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if n, err := c.Read(make([]byte, 64)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("a closed route answered (%d bytes, %v); it must close the connection", n, err)
+	defer func(d time.Duration) { routeHoldMax = d }(routeHoldMax)
+	routeHoldMax = 200 * time.Millisecond
+	expired := routeConn(t, r.Addr())
+	send(t, expired, kmsg.NewPtrApiVersionsRequest(), 1)
+	expectClosedUnanswered(t, expired, "a connection held past routeHoldMax by a closed route was not closed")
+	routeHoldMax = time.Minute
+
+	held := routeConn(t, r.Addr())
+	send(t, held, kmsg.NewPtrListGroupsRequest(), 1)
+	polltest.Until(t, 10*time.Second, "the closed route holds the connection", func() bool {
+		n := 0
+		r.sessions.Range(func(any, any) bool { n++; return true })
+		return n == 1
+	})
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("%d requests reached the primary through a closed route", n)
 	}
 	if err := p.OpenRoute("app"); err != nil {
 		t.Fatal(err)
 	}
+	nextResponse(t, held, 1, 10*time.Second)
 	if st := p.Routes(); !st[0].Open {
 		t.Fatalf("Routes() = %+v after OpenRoute", st)
 	}
@@ -770,39 +788,211 @@ func TestKfakeRouteUnfreezeClosesRefusedConnections(t *testing.T) {
 	p, r := routedProxy(t, primary.ListenAddrs(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	dial := func() net.Conn {
-		c, err := net.DialTimeout("tcp", r.Addr(), 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	refused, quiet := dial(), dial()
-	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("test"))
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
-	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "orders", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0}}}}
+	refused, quiet := routeConn(t, r.Addr()), routeConn(t, r.Addr())
 	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{"orders": true}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := refused.Write(f.AppendRequest(nil, req, 1)); err != nil {
-		t.Fatal(err)
-	}
+	send(t, refused, ordersProduce(nil), 1)
 	nextResponse(t, refused, 1, 10*time.Second)
-	if _, err := quiet.Write(f.AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1)); err != nil {
-		t.Fatal(err)
-	}
+	send(t, quiet, kmsg.NewPtrApiVersionsRequest(), 1)
 	nextResponse(t, quiet, 1, 10*time.Second)
 	if err := p.FreezeRoute(ctx, "app", nil); err != nil {
 		t.Fatal(err)
 	}
-	_ = refused.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := refused.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("the connection whose Produce the freeze refused is still open after the freeze was lifted (%v)", err)
-	}
-	if _, err := quiet.Write(f.AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 2)); err != nil {
+	expectClosedUnanswered(t, refused, "the connection whose Produce the freeze refused is still open after the freeze was lifted")
+	send(t, quiet, kmsg.NewPtrApiVersionsRequest(), 2)
+	nextResponse(t, quiet, 2, 10*time.Second)
+}
+
+// TestKfakeRouteProduceBehindLiftedFreezeCloses: a Produce that reaches a connection whose
+// earlier Produce the freeze refused, after the freeze was lifted but before FreezeRoute's
+// sweep closed the connection, closes it rather than reach the primary ahead of the
+// refused one's retry (an idempotent producer's missing sequence, route.go enforceFreeze).
+func TestKfakeRouteProduceBehindLiftedFreezeCloses(t *testing.T) {
+	primary := startKfakeTopics(t, 1, 1, "orders")
+	p, r := routedProxy(t, primary.ListenAddrs(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := routeConn(t, r.Addr())
+	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{"orders": true}}); err != nil {
 		t.Fatal(err)
 	}
-	nextResponse(t, quiet, 2, 10*time.Second)
+	send(t, c, ordersProduce(nil), 1)
+	nextResponse(t, c, 1, 10*time.Second)
+	p.routeNamed("app").appRoute.freeze.Store(nil) // lifted, the sweep not yet run
+	send(t, c, ordersProduce(nil), 2)
+	expectClosedUnanswered(t, c, "a Produce behind a refused one was answered after the freeze was lifted: it reached the primary out of order")
+}
+
+// routeConn dials a route's listener; the test closes it.
+func routeConn(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ordersProduce is a Produce v9 (acks=all) of records to orders/0.
+func ordersProduce(records []byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "orders", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: records}}}}
+	return req
+}
+
+// send writes req on c with correlation id corr.
+func send(t *testing.T, c net.Conn, req kmsg.Request, corr int32) {
+	t.Helper()
+	if _, err := c.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("test")).AppendRequest(nil, req, corr)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// expectClosedUnanswered fails unless the proxy closes c within 10 s without a byte more
+// (robust_test.go's expectClosed reads past answers).
+func expectClosedUnanswered(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("%s (read %d bytes, %v)", what, n, err)
+	}
+}
+
+// TestKfakeRouteSwitchWaitsForForwardedResends: a resend the freeze forwarded to the primary
+// (enforcement.Freeze.Written) gets its answer to its client before the switch closes the
+// route's connections; closed first, the client would resend it to the standby, which
+// writes it again. From the moment the switch begins, no resend is forwarded.
+func TestKfakeRouteSwitchWaitsForForwardedResends(t *testing.T) {
+	primary := startKfakeTopics(t, 1, 1, "orders")
+	release := make(chan struct{})
+	var held sync.Once
+	holding := make(chan struct{})
+	primary.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		held.Do(func() {
+			close(holding)
+			primary.SleepControl(func() { <-release })
+		})
+		return nil, nil, false
+	})
+	p, r := routedProxy(t, primary.ListenAddrs(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f := &enforcement.Freeze{Topics: map[string]bool{"orders": true},
+		Written: func(context.Context, string, int32, enforcement.ProducerBatch) bool { return true }}
+	if err := p.FreezeRoute(ctx, "app", f); err != nil {
+		t.Fatal(err)
+	}
+	c := routeConn(t, r.Addr())
+	send(t, c, ordersProduce(kafkatest.IdempotentBatch(t, 7, 0, 0, []*kgo.Record{{Value: []byte("v")}})), 1)
+	select {
+	case <-holding: // forwarded, the primary holds its answer
+	case <-ctx.Done():
+		t.Fatal("the resend never reached the primary: the freeze refused it")
+	}
+	switched := make(chan error, 1)
+	go func() { switched <- p.SwitchRoute(ctx, "app", FetchHold{}) }()
+	polltest.Until(t, 10*time.Second, "the switch stops forwarding resends", func() bool {
+		f := r.appRoute.freeze.Load()
+		return f.Frozen() && f.Written == nil
+	})
+	if r.appRoute.switched.Load() {
+		t.Fatal("the route switched while the primary had not answered a resend it forwarded")
+	}
+	close(release)
+	nextResponse(t, c, 1, 10*time.Second)
+	if err := <-switched; err != nil {
+		t.Fatal(err)
+	}
+	expectClosedUnanswered(t, c, "the route's connection is still open after the switch")
+}
+
+// TestKfakeRouteForgetsThePrimaryAtTheSwitch: a Metadata answer of the primary that arrives
+// after the switch (in flight at it, or on a connection it has not closed yet) does not teach
+// the route the primary's broker addresses again. It did, under load: new connections of the
+// switched route led to the primary, and each taught the next one (the route flipped back to
+// the primary every 30 s in TestRouteSwitchDriverKilledAtEachStep).
+func TestKfakeRouteForgetsThePrimaryAtTheSwitch(t *testing.T) {
+	primary := startKfakeTopics(t, 1, 1, "orders")
+	standby := startKfakeTopics(t, 1, 1, "orders")
+	p, r := routedProxyTo(t, primary.ListenAddrs(), standby.ListenAddrs(), nil)
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 12
+	before := rawConn(t, r.Addr(), md).(*kmsg.MetadataResponse)
+	if len(before.Brokers) != 1 {
+		t.Fatalf("the primary's metadata through the route: %+v", before.Brokers)
+	}
+	node := before.Brokers[0].NodeID
+	addr := func() string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if b := r.brokers[node]; b != nil {
+			return b.addr
+		}
+		return ""
+	}
+	if got := addr(); got != primary.ListenAddrs()[0] {
+		t.Fatalf("node %d at %q through the route, the primary's is %s", node, got, primary.ListenAddrs()[0])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.SwitchRoute(ctx, "app", FetchHold{}); err != nil {
+		t.Fatal(err)
+	}
+	rawConn(t, r.Addr(), md) // the standby's answer teaches its address, if discovery did not
+	if got := addr(); got != standby.ListenAddrs()[0] {
+		t.Fatalf("node %d at %q after the switch, want the standby's %s", node, got, standby.ListenAddrs()[0])
+	}
+	host, port, err := net.SplitHostPort(primary.ListenAddrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(port)
+	if _, ok := r.advertise(node, host, int32(n)); !ok {
+		t.Fatal("the late answer's broker was hidden")
+	}
+	if got := addr(); got != standby.ListenAddrs()[0] {
+		t.Errorf("a late answer of the primary led node %d back to %q; the standby's is %s", node, got, standby.ListenAddrs()[0])
+	}
+}
+
+// TestKfakeRouteSwitchKeepsHeldConnections: a connection that has sent no request through
+// before the switch (here one a closed route holds) is not closed by the switch: it has no
+// upstream connection, and its first request goes to the standby once the route opens.
+// Closed before its first answer, franz-go failed the records it was producing
+// (kgo.ErrFirstReadEOF, in the kill-at-each-step test).
+func TestKfakeRouteSwitchKeepsHeldConnections(t *testing.T) {
+	primary, standby := startKfake(t, 1), startKfake(t, 1)
+	count := func(c *kfake.Cluster) *atomic.Int32 {
+		var n atomic.Int32
+		c.ControlKey(int16(kmsg.ListGroups), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			n.Add(1)
+			return nil, nil, false
+		})
+		return &n
+	}
+	onPrimary, onStandby := count(primary), count(standby)
+	p, r := routedProxyTo(t, primary.ListenAddrs(), standby.ListenAddrs(), []Option{WithRoutesClosedAtStart()})
+	held := routeConn(t, r.Addr())
+	send(t, held, kmsg.NewPtrListGroupsRequest(), 1)
+	polltest.Until(t, 10*time.Second, "the closed route holds the connection", func() bool {
+		n := 0
+		r.sessions.Range(func(any, any) bool { n++; return true })
+		return n == 1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.SwitchRoute(ctx, "app", FetchHold{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.OpenRoute("app"); err != nil {
+		t.Fatal(err)
+	}
+	nextResponse(t, held, 1, 10*time.Second)
+	if a, b := onPrimary.Load(), onStandby.Load(); a != 0 || b != 1 {
+		t.Fatalf("the held request reached the primary %d times and the standby %d times; want the standby once", a, b)
+	}
 }

@@ -279,6 +279,9 @@ func (s *session) dispatch(frame []byte) error {
 // batching whatever is queued into one writev.
 func (s *session) runUpstreamWriter() {
 	defer s.p.wg.Done()
+	if !s.awaitRouteOpen() {
+		return // a route's state not applied in time (route.go): it must not dial yet
+	}
 	conn := s.connectUpstream()
 	if conn == nil {
 		return
@@ -312,10 +315,20 @@ func (s *session) runUpstreamWriter() {
 // connectUpstream dials the broker for the session and starts the response reader; nil
 // when the session is over (closed, or the dial failed).
 func (s *session) connectUpstream() net.Conn {
-	conn, err := s.p.dialUpstream(s.ctx, s.route)
-	if err != nil {
-		s.closeWith(fmt.Errorf("connecting upstream for %s: %w", s.route, err))
-		return nil
+	var conn net.Conn
+	for {
+		up := s.p.upstream()
+		var err error
+		if conn, err = s.p.dialUpstream(s.ctx, s.route); err != nil {
+			s.closeWith(fmt.Errorf("connecting upstream for %s: %w", s.route, err))
+			return nil
+		}
+		if s.p.upstream() == up {
+			break
+		}
+		// A route switched while this dial went to the cluster it led to: the switch keeps
+		// the connections that had no upstream yet (SwitchRoute), so this one dials again.
+		_ = conn.Close()
 	}
 	s.mu.Lock()
 	if s.closed {

@@ -9,6 +9,7 @@ package apptest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -27,10 +28,14 @@ import (
 type App struct {
 	topic, group string
 	prod         *kgo.Client
+	logs         []*clientLog // the producer's and the consumer's, shown when a check fails
 
 	mu    sync.Mutex
 	acked map[int32][]string
-	seen  map[string]int
+	at    map[string]int64 // the offset each acknowledged value was acknowledged at
+	// failedWrites counts the producer's failed records (each already fails the test).
+	failedWrites int
+	seen         map[string]int
 
 	stopProducing context.CancelFunc
 	stopConsuming context.CancelFunc
@@ -42,11 +47,13 @@ type App struct {
 // switch must only delay writes.
 func Start(t *testing.T, ctx context.Context, seeds []string, topic, group string) *App {
 	t.Helper()
-	a := &App{topic: topic, group: group, acked: map[int32][]string{}, seen: map[string]int{}}
+	a := &App{topic: topic, group: group, acked: map[int32][]string{}, at: map[string]int64{}, seen: map[string]int{}}
+	plog, clog := newClientLog(topic+" producer"), newClientLog(group+" consumer")
+	a.logs = []*clientLog{plog, clog}
 	a.prod = kafkatest.NewClient(t, seeds, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
-		kgo.RecordDeliveryTimeout(2*time.Minute))
+		kgo.RecordDeliveryTimeout(2*time.Minute), plog.opt())
 	cons := kafkatest.NewClient(t, seeds, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.AutoCommitInterval(500*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.AutoCommitInterval(500*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), clog.opt())
 	pctx, stopProducing := context.WithCancel(ctx)
 	cctx, stopConsuming := context.WithCancel(ctx)
 	a.stopProducing, a.stopConsuming = stopProducing, stopConsuming
@@ -58,12 +65,16 @@ func Start(t *testing.T, ctx context.Context, seeds []string, topic, group strin
 			a.prod.Produce(pctx, &kgo.Record{Topic: topic, Key: []byte(v), Value: []byte(v)}, func(r *kgo.Record, err error) {
 				if err != nil {
 					if pctx.Err() == nil {
+						a.mu.Lock()
+						a.failedWrites++
+						a.mu.Unlock()
 						t.Errorf("produce %s through the route: %v (a switch must only delay writes)", v, err)
 					}
 					return
 				}
 				a.mu.Lock()
 				a.acked[r.Partition] = append(a.acked[r.Partition], v)
+				a.at[v] = r.Offset
 				a.mu.Unlock()
 			})
 			time.Sleep(5 * time.Millisecond) // the application's pace, not a wait for a condition
@@ -123,9 +134,19 @@ func (a *App) stop() {
 // Verify stops the producer once it has been acknowledged more records (so that it wrote
 // after whatever the test did), then checks the cut-over's promise against the standby
 // cluster: every acknowledged record there once, in acknowledged order per
-// partition and nothing else; the group read every one of them, none twice.
-func (a *App) Verify(t *testing.T, ctx context.Context, standby *kafkatest.Cluster, more int) {
+// partition and nothing else; the group read every one of them, none twice. When a check
+// fails it shows the clients' logs and, for a partition that holds a record twice, who wrote
+// those batches on the primary.
+func (a *App) Verify(t *testing.T, ctx context.Context, primary, standby *kafkatest.Cluster, more int) {
 	t.Helper()
+	a.mu.Lock()
+	failedBefore := t.Failed() && a.failedWrites == 0 // failed by something else than this app
+	a.mu.Unlock()
+	defer func() {
+		if !failedBefore && t.Failed() {
+			a.explain(t, ctx, primary, standby)
+		}
+	}()
 	before := a.Acked()
 	polltest.Until(t, 2*time.Minute, fmt.Sprintf("%s's producer goes on through the route", a.topic), func() bool { return a.Acked() >= before+more })
 	a.stopProducing()
@@ -135,7 +156,11 @@ func (a *App) Verify(t *testing.T, ctx context.Context, standby *kafkatest.Clust
 	cl := standby.Client(t, kgo.ConsumeTopics(a.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	onStandby := map[int32][]string{}
 	polltest.Eventually(t, time.Minute, fmt.Sprintf("the standby holds every record of %s acknowledged", a.topic), func() (bool, string) {
-		fs := cl.PollRecords(ctx, 10000)
+		// Bounded: a poll waits for records that may never come (the condition must return
+		// for Eventually to fail; a record acknowledged elsewhere hung a run for minutes).
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := cl.PollRecords(pctx, 10000)
+		cancel()
 		fs.EachRecord(func(r *kgo.Record) { onStandby[r.Partition] = append(onStandby[r.Partition], string(r.Value)) })
 		n := 0
 		for _, vs := range onStandby {
@@ -147,7 +172,7 @@ func (a *App) Verify(t *testing.T, ctx context.Context, standby *kafkatest.Clust
 	for p, vs := range a.acked {
 		if !slices.Equal(onStandby[p], vs) {
 			t.Errorf("%s/%d: the standby holds %d records, %d were acknowledged, or not in the acknowledged order: %s",
-				a.topic, p, len(onStandby[p]), len(vs), firstDifference(onStandby[p], vs))
+				a.topic, p, len(onStandby[p]), len(vs), firstDifference(onStandby[p], vs, a.at))
 		}
 	}
 	a.mu.Unlock()
@@ -164,11 +189,45 @@ func (a *App) Verify(t *testing.T, ctx context.Context, standby *kafkatest.Clust
 	t.Logf("%s: %d records acknowledged, all on the standby once and in order, %d read by the group", a.topic, total, len(a.seen))
 }
 
+// explain logs what the clients logged and who wrote the primary's batches that hold a
+// record twice.
+func (a *App) explain(t *testing.T, ctx context.Context, primary, standby *kafkatest.Cluster) {
+	t.Helper()
+	var sb strings.Builder
+	for _, l := range a.logs {
+		l.dump(&sb)
+	}
+	t.Log(sb.String())
+	a.mu.Lock()
+	parts := slices.Sorted(maps.Keys(a.acked))
+	a.mu.Unlock()
+	for _, c := range []struct {
+		name string
+		c    *kafkatest.Cluster
+	}{{"primary", primary}, {"standby", standby}} {
+		cl := c.c.Client(t)
+		for _, p := range parts {
+			s, err := writers(ctx, cl, a.topic, p)
+			if err != nil {
+				s = fmt.Sprintf("%s/%d: reading the batches: %v", a.topic, p, err)
+			}
+			t.Logf("on the %s: %s", c.name, s)
+		}
+	}
+}
+
 // firstDifference describes where got first departs from want.
-func firstDifference(got, want []string) string {
+// at is where each wanted value was acknowledged.
+func firstDifference(got, want []string, at map[string]int64) string {
 	for i := range min(len(got), len(want)) {
 		if got[i] != want[i] {
-			return fmt.Sprintf("position %d holds %s, %s was acknowledged there", i, got[i], want[i])
+			ackedAt := func(v string) string {
+				if o, ok := at[v]; ok {
+					return fmt.Sprintf("%s (acknowledged at offset %d)", v, o)
+				}
+				return v + " (never acknowledged)"
+			}
+			return fmt.Sprintf("position %d holds %s, %s was acknowledged there", i, ackedAt(got[i]), ackedAt(want[i]))
 		}
 	}
 	if len(got) > len(want) {

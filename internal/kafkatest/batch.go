@@ -16,6 +16,19 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // a broker stores it (and a non-idempotent producer sends it).
 func RecordBatch(t testing.TB, base int64, codec kgo.CompressionCodec, recs []*kgo.Record) []byte {
 	t.Helper()
+	return recordBatch(t, base, codec, -1, -1, -1, recs)
+}
+
+// IdempotentBatch encodes recs as one uncompressed v2 batch of an idempotent producer
+// (producerID, epoch, its first record at sequence seq), as the producer sends it: resent
+// as it is, it is the same write.
+func IdempotentBatch(t testing.TB, producerID int64, epoch int16, seq int32, recs []*kgo.Record) []byte {
+	t.Helper()
+	return recordBatch(t, 0, kgo.NoCompression(), producerID, epoch, seq, recs)
+}
+
+func recordBatch(t testing.TB, base int64, codec kgo.CompressionCodec, producerID int64, epoch int16, seq int32, recs []*kgo.Record) []byte {
+	t.Helper()
 	var data []byte
 	for i, r := range recs {
 		kr := kmsg.Record{OffsetDelta: int32(i), TimestampDelta64: int64(i), Key: r.Key, Value: r.Value}
@@ -34,7 +47,7 @@ func RecordBatch(t testing.TB, base int64, codec kgo.CompressionCodec, recs []*k
 	}
 	b := kmsg.RecordBatch{FirstOffset: base, PartitionLeaderEpoch: 0, Magic: 2, Attributes: attrs,
 		LastOffsetDelta: int32(len(recs) - 1), FirstTimestamp: 1_700_000_000_000, MaxTimestamp: 1_700_000_000_000 + int64(len(recs)),
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(recs)), Records: data}
+		ProducerID: producerID, ProducerEpoch: epoch, FirstSequence: seq, NumRecords: int32(len(recs)), Records: data}
 	out := b.AppendTo(nil)
 	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-12))
 	binary.BigEndian.PutUint32(out[17:], crc32.Checksum(out[21:], castagnoli))
