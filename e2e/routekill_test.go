@@ -1,9 +1,3 @@
-//go:build kmirror_chaos
-
-// Not in make test: when the killed instance carried a consumer group's connection to its
-// coordinator, franz-go ends the group session on the failed re-dial and reads again from the
-// last commit (3 of 52 runs of the FREEZING step; docs/cutover.md). `make chaos` runs it.
-
 package e2e
 
 import (
