@@ -692,13 +692,7 @@ func TestRouteTopicIDsSurviveFrameReuse(t *testing.T) {
 // closed; Routes() says which the route is.
 func TestKfakeRouteClosedUntilOpened(t *testing.T) {
 	primary := startKfake(t, 1)
-	var reached atomic.Int32
-	// ListGroups: no discovery of the route asks it, only the test's client.
-	primary.ControlKey(int16(kmsg.ListGroups), func(kmsg.Request) (kmsg.Response, error, bool) {
-		primary.KeepControl()
-		reached.Add(1)
-		return nil, nil, false
-	})
+	reached := countListGroups(primary)
 	p, r := routedProxy(t, primary.ListenAddrs(), []Option{WithRoutesClosedAtStart()})
 	if st := p.Routes(); len(st) != 1 || st[0].Open {
 		t.Fatalf("Routes() = %+v, want app closed", st)
@@ -712,11 +706,7 @@ func TestKfakeRouteClosedUntilOpened(t *testing.T) {
 
 	held := routeConn(t, r.Addr())
 	send(t, held, kmsg.NewPtrListGroupsRequest(), 1)
-	polltest.Until(t, 10*time.Second, "the closed route holds the connection", func() bool {
-		n := 0
-		r.sessions.Range(func(any, any) bool { n++; return true })
-		return n == 1
-	})
+	awaitHeld(t, r)
 	if n := reached.Load(); n != 0 {
 		t.Fatalf("%d requests reached the primary through a closed route", n)
 	}
@@ -965,24 +955,11 @@ func TestKfakeRouteForgetsThePrimaryAtTheSwitch(t *testing.T) {
 // (kgo.ErrFirstReadEOF, in the kill-at-each-step test).
 func TestKfakeRouteSwitchKeepsHeldConnections(t *testing.T) {
 	primary, standby := startKfake(t, 1), startKfake(t, 1)
-	count := func(c *kfake.Cluster) *atomic.Int32 {
-		var n atomic.Int32
-		c.ControlKey(int16(kmsg.ListGroups), func(kmsg.Request) (kmsg.Response, error, bool) {
-			c.KeepControl()
-			n.Add(1)
-			return nil, nil, false
-		})
-		return &n
-	}
-	onPrimary, onStandby := count(primary), count(standby)
+	onPrimary, onStandby := countListGroups(primary), countListGroups(standby)
 	p, r := routedProxyTo(t, primary.ListenAddrs(), standby.ListenAddrs(), []Option{WithRoutesClosedAtStart()})
 	held := routeConn(t, r.Addr())
 	send(t, held, kmsg.NewPtrListGroupsRequest(), 1)
-	polltest.Until(t, 10*time.Second, "the closed route holds the connection", func() bool {
-		n := 0
-		r.sessions.Range(func(any, any) bool { n++; return true })
-		return n == 1
-	})
+	awaitHeld(t, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := p.SwitchRoute(ctx, "app", FetchHold{}); err != nil {
@@ -995,4 +972,26 @@ func TestKfakeRouteSwitchKeepsHeldConnections(t *testing.T) {
 	if a, b := onPrimary.Load(), onStandby.Load(); a != 0 || b != 1 {
 		t.Fatalf("the held request reached the primary %d times and the standby %d times; want the standby once", a, b)
 	}
+}
+
+// countListGroups counts the ListGroups requests c answers: no discovery of a route asks
+// one, so they are the test's client's.
+func countListGroups(c *kfake.Cluster) *atomic.Int32 {
+	var n atomic.Int32
+	c.ControlKey(int16(kmsg.ListGroups), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		n.Add(1)
+		return nil, nil, false
+	})
+	return &n
+}
+
+// awaitHeld waits until the route r has the one connection the test opened.
+func awaitHeld(t *testing.T, r *Proxy) {
+	t.Helper()
+	polltest.Until(t, 10*time.Second, "the closed route holds the connection", func() bool {
+		n := 0
+		r.sessions.Range(func(any, any) bool { n++; return true })
+		return n == 1
+	})
 }
