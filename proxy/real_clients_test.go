@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -142,13 +144,23 @@ func TestRealFranzGoAdmin(t *testing.T) {
 		t.Fatalf("create: %v", err)
 	}
 	awaitTopic(t, ctx, adm, topic, 4)
-	cfgs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c, err := cfgs.On(topic, nil); err != nil || !hasConfig(c.Configs, "retention.ms", "3600000") {
-		t.Fatalf("topic config retention.ms not 3600000: %v %+v", err, c)
-	}
+	// Each broker applies the metadata log on its own, so the broker that answers
+	// DescribeConfigs may not know the topic yet although another one described it
+	// (CI saw UNKNOWN_TOPIC_OR_PARTITION here). Wait for that; any other answer fails.
+	polltest.Eventually(t, 30*time.Second, "topic config retention.ms=3600000", func() (bool, string) {
+		cfgs, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		c, err := cfgs.On(topic, nil)
+		if errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(c.Err, kerr.UnknownTopicOrPartition) {
+			return false, "a broker does not know the topic yet"
+		}
+		if err != nil || c.Err != nil || !hasConfig(c.Configs, "retention.ms", "3600000") {
+			t.Fatalf("topic config retention.ms not 3600000: %v %+v", err, c)
+		}
+		return true, ""
+	})
 	bm, err := adm.BrokerMetadata(ctx)
 	if err != nil || len(bm.Brokers) != 3 {
 		t.Fatalf("broker metadata: %v %v", err, bm.Brokers)
