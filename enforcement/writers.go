@@ -14,8 +14,12 @@ import (
 // clusters count ids from 0, so the two can be equal. The standby would then judge the
 // application's batch against the writer's sequences, and answer a batch whose sequences
 // match one of the writer's last five as a duplicate, without writing it. Such a batch is
-// refused with UNKNOWN_PRODUCER_ID instead: every client then asks the standby for a producer
-// id, and a non-transactional producer gets a new one.
+// refused with UNKNOWN_PRODUCER_ID instead, and a non-transactional producer moves past the
+// writer's state: franz-go and librdkafka ask the standby for a producer id, and the Java
+// producer bumps its epoch (KIP-360), which the guard lets through once it is above the
+// writer's. The Java producer bumps only when the answer carries a log start offset: with
+// -1 ("not known") it resends the batch unchanged, forever (found by
+// TestRealRouteSwitchEveryClient: its producer was stuck, UNKNOWN_PRODUCER_ID once a second).
 //
 // By topic and partition, the mirror's writer there.
 type MirrorWriters map[string]map[int32]Writer
@@ -39,7 +43,7 @@ func (w MirrorWriters) Produce(ctx context.Context, version int16, body []byte) 
 	if len(w) == 0 {
 		return ProduceDecision{Forward: body}, nil
 	}
-	return splitProduce(ctx, version, body, namedOnly, func(topic string, p *kmsg.ProduceRequestTopicPartition) (int16, string) {
+	d, err := splitProduce(ctx, version, body, namedOnly, func(topic string, p *kmsg.ProduceRequestTopicPartition) (int16, string) {
 		wr, ok := w[topic][p.Partition]
 		if !ok {
 			return 0, ""
@@ -49,4 +53,15 @@ func (w MirrorWriters) Produce(ctx context.Context, version int16, body []byte) 
 		}
 		return 0, ""
 	})
+	if d.Refused != nil {
+		for i := range d.Refused.Topics {
+			for j := range d.Refused.Topics[i].Partitions {
+				// Known, so that the Java producer bumps its epoch rather than resend as is
+				// (above): an idempotent one bumps on any known log start offset, and the
+				// partition's real one is not known here without asking the standby.
+				d.Refused.Topics[i].Partitions[j].LogStartOffset = 0
+			}
+		}
+	}
+	return d, err
 }

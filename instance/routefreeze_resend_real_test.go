@@ -3,6 +3,9 @@ package instance_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,4 +185,90 @@ func TestRealSwitchedRouteRefusesTheMirrorWritersProducerID(t *testing.T) {
 	}
 	t.Logf("the mirror's writer on orders/0 is producer %d epoch %d (last sequence %d); sent straight to the standby, the clashing batch was answered as written and was not",
 		writer.ProducerID, writer.ProducerEpoch, writer.LastSequence)
+}
+
+// TestRealSwitchedRouteJavaProducerMovesPastTheWritersID: the Java producer whose producer id
+// from the primary is the one the standby gave the mirror's writer goes on after the switch.
+// The route refuses its batches with UNKNOWN_PRODUCER_ID (above); the Java producer answers by
+// bumping its epoch past the writer's only when the refusal carries a log start offset, and
+// with -1 resent the same batch once a second, forever (TestRealRouteSwitchEveryClient's Java
+// producer was stuck so, whenever the clusters' producer ids happened to meet). The clash is
+// arranged: the primary hands out producer ids one after another from 0, so the test takes
+// ids there until the next one is the writer's.
+func TestRealSwitchedRouteJavaProducerMovesPastTheWritersID(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const topic = "orders"
+	primary, standby, in := startRouteWorld(t, ctx, topic)
+	route := in.Proxy.RouteAddr("app")
+
+	// Records copied to every partition (written without a producer id: the primary's first
+	// id is still to be given), so that the standby has a writer on each.
+	seed := primary.Client(t, kgo.DisableIdempotentWrite(), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := range int32(3) {
+		if err := seed.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("seed")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sadm := kadm.NewClient(standby.Client(t))
+	var writer int64 = -1
+	polltest.Eventually(t, 2*time.Minute, "the mirror's writers on the standby", func() (bool, string) {
+		described, err := sadm.DescribeProducers(ctx, kadm.TopicsSet{topic: {0: {}, 1: {}, 2: {}}})
+		if err != nil {
+			return false, err.Error()
+		}
+		writers := 0
+		writer = -1
+		for _, p := range described[topic].Partitions {
+			for _, ap := range p.ActiveProducers {
+				writers++
+				writer = max(writer, ap.ProducerID)
+			}
+		}
+		return writers == 3, fmt.Sprintf("%d writers", writers)
+	})
+	pcl := primary.Client(t)
+	for want := int64(0); want < writer; want++ {
+		resp, err := (&kmsg.InitProducerIDRequest{ProducerID: -1, ProducerEpoch: -1, TransactionTimeoutMillis: 60000}).RequestWith(ctx, pcl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err != nil || resp.ProducerID != want {
+			t.Fatalf("taking producer id %d on the primary: got %d (%v); the clash cannot be arranged", want, resp.ProducerID, err)
+		}
+	}
+
+	// Round robin: the producer writes the writer's partition, whichever it is (the default
+	// partitioner kept to one partition).
+	cfgFile := filepath.Join(t.TempDir(), "producer.properties")
+	if err := os.WriteFile(cfgFile, []byte("enable.idempotence=true\nacks=all\nretries=2147483647\ndelivery.timeout.ms=120000\nretry.backoff.ms=50\nlinger.ms=0\n"+
+		"partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	javaProd := kafkatest.StartVerifiable(t, ctx, "org.apache.kafka.tools.VerifiableProducer", "--bootstrap-server", route,
+		"--topic", topic, "--max-messages", "-1", "--throughput", "100", "--value-prefix", "1", "--producer.config", cfgFile)
+	acked := func() int { return len(javaProd.Values("producer_send_success")) }
+	polltest.Until(t, time.Minute, "the Java producer writes through the route", func() bool { return acked() > 50 })
+	switchRoute(t, ctx, in, "--switch", "--route", "app")
+	before := acked()
+	polltest.Eventually(t, 2*time.Minute, "the Java producer goes on after the switch", func() (bool, string) {
+		return acked() > before+100, fmt.Sprintf("%d acknowledged, %d at the switch", acked(), before)
+	})
+	javaProd.Stop(t)
+	if errs := javaProd.Values("producer_send_error"); len(errs) > 0 {
+		t.Errorf("the Java producer saw %d send errors (first %s)", len(errs), errs[0])
+	}
+	if !strings.Contains(javaProd.Stderr(), "UNKNOWN_PRODUCER_ID") {
+		t.Errorf("the Java producer was never refused for the clash: its producer id was not the writer's %d", writer)
+	}
+	count := map[string]int{}
+	for _, v := range readTopic(t, ctx, standby, topic, 3) {
+		count[v]++
+	}
+	for _, v := range javaProd.Values("producer_send_success") {
+		if count[v] != 1 {
+			t.Errorf("acknowledged %s is %d times on the standby", v, count[v])
+		}
+	}
+	t.Logf("the Java producer took the writer's producer id %d; %d records acknowledged, %d after the switch", writer, acked(), acked()-before)
 }
