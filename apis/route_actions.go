@@ -176,15 +176,36 @@ func (a SwitchActions) groupCommits(ctx context.Context, mirror string, topics [
 	if err != nil {
 		return nil, nil, err
 	}
-	listed, err := src.ListGroups(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing the primary's groups: %w", err)
+	out, err := commitsOf(ctx, src, "primary", topics)
+	return src, out, err
+}
+
+// StandbyGroups lists the groups with offsets of the topics on the standby
+// (the group sync's copies, clamped to what was copied), one member each.
+func (a SwitchActions) StandbyGroups(ctx context.Context, _ string, topics []string) (map[string]int, error) {
+	commits, err := commitsOf(ctx, a.B.Destination, "standby", topics)
+	if err != nil || len(commits) == 0 {
+		return nil, err
 	}
-	fetched := src.FetchManyOffsets(ctx, listed.Groups()...)
+	held := map[string]int{}
+	for g := range commits {
+		held[g] = 1
+	}
+	return held, nil
+}
+
+// commitsOf reads the committed offsets of the topics of every group of a
+// cluster (side names it in errors).
+func commitsOf(ctx context.Context, adm *kadm.Client, side string, topics []string) (map[string]kadm.OffsetResponses, error) {
+	listed, err := adm.ListGroups(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing the %s's groups: %w", side, err)
+	}
+	fetched := adm.FetchManyOffsets(ctx, listed.Groups()...)
 	out := map[string]kadm.OffsetResponses{}
 	for g, f := range fetched {
 		if f.Err != nil {
-			return nil, nil, fmt.Errorf("reading group %s's offsets on the primary: %w", g, f.Err)
+			return nil, fmt.Errorf("reading group %s's offsets on the %s: %w", g, side, f.Err)
 		}
 		mine := kadm.OffsetResponses{}
 		f.Fetched.Each(func(o kadm.OffsetResponse) {
@@ -196,7 +217,7 @@ func (a SwitchActions) groupCommits(ctx context.Context, mirror string, topics [
 			out[g] = mine
 		}
 	}
-	return src, out, nil
+	return out, nil
 }
 
 // Groups reads the groups of the topics on the primary.

@@ -121,7 +121,18 @@ func namedOnly(_ context.Context, name string, id [16]byte) (string, error) {
 // names a frozen topic while commits are frozen, or nil to forward the request. The whole
 // request is refused: a group's commit is one unit for the client.
 func (f *Freeze) Commit(key, version int16, body []byte) (kmsg.Response, error) {
-	if !f.Frozen() || !f.Commits || (key != 8 && key != 28) {
+	if !f.Frozen() || !f.Commits {
+		return nil, nil
+	}
+	return RefuseCommit(key, version, body, f.Topics, nil)
+}
+
+// RefuseCommit returns the response refusing an OffsetCommit (8) or TxnOffsetCommit (28)
+// that names one of topics, from a group member held reports true of (nil: every commit),
+// with COORDINATOR_LOAD_IN_PROGRESS per partition, which every client retries and none takes
+// for a change of its membership; nil to forward the request.
+func RefuseCommit(key, version int16, body []byte, topics map[string]bool, held func(group, member string) bool) (kmsg.Response, error) {
+	if len(topics) == 0 || (key != 8 && key != 28) {
 		return nil, nil
 	}
 	req := kmsg.RequestForKey(key)
@@ -129,9 +140,10 @@ func (f *Freeze) Commit(key, version int16, body []byte) (kmsg.Response, error) 
 	if err := req.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("enforcement: decode %s v%d: %w", kmsg.NameForKey(key), version, err)
 	}
+	f := &Freeze{Topics: topics}
 	switch r := req.(type) {
 	case *kmsg.OffsetCommitRequest:
-		if !f.names(len(r.Topics), func(i int) string { return r.Topics[i].Topic }) {
+		if (held != nil && !held(r.Group, r.MemberID)) || !f.names(len(r.Topics), func(i int) string { return r.Topics[i].Topic }) {
 			return nil, nil
 		}
 		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
@@ -145,7 +157,7 @@ func (f *Freeze) Commit(key, version int16, body []byte) (kmsg.Response, error) 
 		}
 		return resp, nil
 	case *kmsg.TxnOffsetCommitRequest:
-		if !f.names(len(r.Topics), func(i int) string { return r.Topics[i].Topic }) {
+		if (held != nil && !held(r.Group, r.MemberID)) || !f.names(len(r.Topics), func(i int) string { return r.Topics[i].Topic }) {
 			return nil, nil
 		}
 		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)

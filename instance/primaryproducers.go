@@ -21,11 +21,14 @@ import (
 // written stays so.
 //
 // Written never waits on the network: it runs in the proxy's event loop, where a round trip
-// to a distant primary would stall every connection of the loop. warm learns every frozen
-// partition when the freeze is installed (a resend is of a write made before it); a batch
-// still unknown starts a refresh of its partition (at most one in flight, at most one per
-// every) and is refused, retriably, like any frozen write; the client resends it after its
-// backoff, by when the answer is in.
+// to a distant primary would stall every connection of the loop. sweep learns every frozen
+// partition when the freeze is installed (a resend is of a write made before it) and again
+// every refreshEvery while the freeze lasts: a write forwarded just before the freeze may land
+// after the first answer, and its resend come seconds later (CI saw a batch land 0.2 s after
+// the first answer and its resend 5.5 s after that: refused, retried after the switch, written
+// twice). A batch still unknown starts a refresh of its partition (at most one in flight, at
+// most one per every) and is refused, retriably, like any frozen write; the client resends it
+// after its backoff, by when the answer is in.
 type primaryProducers struct {
 	ctx      context.Context // refreshes stop with it
 	client   func() (*kgo.Client, error)
@@ -90,37 +93,61 @@ func (p *primaryProducers) Written(_ context.Context, topic string, partition in
 	return false
 }
 
-// warm asks the primary for the producers of every partition of topics, in the background:
-// called when the freeze is installed, so that a resend of a write made before the freeze
-// (whose client lost the answer, the instance that forwarded it killed) is known at its first
-// try. On a miss, Written asks again for that partition.
-func (p *primaryProducers) warm(topics []string) {
+// sweep asks the primary for the producers of every partition of topics, in the background,
+// at once and then every p.every until p.ctx ends (the freeze is replaced or lifted): so that
+// a resend of a write made before the freeze (whose client lost the answer, the instance that
+// forwarded it killed) is known at its first try, however late that write landed. On a miss,
+// Written asks again for that partition. The channel closes when it has stopped.
+func (p *primaryProducers) sweep(topics []string) <-chan struct{} {
+	done := make(chan struct{})
 	go func() {
-		ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
-		defer cancel()
-		got, err := func() (map[topicPartition]map[int64]producerState, error) {
-			cl, err := p.client()
-			if err != nil {
-				return nil, err
+		defer close(done)
+		t := time.NewTicker(p.every)
+		defer t.Stop()
+		failing := false
+		for {
+			err := p.sweepOnce(topics)
+			switch {
+			case err != nil && !failing && p.ctx.Err() == nil:
+				p.log.Warn("route switch: asking the primary which writes it holds failed; resent writes are looked up one by one until it answers",
+					"topics", len(topics), "err", err)
+			case err == nil && failing:
+				p.log.Info("route switch: the primary answers which writes it holds again", "topics", len(topics))
 			}
-			return p.describeAll(ctx, cl, topics)
-		}()
-		if err != nil {
-			p.log.Warn("route switch: asking the primary which writes it holds failed; resent writes are looked up one by one",
-				"topics", len(topics), "err", err)
-			return
-		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for k, producers := range got {
-			e := p.parts[k]
-			if e == nil {
-				e = &partitionProducers{}
-				p.parts[k] = e
+			failing = err != nil
+			select {
+			case <-p.ctx.Done():
+				return
+			case <-t.C:
 			}
-			e.keep(producers)
 		}
 	}()
+	return done
+}
+
+// sweepOnce is one question of sweep.
+func (p *primaryProducers) sweepOnce(topics []string) error {
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	cl, err := p.client()
+	if err != nil {
+		return err
+	}
+	got, err := p.describeAll(ctx, cl, topics)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, producers := range got {
+		e := p.parts[k]
+		if e == nil {
+			e = &partitionProducers{}
+			p.parts[k] = e
+		}
+		e.keep(producers)
+	}
+	return nil
 }
 
 // refresh asks the primary for k's producers and keeps the answer.

@@ -157,25 +157,35 @@ func TestRealPrimaryProducers(t *testing.T) {
 	}
 }
 
-// warm learns every partition of the frozen topics at once: a resend of a write made before
-// the freeze is known at its first try, without a question of its own.
-func TestPrimaryProducersWarm(t *testing.T) {
+// sweep learns every partition of the frozen topics at once, and again while the freeze
+// lasts: a resend of a write made before the freeze is known at its first try, without a
+// question of its own, even when the write landed after the first answer (CI saw one land
+// 0.2 s after it). It stops with the freeze.
+func TestPrimaryProducersSweep(t *testing.T) {
 	f := &fakePrimary{}
 	p := testPrimaryProducers(t, f)
-	var warmed atomic.Bool
+	ctx, stop := context.WithCancel(context.Background())
+	p.ctx = ctx
+	var sweeps atomic.Int32
+	late := make(chan struct{})
 	p.describeAll = func(_ context.Context, _ *kgo.Client, topics []string) (map[topicPartition]map[int64]producerState, error) {
-		defer warmed.Store(true)
+		sweeps.Add(1)
 		if len(topics) != 1 || topics[0] != "orders" {
-			t.Errorf("warm asked about %v", topics)
+			t.Errorf("sweep asked about %v", topics)
 		}
-		return map[topicPartition]map[int64]producerState{
+		got := map[topicPartition]map[int64]producerState{
 			{"orders", 0}: {7: {epoch: 2, lastSeq: 104}},
 			{"orders", 3}: {9: {epoch: 0, lastSeq: 5}},
-		}, nil
+		}
+		select {
+		case <-late: // a write forwarded before the freeze has landed since
+			got[topicPartition{"orders", 3}][9] = producerState{epoch: 0, lastSeq: 8}
+		default:
+		}
+		return got, nil
 	}
-	p.warm([]string{"orders"})
-	polltest.Until(t, 10*time.Second, "warm answers", warmed.Load)
-	polltest.Until(t, 10*time.Second, "warm's answer is kept", func() bool {
+	stopped := p.sweep([]string{"orders"})
+	polltest.Until(t, 10*time.Second, "the first sweep's answer is kept", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return len(p.parts) == 2
@@ -185,10 +195,22 @@ func TestPrimaryProducersWarm(t *testing.T) {
 		b         enforcement.ProducerBatch
 	}{{0, enforcement.ProducerBatch{ProducerID: 7, Epoch: 2, FirstSeq: 100, LastSeq: 104}}, {3, enforcement.ProducerBatch{ProducerID: 9, FirstSeq: 5, LastSeq: 5}}} {
 		if !p.Written(context.Background(), "orders", c.partition, c.b) {
-			t.Errorf("orders/%d %+v unknown after warm", c.partition, c.b)
+			t.Errorf("orders/%d %+v unknown after the first sweep", c.partition, c.b)
 		}
 	}
 	if n := f.asked.Load(); n != 0 {
-		t.Errorf("the primary was asked %d times partition by partition for batches warm knew", n)
+		t.Errorf("the primary was asked %d times partition by partition for batches the sweep knew", n)
+	}
+	close(late)
+	after := sweeps.Load()
+	polltest.Until(t, 10*time.Second, "two more sweeps", func() bool { return sweeps.Load() >= after+2 })
+	if b := (enforcement.ProducerBatch{ProducerID: 9, FirstSeq: 6, LastSeq: 8}); !p.Written(context.Background(), "orders", 3, b) {
+		t.Errorf("orders/3 %+v, landed after the first sweep, unknown after later ones", b)
+	}
+	stop()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the sweep goes on after the freeze ended (%d sweeps)", sweeps.Load())
 	}
 }

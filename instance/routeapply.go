@@ -56,6 +56,9 @@ type routeApplier struct {
 
 	applied map[string]*appliedRoute
 	opened  map[string]bool // the routes opened
+	// stopSweep ends the freeze's questions to the primary (primaryProducers.sweep) of a
+	// route, when its freeze is replaced or lifted.
+	stopSweep map[string]context.CancelFunc
 }
 
 // stateView is what the route applier and the read-only follower read of
@@ -135,7 +138,8 @@ const (
 func newRouteApplier(view stateView, write func(context.Context, ...coordinator.Record) error, self func() string,
 	ready func(context.Context) error, routes routeProxy, log *slog.Logger) *routeApplier {
 	return &routeApplier{view: view, write: write, self: self, ready: ready, routes: routes, log: log, now: time.Now,
-		freezeWait: 10 * time.Second, retry: time.Second, applied: map[string]*appliedRoute{}, opened: map[string]bool{}}
+		freezeWait: 10 * time.Second, retry: time.Second, applied: map[string]*appliedRoute{}, opened: map[string]bool{},
+		stopSweep: map[string]context.CancelFunc{}}
 }
 
 // readyEvery bounds how often a closed route's applier asks whether the instance is caught
@@ -253,7 +257,9 @@ func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.
 			return fmt.Errorf("the record leads the route to its %s: switching a route back is not built (docs/cutover.md)", rec.Upstream)
 		}
 		if !st.switched {
-			hold := proxy.FetchHold{Topics: map[string]bool{}, Groups: rec.HeldGroups}
+			// A forced switch's members may hold positions past what the standby has: their
+			// commits wait for their rejoin too (proxy/route_hold.go).
+			hold := proxy.FetchHold{Topics: map[string]bool{}, Groups: rec.HeldGroups, Commits: rec.Forced}
 			for _, t := range topics {
 				hold.Topics[t] = true
 			}
@@ -267,6 +273,7 @@ func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.
 				return fmt.Errorf("switching to the standby: %w", err)
 			}
 			st.switched, st.freeze, st.topics = true, freezeNone, nil // SwitchRoute lifts the freeze
+			a.endSweep(route)
 			a.log.Info("route switch: this instance serves the standby", "route", route, "attempt", rec.Attempt)
 		}
 		if rec.Step == statetopic.RouteSwitching {
@@ -303,14 +310,17 @@ func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.
 
 // freeze installs the freeze level on the route (freezeNone lifts it).
 func (a *routeApplier) freeze(ctx context.Context, route string, level freezeLevel, topics []string, source mirrorSource) error {
+	a.endSweep(route)
 	if level == freezeNone {
 		return a.routes.FreezeRoute(ctx, route, nil)
 	}
 	f := &enforcement.Freeze{Topics: map[string]bool{}, Commits: level == freezeCommits}
 	if a.sourceClient != nil && source.name != "" {
 		configs := source.configs
-		pp := newPrimaryProducers(ctx, func() (*kgo.Client, error) { return a.sourceClient(source.name, configs) }, a.log.With("route", route))
-		pp.warm(topics)
+		sctx, stop := context.WithCancel(ctx)
+		a.stopSweep[route] = stop
+		pp := newPrimaryProducers(sctx, func() (*kgo.Client, error) { return a.sourceClient(source.name, configs) }, a.log.With("route", route))
+		pp.sweep(topics)
 		f.Written = pp.Written
 	}
 	for _, t := range topics {
@@ -322,6 +332,14 @@ func (a *routeApplier) freeze(ctx context.Context, route string, level freezeLev
 	wctx, cancel := context.WithTimeout(ctx, a.freezeWait)
 	defer cancel()
 	return a.routes.FreezeRoute(wctx, route, f)
+}
+
+// endSweep stops the questions to the primary of route's freeze, if any.
+func (a *routeApplier) endSweep(route string) {
+	if stop := a.stopSweep[route]; stop != nil {
+		stop()
+		delete(a.stopSweep, route)
+	}
 }
 
 // ack writes this instance's RouteAck of step for the route's attempt,

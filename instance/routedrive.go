@@ -288,6 +288,7 @@ func (d *routeDriver) serveMailbox(ctx context.Context, route string, rec *state
 			call := &switchCall{route: route, req: routeswitch.Request{Forced: req.Forced, Mirror: mirror, RecordsAtRisk: -1}, reply: make(chan error, 1)}
 			if req.Forced && mirror != "" {
 				call.req.RecordsAtRisk = d.recordsAtRisk(ctx, route, mirror)
+				call.req.HeldGroups = d.standbyGroups(ctx, route, mirror)
 			}
 			d.drive(ctx, route, call)
 			if err := <-call.reply; err != nil {
@@ -323,6 +324,19 @@ func (d *routeDriver) recordsAtRisk(ctx context.Context, route, mirror string) i
 	}
 	d.log.Warn("route switch: a forced switch fails over with records still at risk", "route", route, "mirror", mirror, "records_at_risk", n)
 	return n
+}
+
+// standbyGroups are the groups a forced switch of route holds fetches for (routeswitch.Request);
+// none when the standby does not answer, which the switch then cannot wait for anyway.
+func (d *routeDriver) standbyGroups(ctx context.Context, route, mirror string) map[string]int {
+	var topics []string
+	d.view.Read(func(v *statetopic.View) { topics = mirrorTopics(v, mirror) })
+	held, err := d.acts.StandbyGroups(ctx, mirror, topics)
+	if err != nil {
+		d.log.Warn("route switch: a forced switch cannot list the standby's groups; their consumers may fetch before they rejoin",
+			"route", route, "mirror", mirror, "err", err)
+	}
+	return held
 }
 
 // state returns the route's driver state, its facts reset when rec is in

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -20,13 +21,16 @@ import (
 
 // fakeSwitchActions is the primary and the standby as the driver sees them.
 type fakeSwitchActions struct {
-	mu        sync.Mutex
-	ends      []statetopic.DrainTarget
-	copied    map[routeswitch.TopicPartition]int64 // the standby's log ends
-	open      int                                  // open transactions
-	aborted   int
-	held      map[string]int
-	failedFor []string // the mirrors failed over
+	mu      sync.Mutex
+	ends    []statetopic.DrainTarget
+	copied  map[routeswitch.TopicPartition]int64 // the standby's log ends
+	open    int                                  // open transactions
+	aborted int
+	held    map[string]int
+	// the standby's groups with offsets of the topics, and the topics asked for
+	standbyHeld   map[string]int
+	standbyTopics []string
+	failedFor     []string // the mirrors failed over
 	// the topics each failover was given
 	failedTopics [][]string
 	atRisk       int64 // describe's records at risk
@@ -75,6 +79,14 @@ func (f *fakeSwitchActions) Groups(context.Context, string, []string, []statetop
 func (f *fakeSwitchActions) CopyGroups(context.Context, string, []string) (map[string]int, error) {
 	f.note("copy-groups")
 	return f.held, nil
+}
+
+func (f *fakeSwitchActions) StandbyGroups(_ context.Context, _ string, topics []string) (map[string]int, error) {
+	f.note("standby-groups")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.standbyTopics = topics
+	return maps.Clone(f.standbyHeld), nil
 }
 
 func (f *fakeSwitchActions) FailOver(_ context.Context, mirror string, topics []string) (bool, error) {
@@ -301,10 +313,22 @@ func TestRouteDriverServesRecordedRequests(t *testing.T) {
 func TestRouteDriverForcedSwitchPrimaryGone(t *testing.T) {
 	w := newRouteDriveWorld(t)
 	w.acts.atRiskErr = errors.New("mirror dr: the records at risk of 2 of 2 partitions are unknown")
+	w.acts.standbyHeld = map[string]int{"billing": 1}
 	w.view.put(coordinator.Record{Key: statetopic.RouteRequestKey("pay"), Value: &statetopic.RouteRequest{ID: "f1", Forced: true, AtMs: time.Now().UnixMilli()}})
 	w.awaitStep(t, statetopic.RouteSwitched)
 	if r := w.current(); !r.Forced || r.RecordsAtRisk != -1 || r.FreezeStartMs != 0 {
 		t.Fatalf("the forced switch: %+v, want forced, records at risk unknown, never frozen", r)
+	}
+	// It copies no groups, so it holds the fetches of the groups the standby has offsets
+	// of, until they rejoin there (TestRealForcedRouteSwitchPrimaryKilled).
+	if r := w.current(); !maps.Equal(r.HeldGroups, map[string]int{"billing": 1}) {
+		t.Fatalf("the forced switch holds groups %v, want billing (1 member)", r.HeldGroups)
+	}
+	w.acts.mu.Lock()
+	listedFor := w.acts.standbyTopics
+	w.acts.mu.Unlock()
+	if !slices.Equal(listedFor, []string{"orders", "payments"}) {
+		t.Fatalf("the standby's groups were listed for topics %v, want [orders payments]", listedFor)
 	}
 	// The failover is the first action of a route's first switch, before any record named
 	// the mirror: it must still get the mirror's topics (it once got none, "failed over"

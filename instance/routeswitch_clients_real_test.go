@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/apptest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
 )
@@ -462,15 +463,17 @@ func (f *franzProducer) acked() []*kgo.Record {
 
 // franzConsumer is a franz-go consumer group member auto-committing every 500 ms.
 type franzConsumer struct {
+	cl   *kgo.Client
 	mu   sync.Mutex
 	seen []string
 }
 
 func startFranzConsumer(t *testing.T, ctx context.Context, bootstrap, topic, group string, opts ...kgo.Opt) *franzConsumer {
 	t.Helper()
+	log := apptest.NewClientLog(group + " consumer")
 	cl := kafkatest.NewClient(t, []string{bootstrap}, append([]kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.AutoCommitInterval(500 * time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
-	f := &franzConsumer{}
+		kgo.AutoCommitInterval(500 * time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), log.Opt()}, opts...)...)
+	f := &franzConsumer{cl: cl}
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -480,7 +483,15 @@ func startFranzConsumer(t *testing.T, ctx context.Context, bootstrap, topic, gro
 			fs.EachRecord(func(r *kgo.Record) { f.mu.Lock(); f.seen = append(f.seen, string(r.Value)); f.mu.Unlock() })
 		}
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if t.Failed() { // what the consumer did (its rejoins, refused commits) beside what the checks found
+			var sb strings.Builder
+			log.Dump(&sb)
+			t.Log(sb.String())
+		}
+	})
 	return f
 }
 

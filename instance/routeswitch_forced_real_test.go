@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
@@ -25,6 +27,14 @@ import (
 // The copy is paused to make the records at risk known exactly: 300 records are copied, 200
 // more are written to the primary while the mirror is paused, describe says 200 at risk, the
 // primary is killed.
+//
+// The standby gives the records written after the switch the offsets the primary had given
+// the lost ones, so a consumer that fetched there with the positions it had on the primary
+// would skip them (CI saw this test's group miss them). The consumer here does not fetch
+// from the kill until the records after the switch are written, and heartbeats only every
+// 15 s, so without the switch's fetch hold it fetches before it learns that it must rejoin,
+// and skips; with the hold it resumes from the group offsets the standby has (synced,
+// clamped to what was copied).
 func TestRealForcedRouteSwitchPrimaryKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -54,7 +64,7 @@ func TestRealForcedRouteSwitchPrimaryKilled(t *testing.T) {
 			t.Fatalf("producing %s through the route: %v", phase, err)
 		}
 	}
-	cons := startFranzConsumer(t, ctx, route, topic, "billing")
+	cons := startFranzConsumer(t, ctx, route, topic, "billing", kgo.HeartbeatInterval(15*time.Second))
 	seenAll := func(phase string, n int) bool {
 		seen := map[string]bool{}
 		for _, v := range cons.values() {
@@ -75,6 +85,18 @@ func TestRealForcedRouteSwitchPrimaryKilled(t *testing.T) {
 		return known && m.AtRisk.Records == 0, fmt.Sprintf("%+v", m.AtRisk)
 	})
 	polltest.Until(t, time.Minute, "the group reads the copied records", func() bool { return seenAll("copied", 300) })
+	// The group sync has copied the group's offsets (it stops with the pause): where the
+	// group resumes after a forced switch.
+	standbyAdm := kadm.NewClient(standby.Client(t))
+	polltest.Eventually(t, time.Minute, "the standby has the group's offsets at the copied ends", func() (bool, string) {
+		os, err := standbyAdm.FetchOffsets(ctx, "billing")
+		if err != nil {
+			return false, err.Error()
+		}
+		var sum int64
+		os.Each(func(o kadm.OffsetResponse) { sum += o.At })
+		return sum == 300, fmt.Sprintf("offsets sum to %d", sum)
+	})
 	cli("--pause", "--mirror", "dr", "--topics", topic)
 	polltest.Eventually(t, time.Minute, "the copy pauses", func() (bool, string) {
 		m, _ := mirror()
@@ -93,6 +115,8 @@ func TestRealForcedRouteSwitchPrimaryKilled(t *testing.T) {
 		return known && m.AtRisk.Records == 200, fmt.Sprintf("%+v", m.AtRisk)
 	})
 	reported := int64(200)
+	polltest.Until(t, time.Minute, "the group reads the records at risk", func() bool { return seenAll("at-risk", 200) })
+	cons.cl.PauseFetchTopics(topic)
 
 	// The primary dies; writes through the route wait; the operator forces the switch.
 	primary.KillBroker(t, 0)
@@ -102,6 +126,7 @@ func TestRealForcedRouteSwitchPrimaryKilled(t *testing.T) {
 	began := time.Now()
 	rec := switchRoute(t, ctx, in, "--switch", "--route", "app", "--force")
 	pwg.Wait()
+	cons.cl.ResumeFetchTopics(topic)
 	t.Logf("forced switch in %s: %s; records at risk recorded %d (the primary did not answer)", time.Since(began).Round(time.Millisecond), stepsOf(rec), rec.RecordsAtRisk)
 	if !rec.Forced || rec.FreezeStartMs != 0 || rec.RecordsAtRisk != -1 {
 		t.Errorf("the record: forced %v, freeze start %d, records at risk %d; want forced, never frozen, unknown (the primary is dead)",
@@ -109,6 +134,9 @@ func TestRealForcedRouteSwitchPrimaryKilled(t *testing.T) {
 	}
 	if d := describeRoute(t, ctx, in, "app"); d.Step != "SWITCHED" || !d.Forced || d.Upstream != "standby" || d.FreezeMs != nil {
 		t.Errorf("describe shows the route as %+v", d)
+	}
+	if !maps.Equal(rec.HeldGroups, map[string]int{"billing": 1}) {
+		t.Errorf("the switch held the fetches of groups %v, want billing's (it has offsets on the standby)", rec.HeldGroups)
 	}
 
 	// Lost: exactly the records describe reported at risk. Kept: everything else, once.
@@ -133,6 +161,14 @@ func TestRealForcedRouteSwitchPrimaryKilled(t *testing.T) {
 		t.Errorf("the forced switch lost %d records; describe reported %d at risk just before the primary died", lost, reported)
 	}
 	// The group continues on the standby: it reads what was written there after the switch.
-	polltest.Until(t, 2*time.Minute, "the group reads the records written after the switch", func() bool { return seenAll("after", 300) })
+	polltest.Eventually(t, 2*time.Minute, "the group reads the records written after the switch", func() (bool, string) {
+		if seenAll("after", 300) {
+			return true, ""
+		}
+		os, err := standbyAdm.FetchOffsets(ctx, "billing")
+		var at []string
+		os.Each(func(o kadm.OffsetResponse) { at = append(at, fmt.Sprintf("%d=%d", o.Partition, o.At)) })
+		return false, fmt.Sprintf("read %d records in all; the group's offsets on the standby %v (%v)", cons.count(), at, err)
+	})
 	t.Logf("lost %d records, as describe reported; %d records on the standby", lost, len(onStandby))
 }

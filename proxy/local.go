@@ -32,8 +32,13 @@ func (p *Proxy) answerLocally(s *session, h requestHeader, frame []byte) (chan [
 	case p.versionCapped(h.key) && h.version > kmax:
 		return nil, fmt.Errorf("%s v%d is newer than this proxy supports (max v%d) and was not advertised", kmsg.NameForKey(h.key), h.version, kmax)
 	}
-	if h.key == 1 && p.appRoute != nil && p.appRoute.switched.Load() {
-		return s.holdFetch(h, frame)
+	if p.appRoute != nil && p.appRoute.switched.Load() {
+		switch h.key {
+		case 1:
+			return s.holdFetch(h, frame)
+		case 8, 28:
+			return s.holdCommit(h, frame)
+		}
 	}
 	if h.key == 32 || h.key == 44 {
 		if fn := p.configResources.Load(); fn != nil {

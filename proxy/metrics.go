@@ -146,6 +146,9 @@ const (
 	refusedRouteFrozen = "route_frozen"
 	// refusedRouteFetchHold: a Fetch held after a switch until the groups rejoined (route_hold.go).
 	refusedRouteFetchHold = "route_fetch_hold"
+	// refusedRouteCommitHold: a commit held after a forced switch until its group rejoined
+	// (route_hold.go).
+	refusedRouteCommitHold = "route_commit_hold"
 	// refusedWriterClash: a batch under the producer id of the mirror's writer, on a switched
 	// route (enforcement.MirrorWriters); its client takes a new id.
 	refusedWriterClash = "route_writer_clash"

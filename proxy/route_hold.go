@@ -7,12 +7,15 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/enforcement"
 )
 
 // The fetch hold after a switch (docs/cutover.md, "What clients notice"). A classic consumer
@@ -24,6 +27,22 @@ import (
 // retriable error until every group that had members on the primary is Stable on the standby
 // with as many members, or a bound passes. Members then read nothing before their rejoin, and
 // after it they start exactly at the copied offsets.
+//
+// After a forced switch the positions a member had on the primary may lie past what the
+// standby holds: the records written after the switch get the offsets the primary had given
+// the lost ones, so a member that went on from its positions would skip them. Every client
+// drops its positions when the coordinator tells its heartbeat that it is not a member
+// (Java, librdkafka and franz-go take the partitions for lost), and a rejoined member fetches
+// the committed offsets, which the group sync clamped to what was copied. But franz-go's
+// classic consumer, told so by a commit instead, rejoins keeping its partitions and positions
+// (its cooperative rejoin; found by TestRealForcedRouteSwitchPrimaryKilled, which read on
+// from the primary's positions and skipped the records after the switch). So a forced
+// switch's hold also answers a held group's commits of the held topics with
+// COORDINATOR_LOAD_IN_PROGRESS, retried by every client, until the standby has answered the
+// member's heartbeat that it is not a member (the route reads that answer), or the group
+// rejoined: the heartbeat is what tells a member it left. Not until the rejoin alone: a
+// franz-go member rejoins only once its commit in flight is done, so that would hold it
+// until the hold's bound (measured: 48 s).
 //
 // A Fetch naming a held topic is answered whole (the proxy does not split and merge a Fetch):
 // every partition gets NOT_LEADER_OR_FOLLOWER, which every client answers by refreshing its
@@ -43,6 +62,9 @@ type FetchHold struct {
 	// Max bounds the hold (DefaultFetchHoldMax if 0): a member that never comes back (its
 	// process died with the switch) must not hold the others.
 	Max time.Duration
+	// Commits: also answer the groups' OffsetCommit and TxnOffsetCommit of the topics with
+	// COORDINATOR_LOAD_IN_PROGRESS until each group rejoined (a forced switch: see above).
+	Commits bool
 }
 
 // DefaultFetchHoldMax is past the Java consumer's default session timeout (45 s): a member
@@ -54,7 +76,12 @@ const fetchHoldPoll = 200 * time.Millisecond
 
 // fetchHold is an installed hold.
 type fetchHold struct {
-	topics   map[string]bool
+	topics map[string]bool
+	// commitsHeld are the groups whose commits are held (Commits), until they rejoin.
+	commitsHeld atomic.Pointer[map[string]bool]
+	// told are the members (group, member id) the standby's heartbeat answer told that they
+	// are not members: their commits pass.
+	told     sync.Map
 	until    time.Time
 	released chan struct{}
 	once     sync.Once
@@ -86,11 +113,11 @@ func (r *Proxy) installFetchHold(hold FetchHold) {
 		max = DefaultFetchHoldMax
 	}
 	h := &fetchHold{topics: hold.Topics, until: time.Now().Add(max), released: make(chan struct{})}
-	r.appRoute.hold.Store(h)
-	groups := make(map[string]int, len(hold.Groups))
-	for g, n := range hold.Groups {
-		groups[g] = n
+	groups := maps.Clone(hold.Groups)
+	if hold.Commits {
+		h.holdCommits(groups)
 	}
+	r.appRoute.hold.Store(h)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -133,10 +160,15 @@ func (r *Proxy) awaitGroupsRejoined(h *fetchHold, groups map[string]int) ([]stri
 		if err != nil && len(described) == 0 {
 			lastErr = err
 		}
+		rejoined := 0
 		for _, d := range described {
 			if d.Err == nil && d.State == "Stable" && len(d.Members) >= groups[d.Group] {
 				delete(groups, d.Group)
+				rejoined++
 			}
+		}
+		if rejoined > 0 && h.commitsHeld.Load() != nil {
+			h.holdCommits(groups)
 		}
 		if len(groups) == 0 {
 			return nil, nil
@@ -206,6 +238,79 @@ func (s *session) holdFetch(h requestHeader, frame []byte) (chan []byte, error) 
 		ch <- answer
 	}()
 	return ch, nil
+}
+
+// holdCommits holds the commits of groups from now on (the poller's map is its own).
+func (h *fetchHold) holdCommits(groups map[string]int) {
+	held := make(map[string]bool, len(groups))
+	for g := range groups {
+		held[g] = true
+	}
+	h.commitsHeld.Store(&held)
+}
+
+// holdCommit answers a route's OffsetCommit or TxnOffsetCommit of a group whose commits the
+// hold holds (nil: forward it).
+func (s *session) holdCommit(h requestHeader, frame []byte) (chan []byte, error) {
+	hold := s.p.appRoute.hold.Load()
+	if !hold.active(time.Now()) {
+		return nil, nil
+	}
+	held := hold.commitsHeld.Load()
+	if held == nil || len(*held) == 0 {
+		return nil, nil
+	}
+	resp, err := enforcement.RefuseCommit(h.key, h.version, frame[4+h.bodyOff:], hold.topics, func(g, member string) bool {
+		if !(*held)[g] || member == "" { // no member: a commit outside group management
+			return false
+		}
+		_, told := hold.told.Load(groupMember{g, member})
+		return !told
+	})
+	if err != nil || resp == nil {
+		return nil, err
+	}
+	s.p.metrics.refusal(h.key, refusedRouteCommitHold)
+	ch := make(chan []byte, 1)
+	ch <- appendResponseFrame(nil, h.corrID, responseHeaderVersion(h.key, h.version), resp.AppendTo(nil))
+	return ch, nil
+}
+
+// keyHeartbeat is the API key whose answers a switched route watches.
+const keyHeartbeat = 12
+
+// groupMember names a member of a consumer group.
+type groupMember struct{ group, member string }
+
+// watchHeartbeat makes the response reader tell the hold when the standby answers a held
+// group member's Heartbeat that it is not a member (holdCommit).
+func (s *session) watchHeartbeat(h requestHeader, frame []byte, p *pending) {
+	hold := s.p.appRoute.hold.Load()
+	if !hold.active(time.Now()) {
+		return
+	}
+	held := hold.commitsHeld.Load()
+	if held == nil || len(*held) == 0 {
+		return
+	}
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.Version = h.version
+	if err := req.ReadFrom(frame[4+h.bodyOff:]); err != nil || !(*held)[req.Group] {
+		return // a malformed one is the broker's to refuse
+	}
+	who := groupMember{req.Group, req.MemberID}
+	p.watch = func(resp []byte) {
+		_, body, err := splitResponse(resp, responseHeaderVersion(h.key, h.version))
+		r := kmsg.NewPtrHeartbeatResponse()
+		r.Version = h.version
+		if err != nil || r.ReadFrom(body) != nil {
+			return
+		}
+		switch r.ErrorCode {
+		case kerr.UnknownMemberID.Code, kerr.IllegalGeneration.Code, kerr.FencedInstanceID.Code:
+			hold.told.Store(who, true)
+		}
+	}
 }
 
 func namesHeldTopic(req *kmsg.FetchRequest, held map[string]bool) bool {

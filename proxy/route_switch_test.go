@@ -500,3 +500,86 @@ func TestKfakeRouteFetchHold(t *testing.T) {
 		return partitionErr(fetch(topic, -1)) == nil
 	})
 }
+
+// TestKfakeRouteCommitHold is a forced switch's commit hold (route_hold.go): a held group's
+// commit of a held topic is answered COORDINATOR_LOAD_IN_PROGRESS until the standby has
+// answered that member's heartbeat that it is not a member; other members' commits, other
+// groups', commits without a member id and commits of other topics pass, and a planned
+// switch's hold holds no commit.
+func TestKfakeRouteCommitHold(t *testing.T) {
+	const topic, other = "held", "free"
+	primary := startKfakeTopics(t, 1, 1, topic, other)
+	standby := startKfakeTopics(t, 1, 1, topic, other)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	commit := func(addr, group, member, tp string) error {
+		t.Helper()
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.MemberID, req.Generation = 8, group, member, 3
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = tp
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Offset, rp.LeaderEpoch = 5, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := rawConn(t, addr, req).(*kmsg.OffsetCommitResponse)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("OffsetCommit answer %+v", resp)
+		}
+		return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	heartbeat := func(addr, group, member string) error {
+		t.Helper()
+		req := kmsg.NewPtrHeartbeatRequest()
+		req.Version, req.Group, req.MemberID, req.Generation = 4, group, member, 3
+		return kerr.ErrorForCode(rawConn(t, addr, req).(*kmsg.HeartbeatResponse).ErrorCode)
+	}
+	held := func(err error) bool { return errors.Is(err, kerr.CoordinatorLoadInProgress) }
+
+	// The standby has the group's offsets, as the group sync leaves them: the group exists there,
+	// Empty, and answers members it never saw UNKNOWN_MEMBER_ID.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(standby.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if err := adm.CommitAllOffsets(ctx, "g", kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: 1, LeaderEpoch: -1}}}); err != nil {
+		t.Fatal(err)
+	}
+	p, r := routedProxyTo(t, primary.ListenAddrs(), standby.ListenAddrs(), nil)
+	if err := p.SwitchRoute(ctx, "app", FetchHold{Topics: map[string]bool{topic: true}, Groups: map[string]int{"g": 1}, Commits: true}); err != nil {
+		t.Fatal(err)
+	}
+	addr := r.Addr()
+	if err := commit(addr, "g", "m1", topic); !held(err) {
+		t.Fatalf("a held group's commit before its member's heartbeat got %v, want COORDINATOR_LOAD_IN_PROGRESS", err)
+	}
+	for _, c := range []struct{ what, group, member, topic string }{
+		{"another group's", "h", "m1", topic},
+		{"a commit without a member id", "g", "", topic},
+		{"a commit of a topic not switched", "g", "m1", other},
+	} {
+		if err := commit(addr, c.group, c.member, c.topic); held(err) {
+			t.Errorf("%s was held", c.what)
+		}
+	}
+	if err := heartbeat(addr, "g", "m1"); !errors.Is(err, kerr.UnknownMemberID) {
+		t.Fatalf("the standby answered the pre-switch member's heartbeat %v, want UNKNOWN_MEMBER_ID", err)
+	}
+	if err := commit(addr, "g", "m1", topic); held(err) {
+		t.Fatalf("the member's commit after the standby told it that it is not a member was still held")
+	}
+	if err := commit(addr, "g", "m2", topic); !held(err) {
+		t.Fatalf("another member's commit got %v before its heartbeat, want it held", err)
+	}
+
+	// A planned switch holds fetches only: its members' positions are the copied offsets.
+	p2, r2 := routedProxyTo(t, primary.ListenAddrs(), standby.ListenAddrs(), nil)
+	if err := p2.SwitchRoute(ctx, "app", FetchHold{Topics: map[string]bool{topic: true}, Groups: map[string]int{"g": 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := commit(r2.Addr(), "g", "m3", topic); held(err) {
+		t.Fatalf("a planned switch's hold held a commit")
+	}
+}

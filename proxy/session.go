@@ -90,6 +90,8 @@ type pending struct {
 	// the client, and no slot is released for it.
 	intercept chan []byte
 	sasl      bool // SaslHandshake/SaslAuthenticate: the tracker reads the response (sasl.go)
+	// watch reads the whole response frame before it is delivered (route_hold.go).
+	watch func(frame []byte)
 }
 
 // outbound is one frame to forward upstream.
@@ -225,6 +227,9 @@ func (s *session) dispatch(frame []byte) error {
 		}
 	}
 
+	if h.key == keyHeartbeat && s.p.appRoute != nil && s.p.appRoute.switched.Load() {
+		s.watchHeartbeat(h, frame, p)
+	}
 	if local, err := s.p.answerLocally(s, h, frame); err != nil {
 		s.release()
 		s.p.metrics.requestError(h.key)
@@ -564,12 +569,12 @@ func (s *session) relayResponse(p *pending, br *bufio.Reader, conn net.Conn) err
 		return fmt.Errorf("upstream %s answered correlation id %d while %d (%s) was next", upstream, corrID, p.corrID, kmsg.NameForKey(p.key))
 	}
 	total := 4 + int(size)
-	if p.intercept == nil && !p.sasl && total <= br.Buffered() {
+	if p.intercept == nil && !p.sasl && p.watch == nil && total <= br.Buffered() {
 		return s.deliverBuffered(p, br, total)
 	}
 	_, _ = br.Discard(8)
 
-	if p.intercept != nil || p.sasl {
+	if p.intercept != nil || p.sasl || p.watch != nil {
 		frame := make([]byte, total)
 		copy(frame, head[:])
 		if _, err := io.ReadFull(br, frame[8:]); err != nil {
@@ -579,7 +584,11 @@ func (s *session) relayResponse(p *pending, br *bufio.Reader, conn net.Conn) err
 			p.intercept <- frame // the proxy's own question: not the client's, no slot
 			return nil
 		}
-		s.sasl.onResponse(p.key, p.version, frame, time.Now())
+		if p.watch != nil {
+			p.watch(frame)
+		} else {
+			s.sasl.onResponse(p.key, p.version, frame, time.Now())
+		}
 		s.deliver(p, frame, false, true)
 		return nil
 	}

@@ -31,6 +31,11 @@ type Actions interface {
 	// CopyGroups commits every group's offsets of the topics on the standby
 	// and returns those that had members on the primary, with their counts.
 	CopyGroups(ctx context.Context, mirror string, topics []string) (map[string]int, error)
+	// StandbyGroups lists the groups that have committed offsets of the
+	// topics on the standby (the group sync's copies), each with one member:
+	// a forced switch holds fetches for them until they rejoin there, the
+	// primary that knew their members being gone.
+	StandbyGroups(ctx context.Context, mirror string, topics []string) (map[string]int, error)
 	// FailOver asks for the mirror's topics to stop (a failover) and reports
 	// whether every partition is STOPPED.
 	FailOver(ctx context.Context, mirror string, topics []string) (bool, error)

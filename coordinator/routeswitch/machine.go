@@ -93,6 +93,12 @@ type Request struct {
 	// RecordsAtRisk is describe's records at risk when a forced switch is
 	// asked for: the RPO it accepts, kept in the record. -1 unknown.
 	RecordsAtRisk int64
+	// HeldGroups are a forced switch's groups to hold fetches for at the
+	// switch (Actions.StandbyGroups): a forced switch copies no groups, and
+	// a consumer fetching on the standby with the positions it had on the
+	// primary would skip what is written there at offsets the primary had
+	// given the lost records (TestRealForcedRouteSwitchPrimaryKilled).
+	HeldGroups map[string]int
 }
 
 // TopicPartition names a partition of a mirrored topic.
@@ -275,7 +281,7 @@ func (m *transition) request(req Request) (Step, bool) {
 			m.rec.DriverTerm++
 		}
 		m.rec.Forced = true
-		m.rec.RecordsAtRisk = req.RecordsAtRisk
+		m.rec.RecordsAtRisk, m.rec.HeldGroups = req.RecordsAtRisk, maps.Clone(req.HeldGroups)
 		return m.enter(statetopic.RouteFailingOver, fmt.Sprintf("forced by the operator during %s", cur.Step), m.now.Add(m.p.Poll), ActFailOver), true
 	}
 	m.refused = m.refuse(&req, ErrSwitchInProgress, "wait until it is SWITCHED or ROLLED_BACK")
@@ -297,7 +303,7 @@ func (m *transition) start(req Request) (Step, bool) {
 	m.rec = &statetopic.RouteSwitch{Route: m.route, Mirror: req.Mirror, Upstream: from, Target: from.Other(),
 		Driver: m.in.Driver, DriverTerm: 1, Attempt: attempt}
 	if req.Forced {
-		m.rec.Forced, m.rec.RecordsAtRisk = true, req.RecordsAtRisk
+		m.rec.Forced, m.rec.RecordsAtRisk, m.rec.HeldGroups = true, req.RecordsAtRisk, maps.Clone(req.HeldGroups)
 		return m.enter(statetopic.RouteFailingOver, "", m.now.Add(m.p.Poll), ActFailOver), true
 	}
 	m.rec.FreezeStartMs = m.now.UnixMilli()

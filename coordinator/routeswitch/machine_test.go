@@ -219,20 +219,9 @@ func (s *scenario) next(t *testing.T, d *datadriven.TestData) string {
 			}
 		case "copied":
 			in.GroupsCopied = true
-			for _, v := range arg.Vals {
-				if v == "" {
-					continue
-				}
-				name, n, _ := strings.Cut(v, "=")
-				members, err := strconv.Atoi(n)
-				if err != nil {
-					d.Fatalf(t, "copied: %q is not group=members", v)
-				}
-				if in.HeldGroups == nil {
-					in.HeldGroups = map[string]int{}
-				}
-				in.HeldGroups[name] = members
-			}
+			in.HeldGroups = parseGroups(t, d, arg)
+		case "standby-groups":
+			req.HeldGroups = parseGroups(t, d, arg)
 		case "failed-over":
 			in.FailedOver = true
 		default:
@@ -356,6 +345,26 @@ func parseTargets(t *testing.T, d *datadriven.TestData, vals []string) []stateto
 			d.Fatalf(t, "%q: want topic/partition=offset", v)
 		}
 		out = append(out, statetopic.DrainTarget{Topic: topic, Partition: int32(p), Offset: o})
+	}
+	return out
+}
+
+// parseGroups reads group=members values (nil for none).
+func parseGroups(t *testing.T, d *datadriven.TestData, arg datadriven.CmdArg) map[string]int {
+	var out map[string]int
+	for _, v := range arg.Vals {
+		if v == "" {
+			continue
+		}
+		name, n, _ := strings.Cut(v, "=")
+		members, err := strconv.Atoi(n)
+		if err != nil {
+			d.Fatalf(t, "%s: %q is not group=members", arg.Key, v)
+		}
+		if out == nil {
+			out = map[string]int{}
+		}
+		out[name] = members
 	}
 	return out
 }

@@ -181,7 +181,9 @@ type RouteSwitch struct {
 	// members on the primary, with their member counts: at the switch every
 	// instance holds the route's Fetch of the switched topics until each is
 	// Stable on the standby with as many members (proxy.FetchHold), so no
-	// member reads before its rejoin.
+	// member reads before its rejoin. A forced switch, which copies no
+	// groups, holds those with offsets of the topics on the standby, one
+	// member each (routeswitch.Actions.StandbyGroups).
 	HeldGroups map[string]int `json:"held_groups,omitempty"`
 	// RecordsAtRisk is, for a forced switch, describe's records at risk
 	// when it was asked for (the RPO); -1 unknown.

@@ -28,7 +28,7 @@ import (
 type App struct {
 	topic, group string
 	prod         *kgo.Client
-	logs         []*clientLog // the producer's and the consumer's, shown when a check fails
+	logs         []*ClientLog // the producer's and the consumer's, shown when a check fails
 
 	mu    sync.Mutex
 	acked map[int32][]string
@@ -48,12 +48,12 @@ type App struct {
 func Start(t *testing.T, ctx context.Context, seeds []string, topic, group string) *App {
 	t.Helper()
 	a := &App{topic: topic, group: group, acked: map[int32][]string{}, at: map[string]int64{}, seen: map[string]int{}}
-	plog, clog := newClientLog(topic+" producer"), newClientLog(group+" consumer")
-	a.logs = []*clientLog{plog, clog}
+	plog, clog := NewClientLog(topic+" producer"), NewClientLog(group+" consumer")
+	a.logs = []*ClientLog{plog, clog}
 	a.prod = kafkatest.NewClient(t, seeds, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
-		kgo.RecordDeliveryTimeout(2*time.Minute), plog.opt())
+		kgo.RecordDeliveryTimeout(2*time.Minute), plog.Opt())
 	cons := kafkatest.NewClient(t, seeds, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.AutoCommitInterval(500*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), clog.opt())
+		kgo.AutoCommitInterval(500*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), clog.Opt())
 	pctx, stopProducing := context.WithCancel(ctx)
 	cctx, stopConsuming := context.WithCancel(ctx)
 	a.stopProducing, a.stopConsuming = stopProducing, stopConsuming
@@ -195,7 +195,7 @@ func (a *App) explain(t *testing.T, ctx context.Context, primary, standby *kafka
 	t.Helper()
 	var sb strings.Builder
 	for _, l := range a.logs {
-		l.dump(&sb)
+		l.Dump(&sb)
 	}
 	t.Log(sb.String())
 	a.mu.Lock()

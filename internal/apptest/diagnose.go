@@ -16,10 +16,10 @@ import (
 	"github.com/kmirror/kmirror/fetcher"
 )
 
-// clientLog keeps the last lines a franz-go client logged, for a failure to show what the
+// ClientLog keeps the last lines a franz-go client logged, for a failure to show what the
 // client did (its retries, producer id resets, reconnections) rather than only what the
 // checks found. KMIRROR_APPTEST_LOG=debug records franz-go's debug level (every request).
-type clientLog struct {
+type ClientLog struct {
 	name  string
 	mu    sync.Mutex
 	lines []string
@@ -28,10 +28,11 @@ type clientLog struct {
 
 const clientLogLines = 4000
 
-func newClientLog(name string) *clientLog { return &clientLog{name: name} }
+// NewClientLog is an empty log of the client name.
+func NewClientLog(name string) *ClientLog { return &ClientLog{name: name} }
 
-// opt is the kgo option that logs into l.
-func (l *clientLog) opt() kgo.Opt {
+// Opt is the kgo option that logs into l.
+func (l *ClientLog) Opt() kgo.Opt {
 	level := kgo.LogLevelInfo
 	if os.Getenv("KMIRROR_APPTEST_LOG") == "debug" {
 		level = kgo.LogLevelDebug
@@ -40,7 +41,7 @@ func (l *clientLog) opt() kgo.Opt {
 }
 
 // Write is io.Writer for kgo.BasicLogger: one call, one line.
-func (l *clientLog) Write(p []byte) (int, error) {
+func (l *ClientLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	line := strings.TrimRight(string(p), "\n")
@@ -53,8 +54,8 @@ func (l *clientLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// dump writes the kept lines, oldest first.
-func (l *clientLog) dump(w io.Writer) {
+// Dump writes the kept lines, oldest first.
+func (l *ClientLog) Dump(w io.Writer) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	fmt.Fprintf(w, "--- %s's franz-go log (last %d lines) ---\n", l.name, len(l.lines))

@@ -50,12 +50,12 @@ func TestWritersShowsWhoWroteAValueTwice(t *testing.T) {
 
 // TestClientLogKeepsTheLastLines: the ring keeps the newest clientLogLines lines in order.
 func TestClientLogKeepsTheLastLines(t *testing.T) {
-	l := newClientLog("x")
+	l := NewClientLog("x")
 	for i := range clientLogLines + 3 {
 		fmt.Fprintf(l, "line %d\n", i)
 	}
 	var sb strings.Builder
-	l.dump(&sb)
+	l.Dump(&sb)
 	got := strings.Split(strings.TrimSpace(sb.String()), "\n")
 	if len(got) != clientLogLines+1 || got[1] != "line 3" || got[len(got)-1] != fmt.Sprintf("line %d", clientLogLines+2) {
 		t.Errorf("dump: %d lines, first %q, last %q", len(got), got[1], got[len(got)-1])
