@@ -326,8 +326,11 @@ func (d *routeDriver) recordsAtRisk(ctx context.Context, route, mirror string) i
 	return n
 }
 
-// standbyGroups are the groups a forced switch of route holds fetches for (routeswitch.Request);
-// none when the standby does not answer, which the switch then cannot wait for anyway.
+// standbyGroups are the groups a forced switch of route holds fetches for (routeswitch.Request):
+// those with offsets of the mirror's topics on the standby, less those the group sync last saw
+// without members on the primary (nobody would rejoin them, and the hold would wait out its
+// bound for them); a group the group sync has no record of is held. None when the standby does
+// not answer, which the switch then cannot wait for anyway.
 func (d *routeDriver) standbyGroups(ctx context.Context, route, mirror string) map[string]int {
 	var topics []string
 	d.view.Read(func(v *statetopic.View) { topics = mirrorTopics(v, mirror) })
@@ -335,7 +338,19 @@ func (d *routeDriver) standbyGroups(ctx context.Context, route, mirror string) m
 	if err != nil {
 		d.log.Warn("route switch: a forced switch cannot list the standby's groups; their consumers may fetch before they rejoin",
 			"route", route, "mirror", mirror, "err", err)
+		return nil
 	}
+	d.view.Read(func(v *statetopic.View) {
+		m := v.Mirror(mirror)
+		if m == nil {
+			return
+		}
+		for g := range held {
+			if rec := m.Groups[g]; rec != nil && !rec.SourceMembers {
+				delete(held, g)
+			}
+		}
+	})
 	return held
 }
 

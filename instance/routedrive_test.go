@@ -313,7 +313,11 @@ func TestRouteDriverServesRecordedRequests(t *testing.T) {
 func TestRouteDriverForcedSwitchPrimaryGone(t *testing.T) {
 	w := newRouteDriveWorld(t)
 	w.acts.atRiskErr = errors.New("mirror dr: the records at risk of 2 of 2 partitions are unknown")
-	w.acts.standbyHeld = map[string]int{"billing": 1}
+	w.acts.standbyHeld = map[string]int{"billing": 1, "stale": 1, "untracked": 1}
+	// The group sync saw billing with members on the primary and stale without; it has no
+	// record of untracked (a paused topic's group, say), which is held to be safe.
+	w.view.put(coordinator.Record{Key: statetopic.GroupSyncKey("dr", "billing"), Value: &statetopic.GroupSync{State: statetopic.GroupSynced, SourceMembers: true}},
+		coordinator.Record{Key: statetopic.GroupSyncKey("dr", "stale"), Value: &statetopic.GroupSync{State: statetopic.GroupSynced}})
 	w.view.put(coordinator.Record{Key: statetopic.RouteRequestKey("pay"), Value: &statetopic.RouteRequest{ID: "f1", Forced: true, AtMs: time.Now().UnixMilli()}})
 	w.awaitStep(t, statetopic.RouteSwitched)
 	if r := w.current(); !r.Forced || r.RecordsAtRisk != -1 || r.FreezeStartMs != 0 {
@@ -321,8 +325,8 @@ func TestRouteDriverForcedSwitchPrimaryGone(t *testing.T) {
 	}
 	// It copies no groups, so it holds the fetches of the groups the standby has offsets
 	// of, until they rejoin there (TestRealForcedRouteSwitchPrimaryKilled).
-	if r := w.current(); !maps.Equal(r.HeldGroups, map[string]int{"billing": 1}) {
-		t.Fatalf("the forced switch holds groups %v, want billing (1 member)", r.HeldGroups)
+	if r := w.current(); !maps.Equal(r.HeldGroups, map[string]int{"billing": 1, "untracked": 1}) {
+		t.Fatalf("the forced switch holds groups %v, want billing and untracked (1 member each), not stale", r.HeldGroups)
 	}
 	w.acts.mu.Lock()
 	listedFor := w.acts.standbyTopics

@@ -3,8 +3,6 @@ package instance_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -240,11 +238,7 @@ func TestRealSwitchedRouteJavaProducerMovesPastTheWritersID(t *testing.T) {
 
 	// Round robin: the producer writes the writer's partition, whichever it is (the default
 	// partitioner kept to one partition).
-	cfgFile := filepath.Join(t.TempDir(), "producer.properties")
-	if err := os.WriteFile(cfgFile, []byte("enable.idempotence=true\nacks=all\nretries=2147483647\ndelivery.timeout.ms=120000\nretry.backoff.ms=50\nlinger.ms=0\n"+
-		"partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgFile := javaProducerConfig(t, "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner")
 	javaProd := kafkatest.StartVerifiable(t, ctx, "org.apache.kafka.tools.VerifiableProducer", "--bootstrap-server", route,
 		"--topic", topic, "--max-messages", "-1", "--throughput", "100", "--value-prefix", "1", "--producer.config", cfgFile)
 	acked := func() int { return len(javaProd.Values("producer_send_success")) }

@@ -45,10 +45,7 @@ func TestRealRouteSwitchEveryClient(t *testing.T) {
 	route := in.Proxy.RouteAddr("app")
 
 	// The producers.
-	cfgFile := filepath.Join(t.TempDir(), "producer.properties")
-	if err := os.WriteFile(cfgFile, []byte("enable.idempotence=true\nacks=all\nretries=2147483647\ndelivery.timeout.ms=120000\nretry.backoff.ms=50\nlinger.ms=0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgFile := javaProducerConfig(t)
 	javaProd := kafkatest.StartVerifiable(t, ctx, "org.apache.kafka.tools.VerifiableProducer", "--bootstrap-server", route,
 		"--topic", topic, "--max-messages", "-1", "--throughput", "100", "--value-prefix", "1", "--producer.config", cfgFile)
 	kcatProd := startKcatProducer(t, ctx, kcat, route, topic)
@@ -500,4 +497,19 @@ func (f *franzConsumer) values() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.seen)
+}
+
+// javaProducerConfig writes the Java producer's config of the switch tests (idempotent,
+// acks=all, retrying for as long as a switch may take) with extra lines, and returns its path.
+func javaProducerConfig(t *testing.T, extra ...string) string {
+	t.Helper()
+	cfg := "enable.idempotence=true\nacks=all\nretries=2147483647\ndelivery.timeout.ms=120000\nretry.backoff.ms=50\nlinger.ms=0\n"
+	for _, e := range extra {
+		cfg += e + "\n"
+	}
+	path := filepath.Join(t.TempDir(), "producer.properties")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -67,6 +67,21 @@ type Outcome struct {
 	State      statetopic.GroupSyncState
 	Partitions int32 // partitions in sync on the destination after the run
 	Message    string
+	// SourceMembers: the group had members on the source in this run (see
+	// HasMembers).
+	SourceMembers bool
+}
+
+// HasMembers reports whether a listed group may have members: its state is
+// neither Empty nor Dead. A state the source does not report (Kafka before
+// 2.6) counts as members, which errs towards holding a forced switch's
+// consumers (statetopic.GroupSync.SourceMembers).
+func HasMembers(g kadm.ListedGroup) bool {
+	switch strings.ToLower(g.State) {
+	case "empty", "dead":
+		return false
+	}
+	return true
 }
 
 // Result is what a run did.
@@ -135,6 +150,10 @@ func (j Job) Run(ctx context.Context) (Result, error) {
 		}
 		res.Committed += committed
 		res.Groups[g] = p.outcome(committed, commitErr)
+	}
+	for g, out := range res.Groups {
+		out.SourceMembers = HasMembers(listed[g])
+		res.Groups[g] = out
 	}
 	return res, nil
 }

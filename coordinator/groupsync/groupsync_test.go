@@ -184,9 +184,11 @@ func TestRecordsWriteOnlyChanges(t *testing.T) {
 		"steady":  {State: statetopic.GroupSynced, SyncedAt: t0, Partitions: 2},
 		"joins":   {State: statetopic.GroupSynced, SyncedAt: t0, Partitions: 2},
 		"deleted": {State: statetopic.GroupSynced, SyncedAt: t0, Partitions: 1},
+		"starts":  {State: statetopic.GroupSynced, SyncedAt: t0, Partitions: 2},
 	}
 	res := Result{Groups: map[string]Outcome{
 		"steady": {State: statetopic.GroupSynced, Partitions: 2},
+		"starts": {State: statetopic.GroupSynced, Partitions: 2, SourceMembers: true},
 		"joins":  {State: statetopic.GroupActive, Message: "has members"},
 		"fresh":  {State: statetopic.GroupSynced, Partitions: 1},
 	}}
@@ -207,6 +209,9 @@ func TestRecordsWriteOnlyChanges(t *testing.T) {
 	}
 	if g := got["fresh"]; g == nil || !g.SyncedAt.Equal(now) {
 		t.Errorf("newly synced group: %+v", g)
+	}
+	if g := got["starts"]; g == nil || !g.SourceMembers {
+		t.Errorf("a group that got members on the source: %+v, want rewritten with SourceMembers", g)
 	}
 	if g, ok := got["deleted"]; !ok || g != nil {
 		t.Errorf("a group no longer tracked is not tombstoned: %+v", g)

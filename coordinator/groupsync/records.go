@@ -24,7 +24,7 @@ func Records(m *statetopic.Mirror, res Result, now time.Time) []coordinator.Reco
 	for _, g := range names {
 		out := res.Groups[g]
 		prev := m.Groups[g]
-		if prev != nil && prev.State == out.State && prev.Partitions == out.Partitions && prev.Message == out.Message {
+		if prev != nil && prev.State == out.State && prev.Partitions == out.Partitions && prev.Message == out.Message && prev.SourceMembers == out.SourceMembers {
 			continue
 		}
 		synced := m.GroupLastSynced(g)
@@ -32,7 +32,7 @@ func Records(m *statetopic.Mirror, res Result, now time.Time) []coordinator.Reco
 			synced = now
 		}
 		recs = append(recs, coordinator.Record{Key: statetopic.GroupSyncKey(m.Name, g), Value: &statetopic.GroupSync{
-			State: out.State, SyncedAt: synced, Partitions: out.Partitions, Message: out.Message}})
+			State: out.State, SyncedAt: synced, Partitions: out.Partitions, Message: out.Message, SourceMembers: out.SourceMembers}})
 	}
 	var gone []string
 	for g := range m.Groups {

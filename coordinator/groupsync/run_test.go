@@ -13,6 +13,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -56,8 +57,25 @@ func TestRunBehindTheCopy(t *testing.T) {
 		}
 	}
 	appendRecords(t, ctx, dst, 9) // the copy catches up
-	if out := runFor(t, ctx, job, dstAdm, 40); out.State != statetopic.GroupSynced || out.Partitions != 1 || out.Message != "" {
-		t.Fatalf("group committed at 40, destination at 40: %+v, want SYNCED, 1 partition", out)
+	if out := runFor(t, ctx, job, dstAdm, 40); out.State != statetopic.GroupSynced || out.Partitions != 1 || out.Message != "" || out.SourceMembers {
+		t.Fatalf("group committed at 40, destination at 40: %+v, want SYNCED, 1 partition, no members on the source", out)
+	}
+
+	// A member joins on the source: the run records that the group has members there (what a
+	// forced route switch holds consumers for).
+	member := src.Client(t, kgo.ConsumerGroup("app"), kgo.ConsumeTopics("orders"))
+	polltest.Eventually(t, 30*time.Second, "the member joins on the source", func() (bool, string) {
+		pctx, pcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		member.PollFetches(pctx)
+		pcancel()
+		described, err := srcAdm.DescribeGroups(ctx, "app")
+		if err != nil {
+			return false, err.Error()
+		}
+		return described["app"].State == "Stable", described["app"].State
+	})
+	if out := runFor(t, ctx, job, dstAdm, 40); !out.SourceMembers {
+		t.Fatalf("a group with a member on the source: %+v, want SourceMembers", out)
 	}
 }
 

@@ -55,6 +55,11 @@ type GroupSync struct {
 	// Partitions counts the group's partitions kept in sync.
 	Partitions int32  `json:"partitions"`
 	Message    string `json:"message,omitempty"`
+	// SourceMembers: the group had members on the source at the last run
+	// (its state was neither Empty nor Dead). A forced route switch, whose
+	// primary is gone, holds the fetches of the groups that had members and
+	// not of those nobody consumed with (docs/cutover.md, "Unplanned switch").
+	SourceMembers bool `json:"source_members,omitempty"`
 }
 
 // MirrorSync is the value of a TypeMirrorSync record.
