@@ -158,15 +158,22 @@ type haproxy struct {
 
 func startHAProxy(t *testing.T, l lbLayout) *haproxy {
 	t.Helper()
+	return startHAProxyWith(t, haproxyConfig(l), l.Socket)
+}
+
+// startHAProxyWith runs HAProxy with the configuration text config, whose admin socket is
+// socket, until the test ends.
+func startHAProxyWith(t *testing.T, config, socket string) *haproxy {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, []byte(haproxyConfig(l)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("haproxy", "-c", "-f", cfg).CombinedOutput(); err != nil {
 		t.Fatalf("haproxy -c: %v\n%s", err, out)
 	}
-	h := &haproxy{socket: l.Socket, cmd: exec.Command("haproxy", "-db", "-f", cfg), out: &syncbuf.Buffer{}}
+	h := &haproxy{socket: socket, cmd: exec.Command("haproxy", "-db", "-f", cfg), out: &syncbuf.Buffer{}}
 	h.cmd.Stdout, h.cmd.Stderr = h.out, h.out
 	if err := h.cmd.Start(); err != nil {
 		t.Fatal(err)

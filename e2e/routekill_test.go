@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,23 +56,43 @@ func TestRouteSwitchDriverKilledAtEachStep(t *testing.T) {
 	}
 	env := []string{"KMIRROR_TEST_PAUSE_SWITCH=" + strings.Join(pauses, ",")}
 	bin := binLater(t)
-	routeAddrs := map[string][]string{} // route: its address on each instance
+	// The routes' load balancer (docs/deploy.md, "Routes behind the load balancer"): each
+	// instance serves every route on the same ports of its own address, and HAProxy in front
+	// gives the applications one address per route and per broker, whichever instance is
+	// alive. Without it each instance's route named its own ports, and a group whose
+	// coordinator connection went through the killed instance could not dial it again:
+	// franz-go ended the group session and read again what it had not committed.
+	lb := routeBalancer(t, []string{"127.0.0.12", "127.0.0.13"}, "127.0.0.11", len(steps), primary, standby)
+	for j, s := range steps {
+		lb.Routes[j].Name = routeOf(s)
+	}
 	procs := make([]*process, 2)
 	for i, name := range []string{"a", "b"} {
+		host := lb.Instances[i]
 		cfg := "routes:\n"
-		for _, s := range steps {
-			addr := freeAddr(t)
-			routeAddrs[routeOf(s)] = append(routeAddrs[routeOf(s)], addr)
-			cfg += fmt.Sprintf("  - {name: %s, listen: %q, mirror: %s, primary: {bootstrap: [%s]}}\n",
-				routeOf(s), addr, routeOf(s), strings.Join(primary.Bootstrap(), ", "))
+		for j, s := range steps {
+			r := lb.Routes[j]
+			cfg += fmt.Sprintf("  - {name: %s, listen: \"%s:%d\", advertised_host: %s, broker_port_base: %d, broker_port_count: %d, mirror: %s, primary: {bootstrap: [%s]}}\n",
+				routeOf(s), host, r.Bootstrap, lb.Host, r.BrokerFirst, r.BrokerLast-r.BrokerFirst+1, routeOf(s), strings.Join(primary.Bootstrap(), ", "))
 		}
 		path := filepath.Join(t.TempDir(), name+".yaml")
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		// Info: a failure keeps each log, and the switch's steps are logged at info.
-		procs[i] = startProcessWith(t, bin, name, standby, []string{"--config", path, "--log-level", "info"}, env)
+		// No PROXY protocol (docs/deploy.md has it): it would apply to the instance's own
+		// listener too, which the test reaches directly.
+		procs[i] = startProcessWith(t, bin, name, standby, []string{"--config", path, "--log-level", "info",
+			"--metrics-addr", fmt.Sprintf("%s:%d", host, lb.Metrics)}, env)
 	}
+	balancer := startHAProxyWith(t, routeHAProxyConfig(lb), lb.Socket)
+	allUp := map[string]string{}
+	for _, s := range steps {
+		for i := range procs {
+			allUp[fmt.Sprintf("%s/kmirror-%d", routeOf(s), i+1)] = "UP L7OK"
+		}
+	}
+	balancer.waitStatus(t, allUp)
 	cl := admin(t, procs[0].addr)
 	for _, s := range steps {
 		createMirror(t, cl, routeOf(s), "bootstrap.servers", primary.BootstrapString(), "metadata.refresh.interval.ms", "1000")
@@ -81,7 +102,8 @@ func TestRouteSwitchDriverKilledAtEachStep(t *testing.T) {
 	for _, step := range steps {
 		route := routeOf(step)
 		t.Run(route, func(t *testing.T) { // -run TestRouteSwitchDriverKilledAtEachStep/at-freezing: one step
-			app := apptest.Start(t, ctx, routeAddrs[route], route, "group-"+route)
+			i := slices.Index(steps, step)
+			app := apptest.Start(t, ctx, []string{fmt.Sprintf("%s:%d", lb.Host, lb.Routes[i].Bootstrap)}, route, "group-"+route)
 			polltest.Until(t, time.Minute, route+"'s application writes and reads through the route", func() bool { return app.Read() > 100 })
 			// Steady state first: in one CI run a group killed before its first commit
 			// landed re-read its first 126 records (from offset 0) after rejoining.

@@ -264,6 +264,12 @@ func (p *Proxy) routeProxy(rc RouteConfig) *Proxy {
 	cfg := p.cfg
 	cfg.Routes = nil
 	cfg.Listen = rc.Listen
+	// The route's broker listeners bind where its bootstrap listener does (the destination's
+	// broker_listen_host defaults to the destination's listen host, another interface when the
+	// instances behind a balancer serve routes on addresses of their own: docs/deploy.md).
+	if host, _, err := net.SplitHostPort(rc.Listen); err == nil {
+		cfg.BrokerListenHost = host
+	}
 	cfg.AdvertisedHost = cmp.Or(rc.AdvertisedHost, p.cfg.AdvertisedHost)
 	cfg.BrokerPortBase, cfg.BrokerPortCount, cfg.BrokerPorts = rc.BrokerPortBase, rc.brokerPortCount(), nil
 	cfg.Upstream, cfg.UpstreamTLS, cfg.UpstreamSASL = nil, UpstreamTLS{}, UpstreamSASL{} // r.up holds the route's

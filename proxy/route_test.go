@@ -995,3 +995,30 @@ func awaitHeld(t *testing.T, r *Proxy) {
 		return n == 1
 	})
 }
+
+// TestKfakeRouteBrokersListenWhereItsBootstrapDoes: a route's broker listeners bind on its
+// own listen host, not the destination's (found behind the kill test's balancer: every
+// instance serves the routes on an address of its own, and the routes' broker ports were
+// bound on the destination listener's host, where the balancer had them: "address already
+// in use").
+func TestKfakeRouteBrokersListenWhereItsBootstrapDoes(t *testing.T) {
+	primary := startKfake(t, 1)
+	p := startProxyWith(t, primary.ListenAddrs(), nil, func(c *Config) {
+		c.Routes = []RouteConfig{{Name: "app", Listen: "127.0.0.2:0", Mirror: "dr", Primary: RouteUpstream{Bootstrap: primary.ListenAddrs()}}}
+	})
+	r := p.routeNamed("app")
+	if r == nil {
+		t.Fatal("route app did not start")
+	}
+	ports := r.BrokerListenerPorts()
+	if len(ports) != 1 {
+		t.Fatalf("route broker listeners %v, want one", ports)
+	}
+	for _, port := range ports {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.2", strconv.Itoa(port)), 5*time.Second)
+		if err != nil {
+			t.Fatalf("the route's broker port %d is not on its listen host 127.0.0.2: %v", port, err)
+		}
+		c.Close()
+	}
+}
