@@ -1,10 +1,3 @@
-//go:build kmirror_chaos
-
-// Not in make test while it can still fail (docs/cutover.md, "What remains" and "Open: a
-// killed instance and franz-go's group session"): in CI, under the other packages' load, a
-// resend reached the freeze only after the freeze's first look at the primary and just
-// before the switch, and was written twice. `make chaos` runs it.
-
 package e2e
 
 import (
@@ -29,8 +22,8 @@ import (
 // TestRouteSwitchDriverKilledAtEachStep is issue 21's "an instance SIGKILLed in the middle
 // of each switch step" (docs/cutover.md): two kmirror processes serve the same routes in
 // front of the standby, one route per step of a planned switch, each with its mirror, its
-// topic and an application (a producer and a consumer group bootstrapped to both
-// instances' route addresses). For each step in turn the operator switches that step's
+// topic and an application (a producer and a consumer group bootstrapped to the route's
+// address on the load balancer in front of both instances, docs/deploy.md). For each step in turn the operator switches that step's
 // route; its driver (a binary built with the kmirror_testhooks tag) pauses once it has
 // written the step's record and started the step's actions, and is killed with SIGKILL
 // there. The other instance takes the switch over and completes it or rolls it back; the
