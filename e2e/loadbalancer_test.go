@@ -107,18 +107,24 @@ var docLayout = lbLayout{Host: "0.0.0.0", Bootstrap: 9092, BrokerFirst: 9100, Br
 
 // The haproxy.cfg in docs/deploy.md is the one the load-balancer test runs.
 func TestDeployDocHAProxyConfig(t *testing.T) {
+	if block, want := deployDocBlock(t, "haproxy"), haproxyConfig(docLayout); block != want {
+		t.Fatalf("docs/deploy.md's haproxy.cfg differs from the tested one; replace it with:\n%s", want)
+	}
+}
+
+// deployDocBlock is the text of docs/deploy.md's code block whose fence line is ```info.
+func deployDocBlock(t *testing.T, info string) string {
+	t.Helper()
 	doc, err := os.ReadFile("../docs/deploy.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(doc), "```haproxy\n")
+	_, block, ok := strings.Cut(string(doc), "```"+info+"\n")
 	block, _, closed := strings.Cut(block, "```")
 	if !ok || !closed {
-		t.Fatal("docs/deploy.md has no ```haproxy block")
+		t.Fatalf("docs/deploy.md has no ```%s block", info)
 	}
-	if want := haproxyConfig(docLayout); block != want {
-		t.Fatalf("docs/deploy.md's haproxy.cfg differs from the tested one; replace it with:\n%s", want)
-	}
+	return block
 }
 
 // freePortRange finds n consecutive ports free on every host.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -94,16 +93,7 @@ var docRouteLayout = routeLayout{Host: "0.0.0.0", Instances: []string{"kmirror-1
 
 // The routes' haproxy.cfg in docs/deploy.md is the one the kill-at-each-step test runs.
 func TestDeployDocRouteHAProxyConfig(t *testing.T) {
-	doc, err := os.ReadFile("../docs/deploy.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(doc), "```haproxy routes\n")
-	block, _, closed := strings.Cut(block, "```")
-	if !ok || !closed {
-		t.Fatal("docs/deploy.md has no ```haproxy routes block")
-	}
-	if want := routeHAProxyConfig(docRouteLayout); block != want {
+	if block, want := deployDocBlock(t, "haproxy routes"), routeHAProxyConfig(docRouteLayout); block != want {
 		t.Fatalf("docs/deploy.md's haproxy.cfg for routes differs from the tested one; replace it with:\n%s", want)
 	}
 }
