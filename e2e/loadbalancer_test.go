@@ -46,7 +46,7 @@ type lbLayout struct {
 
 // haproxyTemplate is the configuration docs/deploy.md shows (TestDeployDocHAProxyConfig keeps
 // the two the same) and the load-balancer test runs.
-var haproxyTemplate = template.Must(template.New("haproxy.cfg").Funcs(template.FuncMap{"inc": func(i int) int { return i + 1 }}).Parse(
+var haproxyTemplate = newHAProxyTemplate(
 	`global
     stats socket {{.Socket}} mode 600 level admin
 
@@ -91,11 +91,19 @@ backend kmirror-brokers
 {{- range $i, $h := .Instances}}
     server kmirror-{{inc $i}} {{$h}}
 {{- end}}
-`))
+`)
 
-func haproxyConfig(l lbLayout) string {
+func haproxyConfig(l lbLayout) string { return render(haproxyTemplate, l) }
+
+// newHAProxyTemplate parses an haproxy.cfg template; inc numbers servers from 1.
+func newHAProxyTemplate(text string) *template.Template {
+	return template.Must(template.New("haproxy.cfg").Funcs(template.FuncMap{"inc": func(i int) int { return i + 1 }}).Parse(text))
+}
+
+// render executes a template the tests own (a failure is a bug in the template).
+func render(t *template.Template, data any) string {
 	var b strings.Builder
-	if err := haproxyTemplate.Execute(&b, l); err != nil {
+	if err := t.Execute(&b, data); err != nil {
 		panic(err)
 	}
 	return b.String()

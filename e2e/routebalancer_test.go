@@ -3,9 +3,7 @@ package e2e
 import (
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
-	"text/template"
 
 	"github.com/kmirror/kmirror/internal/kafkatest"
 )
@@ -52,7 +50,7 @@ func routeBalancer(t *testing.T, instances []string, host string, n int, cluster
 // routeHAProxyTemplate is docs/deploy.md's balancer for routes (TestDeployDocRouteHAProxyConfig
 // keeps the two the same): one frontend and backend per route, its bootstrap and broker ports
 // forwarded to the same port of a live instance.
-var routeHAProxyTemplate = template.Must(template.New("haproxy.cfg").Funcs(template.FuncMap{"inc": func(i int) int { return i + 1 }}).Parse(
+var routeHAProxyTemplate = newHAProxyTemplate(
 	`global
     stats socket {{.Socket}} mode 600 level admin
 
@@ -77,15 +75,9 @@ backend {{$r.Name}}
 {{- range $i, $h := $.Instances}}
     server kmirror-{{inc $i}} {{$h}}
 {{- end}}
-{{end}}`))
+{{end}}`)
 
-func routeHAProxyConfig(l routeLayout) string {
-	var b strings.Builder
-	if err := routeHAProxyTemplate.Execute(&b, l); err != nil {
-		panic(err)
-	}
-	return b.String()
-}
+func routeHAProxyConfig(l routeLayout) string { return render(routeHAProxyTemplate, l) }
 
 // docRouteLayout is the layout of docs/deploy.md's route example.
 var docRouteLayout = routeLayout{Host: "0.0.0.0", Instances: []string{"kmirror-1.internal", "kmirror-2.internal", "kmirror-3.internal"},

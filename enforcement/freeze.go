@@ -140,10 +140,9 @@ func RefuseCommit(key, version int16, body []byte, topics map[string]bool, held 
 	if err := req.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("enforcement: decode %s v%d: %w", kmsg.NameForKey(key), version, err)
 	}
-	f := &Freeze{Topics: topics}
 	switch r := req.(type) {
 	case *kmsg.OffsetCommitRequest:
-		if (held != nil && !held(r.Group, r.MemberID)) || !f.names(len(r.Topics), func(i int) string { return r.Topics[i].Topic }) {
+		if (held != nil && !held(r.Group, r.MemberID)) || !namesAny(topics, len(r.Topics), func(i int) string { return r.Topics[i].Topic }) {
 			return nil, nil
 		}
 		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
@@ -157,7 +156,7 @@ func RefuseCommit(key, version int16, body []byte, topics map[string]bool, held 
 		}
 		return resp, nil
 	case *kmsg.TxnOffsetCommitRequest:
-		if (held != nil && !held(r.Group, r.MemberID)) || !f.names(len(r.Topics), func(i int) string { return r.Topics[i].Topic }) {
+		if (held != nil && !held(r.Group, r.MemberID)) || !namesAny(topics, len(r.Topics), func(i int) string { return r.Topics[i].Topic }) {
 			return nil, nil
 		}
 		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
@@ -174,10 +173,10 @@ func RefuseCommit(key, version int16, body []byte, topics map[string]bool, held 
 	return nil, nil
 }
 
-// names reports whether any of n topic names is frozen.
-func (f *Freeze) names(n int, name func(int) string) bool {
+// namesAny reports whether any of n topic names is in topics.
+func namesAny(topics map[string]bool, n int, name func(int) string) bool {
 	for i := range n {
-		if f.Topics[name(i)] {
+		if topics[name(i)] {
 			return true
 		}
 	}
