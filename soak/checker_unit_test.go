@@ -129,6 +129,31 @@ func TestCompareHaltedProvesTheShift(t *testing.T) {
 		}
 	}
 
+	// The extra marker ends the log, where the source has its other
+	// producer's marker: the two compare alike (markers differ only by
+	// producer and epoch), so only the repeat shows it.
+	ofA := fetcher.LogEntry{Offset: 2, Control: true, Commit: true, Producer: 1, Epoch: 66}
+	ofB := fetcher.LogEntry{Offset: 3, Control: true, Commit: true, Producer: 5, Epoch: 70}
+	twoSrc := []fetcher.LogEntry{rec(0, "a", "1"), rec(1, "b", "1"), ofA, ofB, rec(4, "c", "1")}
+	copyA := fetcher.LogEntry{Offset: 2, Control: true, Commit: true, Producer: 2015, Epoch: 70}
+	again := copyA
+	again.Offset = 3
+	var l counts
+	lh := &halt{Message: "got a transaction marker twice"}
+	l.compareHalted("tx/0", lh, twoSrc, []fetcher.LogEntry{rec(0, "a", "1"), rec(1, "b", "1"), copyA, again}, false)
+	if lh.Marker != 3 || lh.CopiedEnd != 3 || l.KnownKafkaExtraMarkers != 1 || l.NotCopiedAfterHalt != 2 || !l.zero() {
+		t.Fatalf("an extra marker that ends the log: halt %+v, counts %+v", lh, l)
+	}
+	// The same producer's next transaction ended by a marker of another
+	// epoch is not a repeat: the halt then has no extra marker.
+	next := again
+	next.Epoch++
+	var q counts
+	q.compareHalted("tx/0", &halt{}, twoSrc, []fetcher.LogEntry{rec(0, "a", "1"), rec(1, "b", "1"), copyA, next}, false)
+	if q.Mismatched != 1 || q.KnownKafkaExtraMarkers != 0 {
+		t.Fatalf("two markers of one producer, different epochs: counts %+v", q)
+	}
+
 	var n counts
 	n.compareHalted("tx/0", &halt{}, src, src[:3], false)
 	if n.Mismatched != 1 || n.KnownKafkaExtraMarkers != 0 {
@@ -323,5 +348,23 @@ func TestCompareHaltedExtraMarkerInsideARun(t *testing.T) {
 	c.compareHalted("tx/1", h, src, dst, false)
 	if !slices.Equal(h.Extra, []int64{2}) || c.KnownKafkaExtraMarkers != 1 || h.CopiedEnd != 4 || !c.zero() {
 		t.Fatalf("extra %v, halt %+v, counts %+v %v", h.Extra, h, c, c.Findings)
+	}
+}
+
+// Every message of a stop on a duplicate marker names the offset past what
+// kmirror wrote, so the evidence shows the destination log from there.
+func TestPastWrittenReadsEveryHaltMessage(t *testing.T) {
+	for msg, want := range map[string]int64{
+		"destination log end 12 is outside the filler range 5..9; the destination":                             9,
+		"the log end is 14 after markers that should end it at 13":                                             13,
+		"the batch of source offset 40 was appended at destination offset 41":                                  40,
+		"soak.tx/0: the destination's last entry, at offset 271, is a COMMIT marker of producer 2015 epoch 70": 271,
+	} {
+		if got, ok := pastWritten(msg); !ok || got != want {
+			t.Errorf("pastWritten(%q) = %d, %v; want %d", msg, got, ok, want)
+		}
+	}
+	if _, ok := pastWritten("copy stopped: context canceled"); ok {
+		t.Error("a message naming no offset was read as naming one")
 	}
 }
