@@ -38,6 +38,9 @@ type Config struct {
 	SessionTimeout         time.Duration // default 10s: how fast a dead instance's share moves
 	DataPath               DataPath
 	Logger                 *slog.Logger
+	// ResyncEvery: how often every worker looks at its state even when none
+	// of its records changed (default 30s; a safety net, see reconcile).
+	ResyncEvery time.Duration
 }
 
 func (c *Config) defaults() {
@@ -62,6 +65,9 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.ResyncEvery <= 0 {
+		c.ResyncEvery = 30 * time.Second
+	}
 }
 
 // Coordinator is one instance's share of the control plane.
@@ -84,6 +90,10 @@ type Coordinator struct {
 	owned         map[int32]bool
 	numPartitions int32 // of the state topic, once it exists
 	workers       map[statetopic.Key]*worker
+	resyncedAt    time.Time    // when reconcile last ticked every worker (Run's goroutine only)
+	reconciled    reconciled   // what reconcile last read (Run's goroutine only)
+	ownedGen      uint64       // changes of owned
+	evaluations   atomic.Int64 // state machine decisions taken by the workers (a metric)
 
 	lossMu sync.Mutex // one CheckState at a time
 	loss   lossTracker
@@ -281,6 +291,7 @@ func (c *Coordinator) assigned(_ context.Context, _ *kgo.Client, m map[string][]
 	for _, p := range m[c.cfg.StateTopic] {
 		c.owned[p] = true
 	}
+	c.ownedGen++
 	c.mu.Unlock()
 	c.log.Info("coordinating state partitions", "assigned", m[c.cfg.StateTopic])
 	select {
@@ -300,6 +311,7 @@ func (c *Coordinator) revoked(_ context.Context, _ *kgo.Client, m map[string][]i
 		delete(c.owned, p)
 		lost[p] = true
 	}
+	c.ownedGen++
 	n := c.numPartitions
 	c.mu.Unlock()
 	if len(lost) == 0 {
@@ -318,13 +330,24 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 	if _, frozen := c.store.ID(); frozen {
 		// No state to fence or position a copy: copy nothing (stateloss.go).
 		c.stopWorkers(func(statetopic.Key) bool { return true })
+		c.reconciled = reconciled{}
 		return
 	}
 	n, err := c.StatePartitions(ctx)
 	if err != nil {
 		return // no mirror yet
 	}
-	want := map[statetopic.Key]PartitionRef{}
+	resync := time.Since(c.resyncedAt) >= c.cfg.ResyncEvery
+	c.mu.Lock()
+	seen := reconciled{store: c.store.Generation(), owned: c.ownedGen, partitions: n}
+	c.mu.Unlock()
+	if seen == c.reconciled && !resync {
+		// Nothing a worker set or a worker's inputs come from changed: the
+		// once-a-second pass would rebuild the same map of every partition
+		// (an idle instance's largest allocation, bench/README.md "Scale").
+		return
+	}
+	want := map[statetopic.Key]wanted{}
 	configs := map[string]*statetopic.MirrorConfig{}
 	c.mu.Lock()
 	owned := make(map[int32]bool, len(c.owned))
@@ -340,7 +363,10 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 				for p := int32(0); p < t.Partitions; p++ {
 					k := statetopic.PartitionStateKey(name, t.SourceTopicID, p)
 					if owned[k.StatePartition(n)] {
-						want[k] = PartitionRef{Mirror: name, Topic: topic, Partition: p, SourceTopicID: t.SourceTopicID, Config: m.Config}
+						want[k] = wanted{
+							ref:    PartitionRef{Mirror: name, Topic: topic, Partition: p, SourceTopicID: t.SourceTopicID, Config: m.Config},
+							inputs: workerInputs{topic: t, part: m.Partitions[statetopic.PartitionID{SourceTopicID: t.SourceTopicID, Partition: p}]},
+						}
 					}
 				}
 			}
@@ -352,17 +378,59 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 		}
 	}
 	c.stopWorkers(func(k statetopic.Key) bool { _, keep := want[k]; return !keep })
+	if resync {
+		c.resyncedAt = time.Now()
+	}
+	c.reconciled = seen
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k, ref := range want {
+	for k, wv := range want {
 		w := c.workers[k]
-		if w == nil {
-			w = startWorker(ctx, c, k, ref)
+		fresh := w == nil
+		if fresh {
+			w = startWorker(ctx, c, k, wv.ref)
 			c.workers[k] = w
 		}
-		w.setRef(ref)
-		w.tick()
+		// A worker decides from its ref and these records alone (Next is a
+		// function of them, the worker's own state and the event; its timers
+		// post their own ticks), so one whose inputs are the ones it was last
+		// ticked for would decide the same again. Ticking every worker at
+		// every applied batch (group sync and progress records included) and
+		// every second cost an idle instance of 2,000 partitions 2,000
+		// evaluations a second, and a start-up of 4,000 partitions one per
+		// worker per applied batch (bench/README.md, "Scale").
+		// Config.ResyncEvery ticks them all anyway: a safety net, not a
+		// mechanism (an informer's resync period).
+		if fresh || resync || w.getRef() != wv.ref || w.inputs != wv.inputs {
+			w.setRef(wv.ref)
+			w.inputs = wv.inputs
+			w.tick()
+		}
 	}
+}
+
+// reconciled is what a reconcile pass read: a pass that would read the same
+// decides the same.
+type reconciled struct {
+	store      uint64 // Store.Generation
+	owned      uint64 // Coordinator.ownedGen
+	partitions int32
+}
+
+// wanted is a partition reconcile wants a worker for, with the records its
+// decisions read.
+type wanted struct {
+	ref    PartitionRef
+	inputs workerInputs
+}
+
+// workerInputs are the state records a worker's decisions read, by
+// identity: the view replaces a record's value with a new one whenever a
+// record is applied (statetopic.View.ApplyDecoded), so an equal pointer is
+// an unchanged record. The mirror's config is in PartitionRef.
+type workerInputs struct {
+	topic *statetopic.MirrorTopic
+	part  *statetopic.PartitionState
 }
 
 func (c *Coordinator) stopWorkers(match func(statetopic.Key) bool) {

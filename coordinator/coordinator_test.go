@@ -82,11 +82,17 @@ type instance struct {
 
 func startInstance(t *testing.T, cluster *kafkatest.Cluster, epochs *int16, name string) *instance {
 	t.Helper()
+	return startInstanceWith(t, cluster, epochs, name, 0)
+}
+
+// startInstanceWith is startInstance with Config.ResyncEvery (0: the default).
+func startInstanceWith(t *testing.T, cluster *kafkatest.Cluster, epochs *int16, name string, resync time.Duration) *instance {
+	t.Helper()
 	dp := newFakeDataPath(epochs)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("instance", name)
 	c, err := New(context.Background(), Config{
 		Client:          []kgo.Opt{kgo.SeedBrokers(cluster.Bootstrap()...)},
-		StatePartitions: 10, DataPath: dp, Logger: log, SessionTimeout: 6 * time.Second,
+		StatePartitions: 10, DataPath: dp, Logger: log, SessionTimeout: 6 * time.Second, ResyncEvery: resync,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -193,4 +199,65 @@ func testSplitTakeOverFailOver(t *testing.T, cluster *kafkatest.Cluster) {
 		}
 		return len(a.dp.runningSet()) == 0, fmt.Sprintf("still running %v", a.dp.runningSet())
 	})
+}
+
+// A worker is woken when one of its records changes, not at every record
+// applied nor every second: an idle instance of 2,000 partitions spent most
+// of its CPU, and a start-up of 4,000 partitions most of its time, taking
+// every worker's decision again for nothing (bench/README.md, "Scale").
+// Here, after every partition is MIRRORING, unrelated records (group syncs)
+// are applied one batch at a time and then one topic is stopped: its
+// partition stops (its worker was woken), and the other topic's 40 workers
+// took no decision (each batch used to wake all 41, the ticker every second
+// too).
+func TestReconcileWakesOnlyTheWorkersWhoseRecordsChanged(t *testing.T) {
+	const big = 40
+	var epochs int16
+	in := startInstanceWith(t, kafkatest.Start(t, kafkatest.Fake()), &epochs, "a", time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := in.c.EnsureStateTopic(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bigID, oneID := statetopic.UUID{1}, statetopic.UUID{2}
+	if err := in.c.Write(ctx,
+		Record{statetopic.MirrorConfigKey("dr"), &statetopic.MirrorConfig{Configs: map[string]string{"bootstrap.servers": "src:9092"}}},
+		Record{statetopic.MirrorTopicKey("dr", "big"), &statetopic.MirrorTopic{SourceTopicID: bigID, Desired: statetopic.DesireMirror, Partitions: big}},
+		Record{statetopic.MirrorTopicKey("dr", "one"), &statetopic.MirrorTopic{SourceTopicID: oneID, Desired: statetopic.DesireMirror, Partitions: 1}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	mirroring := func(topic string, n int32) int {
+		k := 0
+		for _, s := range partitionStates(in.c, "dr", topic, n) {
+			if s.State == protocol.MirrorStateMirroring {
+				k++
+			}
+		}
+		return k
+	}
+	polltest.Eventually(t, time.Minute, "every partition MIRRORING", func() (bool, string) {
+		b, o := mirroring("big", big), mirroring("one", 1)
+		return b == big && o == 1, fmt.Sprintf("big %d, one %d", b, o)
+	})
+	before := in.c.evaluations.Load()
+	for i := range 5 {
+		if err := in.c.Write(ctx, Record{statetopic.GroupSyncKey("dr", fmt.Sprintf("g%d", i)), &statetopic.GroupSync{Partitions: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := in.c.Write(ctx, Record{statetopic.MirrorTopicKey("dr", "one"),
+		&statetopic.MirrorTopic{SourceTopicID: oneID, Desired: statetopic.DesireStop, Partitions: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Eventually(t, time.Minute, "the stopped topic's partition STOPPED", func() (bool, string) {
+		s := partitionStates(in.c, "dr", "one", 1)[0]
+		return s.State == protocol.MirrorStateStopped, s.State.String()
+	})
+	if took := in.c.evaluations.Load() - before; took >= big {
+		t.Fatalf("%d decisions for 5 unrelated records and one topic's stop: the %d untouched workers were woken", took, big)
+	}
+	if got := mirroring("big", big); got != big {
+		t.Fatalf("%d of the untouched topic's %d partitions MIRRORING", got, big)
+	}
 }

@@ -88,6 +88,17 @@ func (c *Coordinator) RegisterMetrics(meter metric.Meter) error {
 	if err := c.registerLossMetrics(meter); err != nil {
 		return err
 	}
+	evaluations, err := meter.Int64ObservableCounter("kmirror.coordinator.evaluations",
+		metric.WithDescription("State machine decisions this instance's partition workers took: at idle it stays flat; growing with nothing to do means workers are woken for nothing (bench/README.md, \"Scale\")."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	if _, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(evaluations, c.evaluations.Load())
+		return nil
+	}, evaluations); err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
 	return registerSyncMetrics(meter, c.store)
 }
 

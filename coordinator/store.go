@@ -35,6 +35,7 @@ type Store struct {
 	view    *statetopic.View
 	pos     map[int32]int64 // next offset to apply, per state partition
 	changed chan struct{}   // closed and replaced after every applied batch and loss change
+	gen     uint64          // how many times changed was closed
 	bad     int64           // records that could not be decoded (logged, never applied)
 	// id is the topic id of the state topic the view was read from (zero
 	// until it is first seen). frozen means that topic is gone: the view is
@@ -147,6 +148,15 @@ func (s *Store) Run(ctx context.Context) {
 func (s *Store) notifyLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
+	s.gen++
+}
+
+// Generation counts the changes Changed has announced: equal generations
+// read the same view.
+func (s *Store) Generation() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.gen
 }
 
 // Undecodable counts the state records this instance could not decode.

@@ -21,6 +21,10 @@ type worker struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// The inputs reconcile last ticked the worker for (reconcile alone
+	// reads and writes it, under Coordinator.mu).
+	inputs workerInputs
+
 	mu     sync.Mutex
 	ref    PartitionRef
 	queue  []Event
@@ -178,6 +182,7 @@ func (w *worker) handle(ctx context.Context, ev Event) {
 	if !present {
 		return // the reconcile loop stops this worker
 	}
+	w.c.evaluations.Add(1)
 	step := Next(cur, ref.Topic, desired, w.local, ev, policy, time.Now())
 	if step.Persist != nil {
 		if w.writer.ProducerID != 0 || w.writer.Epoch != 0 {

@@ -21,6 +21,7 @@ package fetcher
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -333,8 +334,12 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 		return
 	}
 	p.bigFirst = n == 0 && it.Remaining() > 0
-	c.log.Debug("fetched", "topic", p.tp.topic, "partition", p.tp.partition, "batches", n, "partial_bytes", it.Remaining(),
-		"next_offset", p.fetchOffset, "high_watermark", r.HighWatermark, "last_stable", r.LastStableOffset)
+	if c.log.Enabled(c.ctx, slog.LevelDebug) {
+		// Guarded: the arguments alone are allocations, for every partition of
+		// every Fetch answer, most of them empty at idle.
+		c.log.Debug("fetched", "topic", p.tp.topic, "partition", p.tp.partition, "batches", n, "partial_bytes", it.Remaining(),
+			"next_offset", p.fetchOffset, "high_watermark", r.HighWatermark, "last_stable", r.LastStableOffset)
+	}
 	if n == 0 && p.gap != nil && r.HighWatermark <= p.fetchOffset && r.HighWatermark >= 0 {
 		// The source is empty from its log start on: fill up to it.
 		c.queueFillLocked(p, p.gap.logStart, p.gap.logStart)

@@ -541,6 +541,14 @@ func envInt(name string, def int64) int64 {
 	return def
 }
 
+// envDuration reads a Go duration ("60s") from the environment, def when unset or not one.
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func thousands(f float64) string {

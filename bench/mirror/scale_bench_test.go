@@ -81,7 +81,7 @@ func BenchmarkScale(b *testing.B) {
 	}
 	add("DescribeMirrors (the RPC behind --describe)", secs(time.Since(began)), "≤ 2 s")
 
-	idle := scaleIdle(ctx, b, e, []*kmirrorProc{k1, k2}, 20*time.Second)
+	idle := scaleIdle(ctx, b, e, []*kmirrorProc{k1, k2}, envDuration("KMIRROR_BENCH_SCALE_IDLE", 20*time.Second))
 	figs = append(figs, idle...)
 
 	// An instance killed: its partitions copy again on the other.
@@ -216,6 +216,9 @@ func scaleIdle(ctx context.Context, b *testing.B, e *env, ks []*kmirrorProc, d t
 		cpu0[i], _ = cpuOf(k.pid())
 	}
 	state0, began := stateEnd(), time.Now()
+	// Said at once, not at the end as b.Log is: a profiler attaches to these
+	// processes for the window (perf record -p; bench/README.md, "Scale").
+	fmt.Fprintf(os.Stderr, "scale: idle window of %s begins: kmirror pids %d %d\n", d, ks[0].pid(), ks[len(ks)-1].pid())
 	time.Sleep(d) // a measurement window, not a wait for a condition
 	took := time.Since(began)
 	var out []scaleFigure
