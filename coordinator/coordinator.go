@@ -90,10 +90,11 @@ type Coordinator struct {
 	owned         map[int32]bool
 	numPartitions int32 // of the state topic, once it exists
 	workers       map[statetopic.Key]*worker
-	resyncedAt    time.Time    // when reconcile last ticked every worker (Run's goroutine only)
-	reconciled    reconciled   // what reconcile last read (Run's goroutine only)
-	ownedGen      uint64       // changes of owned
-	evaluations   atomic.Int64 // state machine decisions taken by the workers (a metric)
+	resyncedAt    time.Time     // when reconcile last ticked every worker (Run's goroutine only)
+	reconciled    reconciled    // what reconcile last read (Run's goroutine only)
+	ownedGen      uint64        // changes of owned
+	evaluations   atomic.Int64  // state machine decisions taken by the workers (a metric)
+	reconciledGen atomic.Uint64 // the Store generation the last full reconcile pass read
 
 	lossMu sync.Mutex // one CheckState at a time
 	loss   lossTracker
@@ -263,20 +264,36 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	for {
 		c.reconcile(ctx)
+		last := time.Now()
 		select {
 		case <-ctx.Done():
+		case <-c.store.Changed():
+			// A start-up writes thousands of state records, applied in as many
+			// batches: one pass per reconcileEvery reads them together (each
+			// pass reads every mirror partition).
+			t := time.NewTimer(reconcileEvery - time.Since(last))
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		case <-c.wake:
+		case <-ticker.C:
+		}
+		if ctx.Err() != nil {
 			c.stopWorkers(func(statetopic.Key) bool { return true })
 			c.group.Close()
 			wg.Wait()
 			c.store.Close()
 			c.loss.marks.close()
 			return nil
-		case <-c.store.Changed():
-		case <-c.wake:
-		case <-ticker.C:
 		}
 	}
 }
+
+// reconcileEvery is the shortest time between two reconcile passes woken by
+// state changes: what a change waits for at most before its workers look.
+const reconcileEvery = 50 * time.Millisecond
 
 func (c *Coordinator) poke() {
 	select {
@@ -382,6 +399,7 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 		c.resyncedAt = time.Now()
 	}
 	c.reconciled = seen
+	c.reconciledGen.Store(seen.store)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, wv := range want {

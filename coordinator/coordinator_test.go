@@ -240,6 +240,11 @@ func TestReconcileWakesOnlyTheWorkersWhoseRecordsChanged(t *testing.T) {
 		b, o := mirroring("big", big), mirroring("one", 1)
 		return b == big && o == 1, fmt.Sprintf("big %d, one %d", b, o)
 	})
+	// The last MIRRORING records are still being read back: each wakes its worker
+	// once more. Counting starts when nothing is left to read or decide.
+	polltest.Eventually(t, time.Minute, "every applied record reconciled and every worker idle", func() (bool, string) {
+		return in.c.settled(), fmt.Sprintf("store generation %d, reconciled %d", in.c.store.Generation(), in.c.reconciledGen.Load())
+	})
 	before := in.c.evaluations.Load()
 	for i := range 5 {
 		if err := in.c.Write(ctx, Record{statetopic.GroupSyncKey("dr", fmt.Sprintf("g%d", i)), &statetopic.GroupSync{Partitions: 1}}); err != nil {
@@ -260,4 +265,20 @@ func TestReconcileWakesOnlyTheWorkersWhoseRecordsChanged(t *testing.T) {
 	if got := mirroring("big", big); got != big {
 		t.Fatalf("%d of the untouched topic's %d partitions MIRRORING", got, big)
 	}
+}
+
+// settled: the last reconcile pass read the Store as it is, and no worker has
+// an event to handle.
+func (c *Coordinator) settled() bool {
+	if c.reconciledGen.Load() != c.store.Generation() {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.workers {
+		if w.pending.Load() != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -372,11 +372,11 @@ func (s *Store) waitApplied(ctx context.Context, want map[int32]int64) error {
 // works, and min.insync.replicas at 2 so a write survives one broker loss.
 // It returns the replication asked for and whether this call created it.
 func createCompactedTopic(ctx context.Context, admin *kadm.Client, topic string, partitions int32, maxRF int16) (int16, bool, error) {
-	brokers, err := admin.ListBrokers(ctx)
+	brokers, err := admin.BrokerMetadata(ctx) // ListBrokers would ask for every topic's metadata
 	if err != nil {
 		return 0, false, fmt.Errorf("coordinator: list destination brokers: %w", err)
 	}
-	rf := min(maxRF, int16(len(brokers)))
+	rf := min(maxRF, int16(len(brokers.Brokers)))
 	resp, err := admin.CreateTopic(ctx, partitions, rf, map[string]*string{
 		"cleanup.policy":      kadm.StringPtr("compact"),
 		"min.insync.replicas": kadm.StringPtr(fmt.Sprint(min(2, rf))),

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kmirror/kmirror/coordinator/datapath"
@@ -24,6 +25,8 @@ type worker struct {
 	// The inputs reconcile last ticked the worker for (reconcile alone
 	// reads and writes it, under Coordinator.mu).
 	inputs workerInputs
+
+	pending atomic.Int32 // events posted and not yet handled (tests wait for 0)
 
 	mu     sync.Mutex
 	ref    PartitionRef
@@ -59,6 +62,7 @@ func (w *worker) getRef() PartitionRef {
 
 // post queues an event; safe from any goroutine, never blocks.
 func (w *worker) post(ev Event) {
+	w.pending.Add(1)
 	w.mu.Lock()
 	w.queue = append(w.queue, ev)
 	w.mu.Unlock()
@@ -130,6 +134,7 @@ func (w *worker) run(ctx context.Context) {
 				return
 			}
 			w.handle(ctx, ev)
+			w.pending.Add(-1)
 		}
 	}
 }

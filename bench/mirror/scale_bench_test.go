@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +81,10 @@ func BenchmarkScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	add("DescribeMirrors (the RPC behind --describe)", secs(time.Since(began)), "≤ 2 s")
+	for _, format := range [][]string{nil, {"--json"}} {
+		took, out := cliDescribe(ctx, b, e.kmirror, k1.addr, mirror, format...)
+		add(fmt.Sprintf("`kmirror mirrors --describe %s` (the CLI, %d bytes printed)", strings.Join(format, " "), out), secs(took), "≤ 2 s")
+	}
 
 	idle := scaleIdle(ctx, b, e, []*kmirrorProc{k1, k2}, envDuration("KMIRROR_BENCH_SCALE_IDLE", 20*time.Second))
 	figs = append(figs, idle...)
@@ -108,6 +113,20 @@ func BenchmarkScale(b *testing.B) {
 		fmt.Fprintf(&sb, "| %s | %s | %s |\n", f.what, f.got, f.target)
 	}
 	fmt.Print(sb.String())
+}
+
+// cliDescribe runs the kmirror CLI's describe of the mirror, as an operator would, and
+// returns how long it took and how many bytes it printed.
+func cliDescribe(ctx context.Context, b *testing.B, bin, addr, mirror string, extra ...string) (time.Duration, int) {
+	b.Helper()
+	args := append([]string{"mirrors", "--bootstrap-server", addr, "--describe", "--mirror", mirror}, extra...)
+	began := time.Now()
+	out, err := exec.CommandContext(ctx, bin, args...).Output()
+	took := time.Since(began)
+	if err != nil {
+		b.Fatalf("kmirror %s: %v", strings.Join(args, " "), err)
+	}
+	return took, len(out)
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
