@@ -26,6 +26,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/syncjobs"
 	"github.com/kmirror/kmirror/enforcement"
 	"github.com/kmirror/kmirror/internal/clientid"
+	"github.com/kmirror/kmirror/internal/clientmetrics"
 	"github.com/kmirror/kmirror/proxy"
 	"github.com/kmirror/kmirror/statuspage"
 )
@@ -64,11 +65,13 @@ type Instance struct {
 	Guard   *enforcement.Guard
 	Backend *apis.Backend
 	sources *sourceclient.Cache
-	dstCl   *kgo.Client
-	data    *DataPath
-	rpo     *apis.RPOSampler
-	routes  *routeDriver // drives the switches of the routes whose state partition this instance owns
-	page    *statuspage.Page
+	// requests counts what every Kafka client of this instance sends.
+	requests *clientmetrics.Requests
+	dstCl    *kgo.Client
+	data     *DataPath
+	rpo      *apis.RPOSampler
+	routes   *routeDriver // drives the switches of the routes whose state partition this instance owns
+	page     *statuspage.Page
 }
 
 // New builds an instance; Run starts it.
@@ -99,6 +102,10 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every client of the control plane and the copy counts its requests
+	// (kmirror_client_requests_total): the load kmirror puts on each cluster.
+	in.requests = &clientmetrics.Requests{}
+	dstOpts = append(slices.Clip(dstOpts), in.requests.Opt(clientmetrics.Destination))
 	// Each client says what it is for (internal/clientid), so destination
 	// quotas and broker logs tell the control plane from the copies.
 	withID := func(id string) []kgo.Opt { return append(slices.Clip(dstOpts), kgo.ClientID(id)) }
@@ -114,7 +121,7 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	if err != nil {
 		return nil, err
 	}
-	in.sources = sourceclient.NewCache().WithSecrets(resolver, log)
+	in.sources = sourceclient.NewCache(in.requests.Opt(clientmetrics.Source)).WithSecrets(resolver, log)
 	identities, err := identityClients(withID(clientid.Identities))
 	if err != nil {
 		return nil, err
@@ -151,7 +158,8 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	in.routes = newRouteDriver(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Coord.OwnsRoute, in.Coord.LiveMembers,
 		in.routeNames, in.routeMirror, apis.SwitchActions{B: in.Backend}, log)
 	in.Backend.Routes = in.Proxy.Routes
-	if err := errors.Join(in.Coord.RegisterMetrics(meter), in.rpo.RegisterMetrics(meter), in.sources.Throttles().RegisterMetrics(meter)); err != nil {
+	if err := errors.Join(in.Coord.RegisterMetrics(meter), in.rpo.RegisterMetrics(meter), in.sources.Throttles().RegisterMetrics(meter),
+		in.requests.RegisterMetrics(meter)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	in.newStatusPage()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/internal/freeport"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
@@ -457,10 +458,11 @@ func probeLag(ctx context.Context, b *testing.B, origin *kafkatest.Cluster, orig
 
 // kmirrorProc is a `kmirror proxy` process in front of the destination.
 type kmirrorProc struct {
-	cmd    *exec.Cmd
-	addr   string
-	log    string
-	exited chan struct{}
+	cmd     *exec.Cmd
+	addr    string
+	metrics string // its /metrics address
+	log     string
+	exited  chan struct{}
 }
 
 func startKmirror(b *testing.B, e *env, bin, name string) *kmirrorProc {
@@ -471,8 +473,12 @@ func startKmirror(b *testing.B, e *env, bin, name string) *kmirrorProc {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	k := &kmirrorProc{addr: addr, log: filepath.Join(e.work, "kmirror-"+name+".log"), exited: make(chan struct{})}
-	k.cmd = exec.Command(bin, "proxy", "--upstream", e.dst.BootstrapString(), "--listen", addr, "--broker-ports", "0",
+	metrics, err := freeport.Addr()
+	if err != nil {
+		b.Fatal(err)
+	}
+	k := &kmirrorProc{addr: addr, metrics: metrics, log: filepath.Join(e.work, "kmirror-"+name+".log"), exited: make(chan struct{})}
+	k.cmd = exec.Command(bin, "proxy", "--upstream", e.dst.BootstrapString(), "--listen", addr, "--broker-ports", "0", "--metrics-addr", metrics,
 		"--state-partitions", "10", "--state-replication-factor", "1", "--session-timeout", "6s", "--log-level", logLevel())
 	logf, err := os.Create(k.log)
 	if err != nil {

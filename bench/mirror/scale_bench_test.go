@@ -18,7 +18,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sort"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +31,7 @@ import (
 
 	"github.com/kmirror/kmirror/instance/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
+	"github.com/kmirror/kmirror/internal/metricstest"
 	"github.com/kmirror/kmirror/internal/polltest"
 	"github.com/kmirror/kmirror/protocol"
 )
@@ -88,6 +92,7 @@ func BenchmarkScale(b *testing.B) {
 
 	idle := scaleIdle(ctx, b, e, []*kmirrorProc{k1, k2}, envDuration("KMIRROR_BENCH_SCALE_IDLE", 20*time.Second))
 	figs = append(figs, idle...)
+	figs = append(figs, scaleLoad(ctx, b, e, names)...)
 
 	// An instance killed: its partitions copy again on the other.
 	_ = k2.cmd.Process.Kill()
@@ -231,8 +236,10 @@ func scaleIdle(ctx context.Context, b *testing.B, e *env, ks []*kmirrorProc, d t
 		return n
 	}
 	cpu0 := make([]time.Duration, len(ks))
+	req0 := make([]map[string]float64, len(ks))
 	for i, k := range ks {
 		cpu0[i], _ = cpuOf(k.pid())
+		req0[i] = clientRequests(b, k)
 	}
 	state0, began := stateEnd(), time.Now()
 	// Said at once, not at the end as b.Log is: a profiler attaches to these
@@ -243,12 +250,187 @@ func scaleIdle(ctx context.Context, b *testing.B, e *env, ks []*kmirrorProc, d t
 	var out []scaleFigure
 	out = append(out, scaleFigure{"`__mirror_state` records written per second at idle", fmt.Sprintf("%.2f", float64(stateEnd()-state0)/took.Seconds()), "≈ 0"})
 	for i, k := range ks {
+		req := clientRequests(b, k)
+		for _, cluster := range []string{"source", "destination"} {
+			out = append(out, scaleFigure{fmt.Sprintf("instance %d requests per second to the %s at idle (%s)", i+1, cluster, topAPIs(req0[i], req, cluster, took)),
+				fmt.Sprintf("%.1f", (req[cluster]-req0[i][cluster])/took.Seconds()), "–"})
+		}
 		cpu, _ := cpuOf(k.pid())
 		rss, _ := statusBytes(k.pid(), "VmRSS")
 		out = append(out, scaleFigure{fmt.Sprintf("instance %d CPU at idle (share of a core)", i+1), fmt.Sprintf("%.1f %%", 100*(cpu-cpu0[i]).Seconds()/took.Seconds()), "≤ 3 %"},
 			scaleFigure{fmt.Sprintf("instance %d RSS at idle", i+1), fmt.Sprintf("%.0f MiB", float64(rss)/(1<<20)), "≤ 256 MiB + copy buffer (64 MiB)"})
 	}
 	return out
+}
+
+// Steady load over every partition: scaleLoadBytes produced as fast as one franz-go producer
+// can (raw produce, timed), copied meanwhile (timed from the first produce until every
+// destination partition has caught up), then half the raw rate for scaleLoadFor with every
+// record's lag measured on the destination (its CreateTime to the moment a consumer of the
+// destination has it: produce → readable, the same clock).
+const (
+	scaleLoadRecord = 512
+	scaleLoadFor    = 15 * time.Second
+)
+
+func scaleLoadBytes() int64 { return envInt("KMIRROR_BENCH_SCALE_LOAD_MB", 32) << 20 }
+
+func scaleLoad(ctx context.Context, b *testing.B, e *env, names []string) []scaleFigure {
+	b.Helper()
+	type topicPartition struct {
+		Topic     string
+		Partition int32
+	}
+	var parts []topicPartition
+	for _, t := range names {
+		for p := range int32(scalePartsPerTopic) {
+			parts = append(parts, topicPartition{t, p})
+		}
+	}
+	prod := e.src.Client(b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	value := make([]byte, scaleLoadRecord)
+	n := int(scaleLoadBytes() / scaleLoadRecord)
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		tp := parts[i%len(parts)]
+		recs[i] = &kgo.Record{Topic: tp.Topic, Partition: tp.Partition, Value: value}
+	}
+	began := time.Now()
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		b.Fatalf("load: %v", err)
+	}
+	raw := time.Since(began)
+	waitCaughtUp(ctx, b, e, names)
+	copied := time.Since(began)
+	mb := float64(n*scaleLoadRecord) / 1e6
+	rawRate, copyRate := mb/raw.Seconds(), mb/copied.Seconds()
+
+	// Half the raw rate, paced every 10 ms, consumed on the destination from its end.
+	cons := e.dst.Client(b, kgo.ConsumeTopics(names...), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
+	cctx, stop := context.WithCancel(ctx)
+	lagsc := make(chan []time.Duration, 1)
+	ready := make(chan struct{})
+	var read atomic.Int64
+	go func() {
+		var lags []time.Duration
+		once := false
+		for cctx.Err() == nil {
+			fs := cons.PollFetches(cctx)
+			if !once {
+				once = true
+				close(ready)
+			}
+			now := time.Now()
+			fs.EachRecord(func(r *kgo.Record) { lags = append(lags, now.Sub(r.Timestamp)) })
+			read.Store(int64(len(lags)))
+		}
+		lagsc <- lags
+	}()
+	// The consumer's first poll has its positions; records before it would be missed.
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+	}
+	perTick := max(1, int(rawRate/2*1e6/scaleLoadRecord/100))
+	tick := time.NewTicker(10 * time.Millisecond)
+	sent, i := 0, 0
+	end := time.Now().Add(scaleLoadFor)
+	for time.Now().Before(end) {
+		<-tick.C
+		for range perTick {
+			tp := parts[i%len(parts)]
+			i++
+			prod.Produce(ctx, &kgo.Record{Topic: tp.Topic, Partition: tp.Partition, Value: value}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					b.Errorf("load at half rate: %v", err)
+				}
+			})
+			sent++
+		}
+	}
+	tick.Stop()
+	if err := prod.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	waitCaughtUp(ctx, b, e, names)
+	// The consumer has what the destination holds once its next polls come back empty.
+	polltest.Eventually(b, time.Minute, "the destination consumer read the half-rate load", func() (bool, string) {
+		return read.Load() >= int64(sent), fmt.Sprintf("%d of %d read", read.Load(), sent)
+	})
+	stop()
+	lags := <-lagsc
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	if len(lags) < sent {
+		b.Fatalf("half-rate load: %d records sent, %d read on the destination", sent, len(lags))
+	}
+	p50, p99 := lags[len(lags)/2], lags[(len(lags)*99+99)/100-1]
+	return []scaleFigure{
+		{fmt.Sprintf("steady load over every partition (%.0f MB of %d-byte records): raw produce", mb, scaleLoadRecord), fmt.Sprintf("%.1f MB/s", rawRate), "–"},
+		{"steady load: copied (first produce → every destination partition caught up)", fmt.Sprintf("%.1f MB/s = %.2f× raw", copyRate, copyRate/rawRate), "≥ 0.8× raw"},
+		{fmt.Sprintf("lag at half the raw rate (%d records over %s), p50 / p99", sent, scaleLoadFor), fmt.Sprintf("%d / %d ms", p50.Milliseconds(), p99.Milliseconds()), "p99 ≤ 250 ms"},
+	}
+}
+
+// clientRequests reads an instance's kmirror_client_requests_total: the sum per cluster
+// under "source" and "destination", and per "cluster/api".
+func clientRequests(b *testing.B, k *kmirrorProc) map[string]float64 {
+	b.Helper()
+	body, err := metricstest.Scrape(k.metrics)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		rest, ok := strings.CutPrefix(line, "kmirror_client_requests_total{")
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		cluster, api := label(labels, "cluster"), label(labels, "api")
+		out[cluster] += v
+		out[cluster+"/"+api] += v
+	}
+	return out
+}
+
+// label reads one label's value from a Prometheus label list.
+func label(labels, name string) string {
+	_, rest, ok := strings.Cut(labels, name+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
+}
+
+// topAPIs names the APIs that sent most requests to cluster between two reads, with their rates.
+func topAPIs(before, after map[string]float64, cluster string, took time.Duration) string {
+	type rate struct {
+		api string
+		n   float64
+	}
+	var rs []rate
+	for k, v := range after {
+		if api, ok := strings.CutPrefix(k, cluster+"/"); ok && v > before[k] {
+			rs = append(rs, rate{api, (v - before[k]) / took.Seconds()})
+		}
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].n > rs[j].n })
+	var parts []string
+	for _, r := range rs[:min(3, len(rs))] {
+		parts = append(parts, fmt.Sprintf("%s %.1f", r.api, r.n))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // warmTransactions makes the destination create its transaction state topic before anything is
