@@ -364,31 +364,7 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 		// (an idle instance's largest allocation, bench/README.md "Scale").
 		return
 	}
-	want := map[statetopic.Key]wanted{}
-	configs := map[string]*statetopic.MirrorConfig{}
-	c.mu.Lock()
-	owned := make(map[int32]bool, len(c.owned))
-	for p := range c.owned {
-		owned[p] = true
-	}
-	c.mu.Unlock()
-	c.store.Read(func(v *statetopic.View) {
-		for _, name := range v.MirrorNames() {
-			m := v.Mirror(name)
-			configs[name] = m.Config
-			for topic, t := range m.Topics {
-				for p := int32(0); p < t.Partitions; p++ {
-					k := statetopic.PartitionStateKey(name, t.SourceTopicID, p)
-					if owned[k.StatePartition(n)] {
-						want[k] = wanted{
-							ref:    PartitionRef{Mirror: name, Topic: topic, Partition: p, SourceTopicID: t.SourceTopicID, Config: m.Config},
-							inputs: workerInputs{topic: t, part: m.Partitions[statetopic.PartitionID{SourceTopicID: t.SourceTopicID, Partition: p}]},
-						}
-					}
-				}
-			}
-		}
-	})
+	want, configs := c.wantedWorkers(n)
 	if mc, ok := c.cfg.DataPath.(MirrorConfigurer); ok {
 		for name, cfg := range configs {
 			mc.ConfigureMirror(name, cfg)
@@ -425,6 +401,38 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 			w.tick()
 		}
 	}
+}
+
+// wantedWorkers lists the mirror partitions whose state partition (of n) this
+// instance owns, with the records their workers decide from, and every
+// mirror's config.
+func (c *Coordinator) wantedWorkers(n int32) (want map[statetopic.Key]wanted, configs map[string]*statetopic.MirrorConfig) {
+	want = map[statetopic.Key]wanted{}
+	configs = map[string]*statetopic.MirrorConfig{}
+	c.mu.Lock()
+	owned := make(map[int32]bool, len(c.owned))
+	for p := range c.owned {
+		owned[p] = true
+	}
+	c.mu.Unlock()
+	c.store.Read(func(v *statetopic.View) {
+		for _, name := range v.MirrorNames() {
+			m := v.Mirror(name)
+			configs[name] = m.Config
+			for topic, t := range m.Topics {
+				for p := int32(0); p < t.Partitions; p++ {
+					k := statetopic.PartitionStateKey(name, t.SourceTopicID, p)
+					if owned[k.StatePartition(n)] {
+						want[k] = wanted{
+							ref:    PartitionRef{Mirror: name, Topic: topic, Partition: p, SourceTopicID: t.SourceTopicID, Config: m.Config},
+							inputs: workerInputs{topic: t, part: m.Partitions[statetopic.PartitionID{SourceTopicID: t.SourceTopicID, Partition: p}]},
+						}
+					}
+				}
+			}
+		}
+	})
+	return want, configs
 }
 
 // reconciled is what a reconcile pass read: a pass that would read the same

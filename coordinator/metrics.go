@@ -88,6 +88,14 @@ func (c *Coordinator) RegisterMetrics(meter metric.Meter) error {
 	if err := c.registerLossMetrics(meter); err != nil {
 		return err
 	}
+	if err := c.registerWorkMetrics(meter); err != nil {
+		return err
+	}
+	return registerSyncMetrics(meter, c.store)
+}
+
+// registerWorkMetrics publishes how much deciding the partition workers do.
+func (c *Coordinator) registerWorkMetrics(meter metric.Meter) error {
 	evaluations, err := meter.Int64ObservableCounter("kmirror.coordinator.evaluations",
 		metric.WithDescription("State machine decisions this instance's partition workers took: at idle it stays flat; growing with nothing to do means workers are woken for nothing (bench/README.md, \"Scale\")."))
 	if err != nil {
@@ -99,7 +107,7 @@ func (c *Coordinator) RegisterMetrics(meter metric.Meter) error {
 	}, evaluations); err != nil {
 		return fmt.Errorf("coordinator metrics: %w", err)
 	}
-	return registerSyncMetrics(meter, c.store)
+	return nil
 }
 
 // registerLossMetrics publishes whether mirror state is lost (stateloss.go)

@@ -143,7 +143,23 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		return nil, err
 	}
 	in.data.SetLease(in.Coord.Lease)
-	in.Backend = &apis.Backend{Coord: in.Coord, Sources: in.sources, Destination: kadm.NewClient(in.dstCl), Log: log}
+	in.wireProxy()
+	in.rpo = apis.NewRPOSampler(in.Backend, 0)
+	in.routes = newRouteDriver(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Coord.OwnsRoute, in.Coord.LiveMembers,
+		in.routeNames, in.routeMirror, apis.SwitchActions{B: in.Backend}, log)
+	in.Backend.Routes = in.Proxy.Routes
+	if err := in.registerMetrics(); err != nil {
+		return nil, err
+	}
+	in.newStatusPage()
+	return in, nil
+}
+
+// wireProxy installs the mirror RPC handlers, the guard and the readiness
+// check on the proxy.
+func (in *Instance) wireProxy() {
+	p := in.Proxy
+	in.Backend = &apis.Backend{Coord: in.Coord, Sources: in.sources, Destination: kadm.NewClient(in.dstCl), Log: in.log}
 	apis.Register(p.Handlers, in.Backend)
 	p.SetConfigResources(apis.ConfigResources(in.Backend))
 	in.Guard.SetInternals(enforcement.Internals{StateTopic: in.Coord.StateTopic(), MarksTopic: in.Coord.MarksTopic(), GroupID: in.Coord.GroupID(),
@@ -153,17 +169,16 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	// Until the view has read __mirror_state to its end, no topic is known not to be a mirror
 	// topic: every write is refused, retriably (readOnlyFollower).
 	in.Guard.Update(enforcement.Loading("starting").WithLost(in.Coord.Loss().Topics()))
-	meter := p.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")
-	in.rpo = apis.NewRPOSampler(in.Backend, 0)
-	in.routes = newRouteDriver(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Coord.OwnsRoute, in.Coord.LiveMembers,
-		in.routeNames, in.routeMirror, apis.SwitchActions{B: in.Backend}, log)
-	in.Backend.Routes = in.Proxy.Routes
+}
+
+// registerMetrics publishes the mirroring side's metrics beside the proxy's.
+func (in *Instance) registerMetrics() error {
+	meter := in.Proxy.MeterProvider().Meter("github.com/kmirror/kmirror/coordinator")
 	if err := errors.Join(in.Coord.RegisterMetrics(meter), in.rpo.RegisterMetrics(meter), in.sources.Throttles().RegisterMetrics(meter),
 		in.requests.RegisterMetrics(meter)); err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		return fmt.Errorf("metrics: %w", err)
 	}
-	in.newStatusPage()
-	return in, nil
+	return nil
 }
 
 // secretsResolver loads the secrets key file, if any: without one, source
