@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -24,10 +25,11 @@ type fakeDataPath struct {
 	epochs  *int16 // shared between instances: InitProducerId bumps one epoch per partition
 	running map[int32]bool
 	started map[int32]int
+	fence   map[int32]int // copies of a partition that report EventFenced right after they start
 }
 
 func newFakeDataPath(epochs *int16) *fakeDataPath {
-	return &fakeDataPath{epochs: epochs, running: map[int32]bool{}, started: map[int32]int{}}
+	return &fakeDataPath{epochs: epochs, running: map[int32]bool{}, started: map[int32]int{}, fence: map[int32]int{}}
 }
 
 var epochMu sync.Mutex
@@ -39,12 +41,29 @@ func (f *fakeDataPath) Prepare(_ context.Context, p PartitionRef, _ *statetopic.
 	return Writer{ProducerID: 1000, Epoch: *f.epochs}, nil, nil
 }
 
-func (f *fakeDataPath) Start(_ context.Context, p PartitionRef, _ Writer, _ func(datapath.Event)) error {
+func (f *fakeDataPath) Start(_ context.Context, p PartitionRef, _ Writer, events func(datapath.Event)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.running[p.Partition] = true
 	f.started[p.Partition]++
+	if f.fence[p.Partition] > 0 {
+		f.fence[p.Partition]--
+		// Later than the partition's MIRRORING record is read back, as a real copy's
+		// first refused write is: then no record of the worker changes after the fence.
+		time.AfterFunc(500*time.Millisecond, func() {
+			f.mu.Lock()
+			delete(f.running, p.Partition)
+			f.mu.Unlock()
+			events(datapath.Event{Kind: datapath.EventFenced, Topic: p.Topic, Partition: p.Partition, Err: errors.New("fake: fenced")})
+		})
+	}
 	return nil
+}
+
+func (f *fakeDataPath) startedCount(p int32) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.started[p]
 }
 
 func (f *fakeDataPath) Stop(_ context.Context, p PartitionRef, _ datapath.StopHow) (int64, error) {
@@ -281,4 +300,31 @@ func (c *Coordinator) settled() bool {
 		}
 	}
 	return true
+}
+
+// A copy fenced while this instance still owns its state partition is
+// prepared and started again promptly: nothing of the worker's records
+// changes, so without a timer of its own it waited for the 30 s resync (the
+// soak's soak.tx/2 restarted only every 30 s). Here the resync is an hour.
+func TestFencedCopyRestartsWhileStillOwned(t *testing.T) {
+	var epochs int16
+	in := startInstanceWith(t, kafkatest.Start(t, kafkatest.Fake()), &epochs, "a", time.Hour)
+	in.dp.mu.Lock()
+	in.dp.fence[0] = 2 // the first two copies are fenced at once
+	in.dp.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := in.c.EnsureStateTopic(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.c.Write(ctx,
+		Record{statetopic.MirrorConfigKey("dr"), &statetopic.MirrorConfig{Configs: map[string]string{"bootstrap.servers": "src:9092"}}},
+		Record{statetopic.MirrorTopicKey("dr", "orders"), &statetopic.MirrorTopic{SourceTopicID: statetopic.UUID{3}, Desired: statetopic.DesireMirror, Partitions: 1}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Eventually(t, 20*time.Second, "the partition copying after two fences", func() (bool, string) {
+		n := in.dp.startedCount(0)
+		return n == 3 && in.dp.runningSet()[0], fmt.Sprintf("started %d times", n)
+	})
 }

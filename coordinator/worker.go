@@ -281,6 +281,12 @@ func (w *worker) act(ctx context.Context, ref PartitionRef, a Action, step Step,
 		}
 		w.local = Local{}
 		w.writer = Writer{}
+		// Fenced, yet still the owner of the state partition (reconcile stops
+		// this worker when the assignment moves): look again after a pause,
+		// which prepares again and fences the other writer in turn. No record
+		// of this worker's changed, so nothing else would wake it before the
+		// resync (a soak run's soak.tx/2 restarted only every 30 s).
+		w.after(ctx, writeRetryDelay, Event{Kind: EvTick})
 	}
 }
 
