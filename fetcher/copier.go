@@ -128,6 +128,7 @@ var (
 	ErrBatchTooLarge       = datapath.NewPermanent("source batch is larger than the destination accepts")
 	ErrDestinationRejected = errors.New("destination rejected a batch")
 	ErrForeignTransaction  = errors.New("a producer outside the mirror has an open transaction on the destination partition")
+	ErrCoordinatorBehind   = datapath.NewPermanent("the destination's transaction coordinator lost the end of a transaction its partition has")
 )
 
 // Copier copies batches of many partitions of one mirror.

@@ -53,6 +53,7 @@ func TestRealKafka(t *testing.T) {
 	sub("TransactionalSource", testTransactionalSource)
 	sub("TransactionResume", testTransactionResume)
 	sub("DuplicateMarkerThenNewOwner", testDuplicateMarkerThenNewOwner)
+	sub("CoordinatorLostTheEnd", testCoordinatorLostTheEnd)
 	sub("DestinationHoldsTheOriginals", testDestinationHoldsTheOriginals)
 	sub("FailoverAbortsOpenTransaction", testFailoverAbortsOpenTransaction)
 	sub("PauseAtQuietPoint", testPauseAtQuietPoint)

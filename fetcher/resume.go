@@ -60,6 +60,19 @@ func (c *Copier) resume(ctx context.Context, task Task) (resumePoint, error) {
 		if pr.ProducerID == task.Writer.ID && int16(pr.ProducerEpoch) == task.Writer.Epoch && pr.LastSequence >= 0 {
 			rp.writerNextSeq = nextSequence(pr.LastSequence, 0)
 		}
+		if x := byPID[pr.ProducerID]; x != nil && pr.CurrentTxnStartOffset < 0 && int16(pr.ProducerEpoch) > x.epoch {
+			// Asked again: an earlier owner's EndTxn that completed after settle
+			// read the coordinator shows the same until the coordinator is read
+			// after the marker (it records the end before it writes a marker).
+			d, found, err := c.txn.describe(ctx, x.id)
+			if err != nil {
+				return resumePoint{}, err
+			}
+			if found && d.State == "Ongoing" && d.ProducerID == x.pid && d.ProducerEpoch == x.epoch {
+				return resumePoint{}, coordinatorBehind(task, x, pr)
+			}
+			return resumePoint{}, fmt.Errorf("destination transaction %s moved while the copy resumed (now %s at epoch %d); resuming again", x.id, d.State, d.ProducerEpoch)
+		}
 		if pr.CurrentTxnStartOffset < 0 {
 			continue
 		}
@@ -78,6 +91,28 @@ func (c *Copier) resume(ctx context.Context, task Task) (resumePoint, error) {
 		}
 	}
 	return rp, nil
+}
+
+// coordinatorBehind is the error of a partition whose last marker of x's
+// producer id closed a transaction, at an epoch above the one the
+// transaction coordinator still has x's transaction open at, with this
+// partition in it. A consistent Kafka cannot show this: a marker is written
+// only after its coordinator recorded the end (and, on transaction.version
+// 2, the bumped epoch). Seen in a soak run: a destination broker restarted
+// after SIGKILL acted as the transaction coordinator on its own log tail,
+// which had never reached the other replicas, before its metadata caught
+// up, and wrote the COMMIT marker of an end the new coordinator never heard
+// of. Every write of x at the coordinator's epoch is refused as old, so the
+// copy would be fenced and restarted forever; and ending the transaction the
+// coordinator holds open would write a second marker past the source's
+// offsets (so would its timeout, in transaction.max.timeout.ms). Nothing more
+// is appended.
+func coordinatorBehind(task Task, x *destTxn, pr kmsg.DescribeProducersResponseTopicPartitionActiveProducer) error {
+	return fmt.Errorf("%w: %s/%d: the transaction coordinator has transactional id %s (producer %d) open at epoch %d with this partition in it, "+
+		"but the partition's last marker of producer %d is at epoch %d and closed that transaction: the coordinator lost the end it wrote "+
+		"(a destination broker that restarted may act as coordinator on records its replicas never got); ending the transaction now would put a marker "+
+		"past the source's offsets, so nothing more is appended, and the destination topic must be re-created to mirror it again",
+		ErrCoordinatorBehind, task.Topic, task.Partition, x.id, x.pid, x.epoch, pr.ProducerID, pr.ProducerEpoch)
 }
 
 // settleTimeout bounds how long a resume waits for the destination's high

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
 )
@@ -183,4 +184,72 @@ func (e *env) duplicateMarker(topic string, partition int32, marker LogEntry) {
 			}
 		}
 	}
+}
+
+// A transaction coordinator that lost the end of a copy's transaction: the
+// partition has the transaction's COMMIT marker (at the source's offset, at
+// the epoch after the transaction's), while the coordinator still has the
+// transaction open at the transaction's epoch with the partition in it. A
+// soak run's destination got into this state when a broker restarted after
+// SIGKILL wrote, as coordinator, the marker of an end its replicas never
+// recorded. Every later write of the id at the coordinator's epoch is
+// refused as old: the copy was fenced and restarted forever. A new owner now
+// refuses to start, loudly and for good. Here the stale coordinator's marker
+// is written with WriteTxnMarkers, as a broker sends it.
+func testCoordinatorLostTheEnd(t *testing.T, e *env) {
+	const topic = "coordinator-behind"
+	e.createSource(topic, 1, nil)
+	cl := e.txnProducer(topic + "-a")
+	for i := range 2 { // offsets 0-1 and 2-3: a record and its COMMIT marker each
+		e.begin(cl)
+		e.produceIn(cl, topic, 0, 1, fmt.Sprintf("a%d", i))
+		e.end(cl, true)
+		e.awaitEnd(topic, 0, int64(2*i+2))
+	}
+	e.ensureDestination(topic)
+	task := Task{Topic: topic, Partition: 0, TransactionalID: "mirror-" + topic + "-0"}
+	first := e.newCopier(Config{})
+	first.holdOpsFrom(topic, 0, 3) // everything but the second transaction's end
+	if err := first.Start(e.ctx, task, nil); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Eventually(t, time.Minute, "the second transaction's record copied", func() (bool, string) {
+		pr, _ := first.Progress(topic, 0)
+		return pr.DestinationLogEnd == 3, fmt.Sprintf("destination log end %d", pr.DestinationLogEnd)
+	})
+	if _, err := first.Stop(topic, 0); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	prs, err := destinationProducers(e.ctx, e.dst, topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open *kmsg.DescribeProducersResponseTopicPartitionActiveProducer
+	for i := range prs {
+		if prs[i].CurrentTxnStartOffset == 2 {
+			open = &prs[i]
+		}
+	}
+	if open == nil {
+		t.Fatalf("destination producers %+v: none has the transaction open at offset 2", prs)
+	}
+	// The stale coordinator's marker: the end at the next epoch, as transaction.version 2 writes it.
+	lost := LogEntry{Producer: open.ProducerID, Epoch: int16(open.ProducerEpoch) + 1, Control: true, Commit: true}
+	e.duplicateMarker(topic, 0, lost)
+	if _, end := e.offsets(e.dstAdm, topic, 0); end != 4 {
+		t.Fatalf("destination log end %d after the stale coordinator's marker, want 4", end)
+	}
+
+	second := e.newCopier(Config{})
+	defer second.Close()
+	err = second.Start(e.ctx, task, nil)
+	if err == nil {
+		t.Fatal("the new owner started: every write of the open transaction's id would be refused as old, and the copy fenced and restarted forever")
+	}
+	if !errors.Is(err, ErrCoordinatorBehind) || datapath.Retriable(err) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("open at epoch %d", open.ProducerEpoch)) {
+		t.Fatalf("the new owner's start failed with %v; want ErrCoordinatorBehind naming epoch %d, for good", err, open.ProducerEpoch)
+	}
+	t.Logf("refused as it should be: %v", err)
 }

@@ -368,3 +368,28 @@ func TestPastWrittenReadsEveryHaltMessage(t *testing.T) {
 		t.Error("a message naming no offset was read as naming one")
 	}
 }
+
+// A coordinator that lost a transaction's end: the destination is the
+// source's log up to its end, nothing extra; the rest is not copied. A
+// difference before the end is still a mismatch.
+func TestCompareLostEnd(t *testing.T) {
+	msg := "soak.tx/2: the destination's transaction coordinator lost the end of a transaction its partition has: ..."
+	if !knownKafkaHalt(topicTx, msg) || knownKafkaHalt(topicNone, msg) {
+		t.Fatal("the coordinator's lost end is a known halt on the transactional topic only")
+	}
+	commit := fetcher.LogEntry{Offset: 3, Control: true, Commit: true}
+	src := []fetcher.LogEntry{rec(0, "a", "1"), rec(1, "b", "1"), rec(2, "c", "1"), commit, rec(4, "d", "1"), rec(5, "e", "1")}
+	var c counts
+	h := &halt{Message: msg}
+	c.compareHalted("tx/2", h, src, src[:4], false)
+	if h.CopiedEnd != 4 || c.NotCopiedAfterHalt != 2 || c.RecordsVerified != 3 || c.MarkersVerified != 1 || !c.zero() {
+		t.Fatalf("halt %+v, counts %+v", h, c)
+	}
+	bad := append([]fetcher.LogEntry(nil), src[:4]...)
+	bad[1] = rec(1, "x", "1")
+	var m counts
+	m.compareHalted("tx/2", &halt{Message: msg}, src, bad, false)
+	if m.Mismatched != 1 {
+		t.Fatalf("a wrong entry before the halt: counts %+v", m)
+	}
+}
