@@ -92,6 +92,7 @@ type Coordinator struct {
 	workers       map[statetopic.Key]*worker
 	resyncedAt    time.Time     // when reconcile last ticked every worker (Run's goroutine only)
 	reconciled    reconciled    // what reconcile last read (Run's goroutine only)
+	catchUp       catchUp       // the view position the current assignment's workers wait for (Run's goroutine only)
 	ownedGen      uint64        // changes of owned
 	evaluations   atomic.Int64  // state machine decisions taken by the workers (a metric)
 	reconciledGen atomic.Uint64 // the Store generation the last full reconcile pass read
@@ -347,7 +348,7 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 	if _, frozen := c.store.ID(); frozen {
 		// No state to fence or position a copy: copy nothing (stateloss.go).
 		c.stopWorkers(func(statetopic.Key) bool { return true })
-		c.reconciled = reconciled{}
+		c.reconciled, c.catchUp = reconciled{}, catchUp{}
 		return
 	}
 	n, err := c.StatePartitions(ctx)
@@ -371,6 +372,9 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 		}
 	}
 	c.stopWorkers(func(k statetopic.Key) bool { _, keep := want[k]; return !keep })
+	if !c.caughtUpFor(ctx, seen.owned) {
+		return // the next applied batch runs reconcile again
+	}
 	if resync {
 		c.resyncedAt = time.Now()
 	}
@@ -433,6 +437,34 @@ func (c *Coordinator) wantedWorkers(n int32) (want map[statetopic.Key]wanted, co
 		}
 	})
 	return want, configs
+}
+
+// caughtUpFor reports whether the view holds every state record written
+// before this assignment (owned, Coordinator.ownedGen) was taken: only then
+// may workers decide. A worker that decides from a view without its
+// partition's record takes the partition for new (a fresh data writer, a
+// PREPARING record over a FAILED one): a CI soak run's instance, restarted,
+// started soak.tx/0 again that way 0.5 s after its view had read the state
+// topic's records of other partitions, after it had failed for good. The end
+// offsets are read once per assignment and the view compared with them at
+// every pass (each applied batch wakes reconcile), so a state topic that
+// keeps being written cannot keep workers waiting.
+func (c *Coordinator) caughtUpFor(ctx context.Context, owned uint64) bool {
+	if c.catchUp.want == nil || c.catchUp.owned != owned {
+		want, err := c.store.endOffsets(ctx)
+		if err != nil {
+			c.log.Debug("reading the state topic's end offsets before starting workers; retrying", "err", err)
+			return false
+		}
+		c.catchUp = catchUp{owned: owned, want: want}
+	}
+	return c.store.reached(c.catchUp.want)
+}
+
+// catchUp is the view position an assignment's workers wait for.
+type catchUp struct {
+	owned uint64
+	want  map[int32]int64
 }
 
 // reconciled is what a reconcile pass read: a pass that would read the same

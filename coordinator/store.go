@@ -344,6 +344,34 @@ func (s *Store) CatchUp(ctx context.Context) error {
 	return s.waitApplied(ctx, want)
 }
 
+// endOffsets reads the state topic's end offsets: what a view holds everything
+// written before the call once it has reached them (reached).
+func (s *Store) endOffsets(ctx context.Context) (map[int32]int64, error) {
+	ends, err := s.admin.ListEndOffsets(ctx, s.topic)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: end offsets of %s: %w", s.topic, err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	return want, nil
+}
+
+// reached reports whether the view has applied every partition up to want.
+func (s *Store) reached(want map[int32]int64) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for p, off := range want {
+		if s.pos[p] < off {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *Store) waitApplied(ctx context.Context, want map[int32]int64) error {
 	for {
 		s.mu.RLock()
