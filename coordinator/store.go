@@ -331,16 +331,10 @@ type Record struct {
 // CatchUp returns once the view holds everything written to the state topic
 // before the call (on any instance).
 func (s *Store) CatchUp(ctx context.Context) error {
-	ends, err := s.admin.ListEndOffsets(ctx, s.topic)
+	want, err := s.endOffsets(ctx)
 	if err != nil {
-		return fmt.Errorf("coordinator: end offsets of %s: %w", s.topic, err)
+		return err
 	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
 	return s.waitApplied(ctx, want)
 }
 
@@ -374,16 +368,8 @@ func (s *Store) reached(want map[int32]int64) bool {
 
 func (s *Store) waitApplied(ctx context.Context, want map[int32]int64) error {
 	for {
-		s.mu.RLock()
-		done, changed := true, s.changed
-		for p, off := range want {
-			if s.pos[p] < off {
-				done = false
-				break
-			}
-		}
-		s.mu.RUnlock()
-		if done {
+		changed := s.Changed() // taken before the check: a batch applied after it closes it
+		if s.reached(want) {
 			return nil
 		}
 		select {
