@@ -102,11 +102,22 @@ func topicResult(t *testing.T, results []protocol.TopicResult, name string) prot
 	return protocol.TopicResult{}
 }
 
+// TestMirrorRPCErrorsAndLifecycle takes mirror dr through its whole life,
+// create to delete, with the errors of each RPC on the way. The steps run
+// in order, each on what the earlier ones left.
 func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
 	e := newEnv(t)
 	srcCfg := map[string]string{"bootstrap.servers": e.src.BootstrapString()}
+	lifecycleCreate(t, e, srcCfg)
+	lifecycleAdd(t, e, srcCfg)
+	lifecyclePauseResume(t, e)
+	lifecycleFailover(t, e)
+	lifecycleReaddListDelete(t, e)
+}
 
-	// CreateMirror validation.
+// lifecycleCreate checks CreateMirror's validation and creates mirror dr.
+func lifecycleCreate(t *testing.T, e *env, srcCfg map[string]string) {
+	t.Helper()
 	code, msg := e.create("bad name!", srcCfg)
 	expectCode(t, "invalid name", code, msg, protocol.ErrInvalidRequest, `invalid mirror name "bad name!"`)
 	code, msg = e.create("dr", map[string]string{"bootstrap.servers": e.src.BootstrapString(), "fetch.max.byte": "1"})
@@ -127,8 +138,13 @@ func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
 	}
 	code, msg = e.create("dr", map[string]string{"bootstrap.servers": e.src.BootstrapString(), "fetch.max.bytes": "2097152"})
 	expectCode(t, "duplicate", code, msg, protocol.ErrMirrorAlreadyExists, `mirror "dr" already exists with other configs`)
+}
 
-	// AddTopicsToMirror.
+// lifecycleAdd checks AddTopicsToMirror: payments, orders and orders-eu go
+// into dr, and every kind of refused topic is refused. It also creates the
+// mirror other.
+func lifecycleAdd(t *testing.T, e *env, srcCfg map[string]string) {
+	t.Helper()
 	resp := e.add("nope", []string{"orders"})
 	expectCode(t, "add to unknown mirror", resp.ErrorCode, deref(resp.ErrorMessage), protocol.ErrUnknownMirror, `mirror "nope" does not exist`)
 	resp = e.add("dr", []string{"payments", "missing"}, "orders.*")
@@ -154,7 +170,7 @@ func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
 	r = topicResult(t, resp.Topics, "payments")
 	expectCode(t, "re-add active", r.ErrorCode, deref(r.ErrorMessage), protocol.ErrMirrorTopicNotStopped, "remove it and wait for STOPPED")
 
-	if code, msg = e.create("other", srcCfg); code != 0 {
+	if code, msg := e.create("other", srcCfg); code != 0 {
 		t.Fatalf("create other: %s", msg)
 	}
 	resp = e.add("other", []string{"payments"})
@@ -175,11 +191,14 @@ func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
 	resp = e.add("other", []string{"payments-local"})
 	r = topicResult(t, resp.Topics, "payments-local")
 	expectCode(t, "non-empty destination topic", r.ErrorCode, deref(r.ErrorMessage), apis.ErrTopicExistsOnDestination, "1 records that did not come from the source")
+}
 
-	// Partitions reach MIRRORING through the coordinator.
+// lifecyclePauseResume waits for payments to reach MIRRORING through the
+// coordinator, then pauses and resumes it, with the errors of both.
+func lifecyclePauseResume(t *testing.T, e *env) {
+	t.Helper()
 	waitStates(t, e, "dr", "payments", 3, protocol.MirrorStateMirroring)
 
-	// Pause / resume.
 	pr := e.b.ResumeMirrorTopics(e.ctx, &protocol.ResumeMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
 	expectCode(t, "resume not paused", pr.Topics[0].ErrorCode, deref(pr.Topics[0].ErrorMessage), protocol.ErrMirrorTopicNotPaused, "not paused")
 	pp := e.b.PauseMirrorTopics(e.ctx, &protocol.PauseMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments", "nope")})
@@ -193,8 +212,13 @@ func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
 		t.Fatalf("resume: %s", deref(pr.Topics[0].ErrorMessage))
 	}
 	waitStates(t, e, "dr", "payments", 3, protocol.MirrorStateMirroring)
+}
 
-	// DeleteMirror refuses while topics mirror.
+// lifecycleFailover fails over every topic of dr and checks the last
+// mirrored offsets and the state that follow. DeleteMirror is refused
+// before, while topics mirror.
+func lifecycleFailover(t *testing.T, e *env) {
+	t.Helper()
 	dr := e.b.DeleteMirror(e.ctx, &protocol.DeleteMirrorRequest{MirrorName: "dr"})
 	expectCode(t, "delete busy mirror", dr.ErrorCode, deref(dr.ErrorMessage), protocol.ErrMirrorNotEmpty, "orders, orders-eu, payments")
 
@@ -203,12 +227,12 @@ func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
 	if rr.ErrorCode != 0 || topicResult(t, rr.Topics, "payments").ErrorCode != 0 || topicResult(t, rr.Topics, "orders-eu").ErrorCode != 0 {
 		t.Fatalf("remove: %+v", rr)
 	}
-	r = topicResult(t, rr.Topics, "nope")
+	r := topicResult(t, rr.Topics, "nope")
 	expectCode(t, "remove unknown", r.ErrorCode, deref(r.ErrorMessage), protocol.ErrTopicNotInMirror, `topic "nope" is not in mirror "dr"`)
 	for _, topic := range []string{"payments", "orders", "orders-eu"} {
 		waitStates(t, e, "dr", topic, 3, protocol.MirrorStateStopped)
 	}
-	pp = e.b.PauseMirrorTopics(e.ctx, &protocol.PauseMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
+	pp := e.b.PauseMirrorTopics(e.ctx, &protocol.PauseMirrorTopicsRequest{MirrorName: "dr", Topics: e.topicNames("payments")})
 	expectCode(t, "pause stopped", pp.Topics[0].ErrorCode, deref(pp.Topics[0].ErrorMessage), protocol.ErrMirrorTopicBeingStopped, "stopping or stopped")
 
 	lmo := e.b.LastMirroredOffsets(e.ctx, &protocol.LastMirroredOffsetsRequest{MirrorName: "dr",
@@ -221,9 +245,15 @@ func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
 	if len(rs.Topics) != 3 || rs.Topics[0].Partitions[0].State != protocol.MirrorStateStopped || rs.Topics[0].Partitions[0].PreviousState != protocol.MirrorStateStopping {
 		t.Fatalf("read mirror state %+v", rs.Topics)
 	}
+}
 
+// lifecycleReaddListDelete re-adds and fails over payments again, checks
+// ListMirrors and DescribeMirrors, and deletes dr, whose topics are then
+// free for another mirror.
+func lifecycleReaddListDelete(t *testing.T, e *env) {
+	t.Helper()
 	// Re-adding a failed-over topic prepares it again.
-	resp = e.add("dr", []string{"payments"})
+	resp := e.add("dr", []string{"payments"})
 	if r := topicResult(t, resp.Topics, "payments"); r.ErrorCode != 0 {
 		t.Fatalf("re-add stopped: %s", deref(r.ErrorMessage))
 	}
@@ -243,7 +273,7 @@ func TestMirrorRPCErrorsAndLifecycle(t *testing.T) {
 		t.Fatalf("describe partition %+v", p)
 	}
 
-	dr = e.b.DeleteMirror(e.ctx, &protocol.DeleteMirrorRequest{MirrorName: "dr"})
+	dr := e.b.DeleteMirror(e.ctx, &protocol.DeleteMirrorRequest{MirrorName: "dr"})
 	if dr.ErrorCode != 0 {
 		t.Fatalf("delete: %s", deref(dr.ErrorMessage))
 	}

@@ -113,7 +113,25 @@ func TestMirrorSecretsNeverStoredInClear(t *testing.T) {
 		return map[string]string{"bootstrap.servers": src, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
 			"sasl.username": "src", "sasl.password": pw}
 	}
+	secretsRefusedWithoutKey(t, e, sasl, marker)
+	props := secretsStoredAsReferences(t, e, sasl, marker)
+	secretsEncryptedAndRotated(t, e, sasl, marker)
+	secretsHiddenByDescribeConfigs(t, e, marker)
 
+	raw := rawStateBytes(t, e)
+	if !bytes.Contains(raw, []byte("encrypted:v1:k2:")) || !bytes.Contains(raw, []byte("${file:"+props)) {
+		t.Fatalf("the state topic does not hold the mirrors' configs (%d bytes read)", len(raw))
+	}
+	if bytes.Contains(raw, []byte(marker)) {
+		t.Fatal("the password is in __mirror_state")
+	}
+}
+
+// secretsRefusedWithoutKey checks, on an instance without a secrets key,
+// that a literal password and a reference that does not resolve are
+// refused at create. sasl gives a source's configs with a password.
+func secretsRefusedWithoutKey(t *testing.T, e *env, sasl func(pw string) map[string]string, marker string) {
+	t.Helper()
 	// Without a key a literal password is refused, and not echoed.
 	withKeys(t, e)
 	code, msg := e.create("literal", sasl(marker))
@@ -126,7 +144,13 @@ func TestMirrorSecretsNeverStoredInClear(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing.properties")
 	code, msg = e.create("ref", sasl("${file:"+missing+":sasl.password}"))
 	expectCode(t, "unresolvable reference", code, msg, protocol.ErrInvalidConfig, "sasl.password = ${file:"+missing+":sasl.password} does not resolve")
+}
 
+// secretsStoredAsReferences creates the mirrors file and env, with the
+// password as a ${file:…} and an ${env:…} reference, and returns the file
+// the first reads.
+func secretsStoredAsReferences(t *testing.T, e *env, sasl func(pw string) map[string]string, marker string) string {
+	t.Helper()
 	// References are stored as written and resolve.
 	props := filepath.Join(t.TempDir(), "source.properties")
 	if err := os.WriteFile(props, []byte("sasl.password="+marker+"\n"), 0o600); err != nil {
@@ -145,7 +169,15 @@ func TestMirrorSecretsNeverStoredInClear(t *testing.T) {
 		}
 	}
 	// (The SASL source lets in only that password: the adds prove it was resolved.)
+	return props
+}
 
+// secretsEncryptedAndRotated creates the mirror literal on an instance with
+// a key, rotates to a second key, and checks that an instance without the
+// key builds no source client. The stored password ends encrypted with
+// k2, which the check of __mirror_state looks for.
+func secretsEncryptedAndRotated(t *testing.T, e *env, sasl func(pw string) map[string]string, marker string) {
+	t.Helper()
 	// With a key the literal is encrypted, bound to the mirror.
 	k1, k2 := secretsKey(t), secretsKey(t)
 	withKeys(t, e, "k1="+k1)
@@ -181,8 +213,12 @@ func TestMirrorSecretsNeverStoredInClear(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "encrypted with key id k2") || strings.Contains(err.Error(), marker) {
 		t.Fatalf("without the key: %v", err)
 	}
+}
 
-	// DescribeConfigs reports the password as sensitive with no value.
+// secretsHiddenByDescribeConfigs checks that DescribeConfigs reports the
+// password of every mirror as sensitive with no value.
+func secretsHiddenByDescribeConfigs(t *testing.T, e *env, marker string) {
+	t.Helper()
 	dreq := kmsg.NewPtrDescribeConfigsRequest()
 	for _, name := range []string{"literal", "file", "env"} {
 		r := kmsg.NewDescribeConfigsRequestResource()
@@ -199,14 +235,6 @@ func TestMirrorSecretsNeverStoredInClear(t *testing.T) {
 	}
 	if strings.Contains(fmt.Sprintf("%+v", dresp), marker) {
 		t.Fatal("DescribeConfigs holds the password")
-	}
-
-	raw := rawStateBytes(t, e)
-	if !bytes.Contains(raw, []byte("encrypted:v1:k2:")) || !bytes.Contains(raw, []byte("${file:"+props)) {
-		t.Fatalf("the state topic does not hold the mirrors' configs (%d bytes read)", len(raw))
-	}
-	if bytes.Contains(raw, []byte(marker)) {
-		t.Fatal("the password is in __mirror_state")
 	}
 }
 

@@ -87,6 +87,13 @@ func TestStateLossIsRememberedUntilRecovered(t *testing.T) {
 	if err := b.c.Write(ctx, recs...); err != nil {
 		t.Fatal(err)
 	}
+	awaitRecovered(t, a, b, parts)
+}
+
+// awaitRecovered waits until neither a nor b reports dr/orders lost, the two copy its parts
+// partitions between them, and either has marked it with b's state topic.
+func awaitRecovered(t *testing.T, a, b *instance, parts int) {
+	t.Helper()
 	polltest.Eventually(t, time.Minute, "recovered on both, copied, re-marked", func() (bool, string) {
 		la, lb := a.c.Loss(), b.c.Loss()
 		id, _ := b.c.Store().ID()

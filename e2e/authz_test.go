@@ -49,19 +49,11 @@ func TestAuthzMatrixReal(t *testing.T) {
 	alice := saslClient(t, dst, addr, kafkatest.AliceUser)
 	unauth := &rawClient{t: t, addr: addr}
 
-	const (
-		unauthMsg = "%s refused: this kmirror answers only SASL-authenticated connections; authenticate with the destination's SASL mechanism first"
-		alterMsg  = "ALTER on CLUSTER is required to %s (principal User:alice)"
-	)
-	type cell struct {
-		code int16
-		msg  string // "" for success
+	refusedAll := func(api, what string) [3]authzCell {
+		return [3]authzCell{{58, fmt.Sprintf(authzUnauthMsg, api)}, {144, fmt.Sprintf(authzAlterMsg, what)}, {0, ""}}
 	}
-	refusedAll := func(api, what string) [3]cell {
-		return [3]cell{{58, fmt.Sprintf(unauthMsg, api)}, {144, fmt.Sprintf(alterMsg, what)}, {0, ""}}
-	}
-	readable := func(api string) [3]cell {
-		return [3]cell{{58, fmt.Sprintf(unauthMsg, api)}, {0, ""}, {0, ""}}
+	readable := func(api string) [3]authzCell {
+		return [3]authzCell{{58, fmt.Sprintf(authzUnauthMsg, api)}, {0, ""}, {0, ""}}
 	}
 	createReq := protocol.NewPtrCreateMirrorRequest()
 	createReq.MirrorName = "m"
@@ -74,38 +66,67 @@ func TestAuthzMatrixReal(t *testing.T) {
 
 	// Steps run in this order (admin's success of one is the next one's precondition);
 	// within a step unauthenticated, alice, then admin.
-	steps := []struct {
-		req   kmsg.Request
-		cells [3]cell
-		after func() // before the next step, as admin
-	}{
+	steps := []authzStep{
 		{createReq, refusedAll("CreateMirror", "create mirror m"), nil},
-		{addReq, [3]cell{{58, fmt.Sprintf(unauthMsg, "AddTopicsToMirror")},
+		{addReq, [3]authzCell{{58, fmt.Sprintf(authzUnauthMsg, "AddTopicsToMirror")},
 			{144, "ALTER on CLUSTER is required to add topics to mirror m (an add creates the destination topics) (principal User:alice)"}, {0, ""}},
 			func() { waitMirrored(t, admin, "m", map[string]int64{"orders": 20}) }},
 		{&protocol.ListMirrorsRequest{IncludeTopicNames: true}, readable("ListMirrors"), nil},
 		{&protocol.DescribeMirrorsRequest{MirrorNames: []string{"m"}}, readable("DescribeMirrors"), nil},
 		{&protocol.LastMirroredOffsetsRequest{MirrorName: "m", Topics: parts}, readable("LastMirroredOffsets"), nil},
 		{&protocol.ReadMirrorStateRequest{MirrorName: "m", Topics: parts}, readable("ReadMirrorState"), nil},
-		{&protocol.WriteMirrorStateRequest{MirrorName: "m"}, [3]cell{{58, fmt.Sprintf(unauthMsg, "WriteMirrorState")},
+		{&protocol.WriteMirrorStateRequest{MirrorName: "m"}, [3]authzCell{{58, fmt.Sprintf(authzUnauthMsg, "WriteMirrorState")},
 			{144, writeRefusal}, {144, writeRefusal}}, nil},
 		{&protocol.PauseMirrorTopicsRequest{MirrorName: "m", Topics: topics}, refusedAll("PauseMirrorTopics", "pause topics of mirror m"),
 			func() { waitState(t, admin, "m", "PAUSED") }},
 		{&protocol.ResumeMirrorTopicsRequest{MirrorName: "m", Topics: topics}, refusedAll("ResumeMirrorTopics", "resume topics of mirror m"), nil},
 		{&protocol.RemoveTopicsFromMirrorRequest{MirrorName: "m", Topics: topics}, refusedAll("RemoveTopicsFromMirror", "fail over mirror m"),
 			func() { waitState(t, admin, "m", "STOPPED") }},
-		{describeMirrorConfigs("m"), [3]cell{{58, fmt.Sprintf(unauthMsg, "DescribeConfigs")},
+		{describeMirrorConfigs("m"), [3]authzCell{{58, fmt.Sprintf(authzUnauthMsg, "DescribeConfigs")},
 			{31, "DESCRIBE on CLUSTER is required to describe the configs of mirror m (principal User:alice)"}, {0, ""}}, nil},
-		{alterMirrorConfigs("m"), [3]cell{{58, fmt.Sprintf(unauthMsg, "IncrementalAlterConfigs")},
+		{alterMirrorConfigs("m"), [3]authzCell{{58, fmt.Sprintf(authzUnauthMsg, "IncrementalAlterConfigs")},
 			{31, "ALTER on CLUSTER is required to alter the configs of mirror m (principal User:alice)"}, {0, ""}}, nil},
 		{&protocol.DeleteMirrorRequest{MirrorName: "m"}, refusedAll("DeleteMirror", "delete mirror m"), nil},
 		// A route switch fails a mirror over: ALTER on CLUSTER, like --remove. This instance
 		// serves no route, so admin's request reaches the handler and is refused there.
-		{&protocol.SwitchRouteRequest{RouteName: "app"}, [3]cell{{58, fmt.Sprintf(unauthMsg, "SwitchRoute")},
-			{144, fmt.Sprintf(alterMsg, "switch route app (it fails the route's mirror over)")},
+		{&protocol.SwitchRouteRequest{RouteName: "app"}, [3]authzCell{{58, fmt.Sprintf(authzUnauthMsg, "SwitchRoute")},
+			{144, fmt.Sprintf(authzAlterMsg, "switch route app (it fails the route's mirror over)")},
 			{protocol.ErrInvalidRequest.Code, ""}}, nil},
 	}
-	who := []string{"unauthenticated", "alice", "admin"}
+	cells := runAuthzMatrix(t, unauth, alice, admin, steps)
+	cells = append(cells, checkReauthentication(t, in, dst, addr, alice, admin, topics)...)
+	checkAuditFile(t, auditPath, dst, cells)
+}
+
+// The messages of the matrix's refusals: an unauthenticated client's, naming the API, and
+// alice's where ALTER on CLUSTER is required, naming what she asked.
+const (
+	authzUnauthMsg = "%s refused: this kmirror answers only SASL-authenticated connections; authenticate with the destination's SASL mechanism first"
+	authzAlterMsg  = "ALTER on CLUSTER is required to %s (principal User:alice)"
+)
+
+// authzCell is the answer one client must get to one request of the matrix.
+type authzCell struct {
+	code int16
+	msg  string // "" for success
+}
+
+// authzStep is one request of the matrix: what the unauthenticated client, alice and admin
+// must get, in that order, and what to wait for after it.
+type authzStep struct {
+	req   kmsg.Request
+	cells [3]authzCell
+	after func() // before the next step, as admin
+}
+
+// authzWho names the matrix's clients in the order of a step's cells.
+var authzWho = []string{"unauthenticated", "alice", "admin"}
+
+// runAuthzMatrix sends each step's request as the unauthenticated client, alice and admin,
+// in that order, checks each answer against its cell, and returns the audit event each
+// answer must have left.
+func runAuthzMatrix(t *testing.T, unauth *rawClient, alice, admin *kgo.Client, steps []authzStep) []audit.Event {
+	t.Helper()
 	principals := []string{"", "User:alice", "User:admin"}
 	var cells []audit.Event
 	for _, st := range steps {
@@ -114,7 +135,7 @@ func TestAuthzMatrixReal(t *testing.T) {
 			code, msg := outcome(send(st.req))
 			want := st.cells[i]
 			if code != want.code || (want.msg != "" && msg != want.msg) {
-				t.Errorf("%s as %s: %d %q, want %d %q", api, who[i], code, msg, want.code, want.msg)
+				t.Errorf("%s as %s: %d %q, want %d %q", api, authzWho[i], code, msg, want.code, want.msg)
 			}
 			e := audit.Event{API: api, Principal: principals[i], Decision: audit.Allowed, ErrorCode: code, Reason: want.msg}
 			if want.msg != "" {
@@ -126,7 +147,15 @@ func TestAuthzMatrixReal(t *testing.T) {
 			st.after()
 		}
 	}
+	return cells
+}
 
+// checkReauthentication checks that alice and admin keep their answers while their
+// sessions expire and renew, and that alice authenticated over PLAIN is refused as alice.
+// It returns the audit events its requests must have left.
+func checkReauthentication(t *testing.T, in *instance.Instance, dst *kafkatest.Cluster, addr string, alice, admin *kgo.Client,
+	topics []protocol.TopicName) []audit.Event {
+	t.Helper()
 	// Re-authentication (KIP-368): franz-go re-authenticates before its next request once
 	// the 10 s session nears its end; the proxy follows, so the clients keep their answers
 	// through it and after it.
@@ -134,14 +163,14 @@ func TestAuthzMatrixReal(t *testing.T) {
 	polltest.Eventually(t, time.Minute, "clients re-authenticated", func() (bool, string) {
 		for i, cl := range []*kgo.Client{alice, admin} {
 			if code, msg := outcome(kgoRequest(t, cl)(&protocol.ListMirrorsRequest{})); code != 0 {
-				t.Fatalf("%s while sessions expire and renew: %d %q", who[i+1], code, msg)
+				t.Fatalf("%s while sessions expire and renew: %d %q", authzWho[i+1], code, msg)
 			}
 		}
 		n := saslAuthenticates(t, in)
 		return n >= before+4, fmt.Sprintf("%d SaslAuthenticate requests, %d before", n, before) // SCRAM: 2 per exchange
 	})
 	if code, msg := outcome(kgoRequest(t, alice)(&protocol.DeleteMirrorRequest{MirrorName: "m2"})); code != 144 ||
-		msg != fmt.Sprintf(alterMsg, "delete mirror m2") {
+		msg != fmt.Sprintf(authzAlterMsg, "delete mirror m2") {
 		t.Errorf("alice after re-authentication: %d %q", code, msg)
 	}
 	if code, msg := outcome(kgoRequest(t, admin)(&protocol.DeleteMirrorRequest{MirrorName: "m2"})); code != protocol.ErrUnknownMirror.Code {
@@ -151,19 +180,24 @@ func TestAuthzMatrixReal(t *testing.T) {
 	alicePlain := kafkatest.NewClient(t, []string{addr}, append(dst.UserOptsMechanism(kafkatest.AliceUser, kafkatest.MechanismPLAIN),
 		kgo.MaxVersions(protocol.KgoMaxVersions(nil)))...)
 	if code, msg := outcome(kgoRequest(t, alicePlain)(&protocol.PauseMirrorTopicsRequest{MirrorName: "m2", Topics: topics})); code != 144 ||
-		msg != fmt.Sprintf(alterMsg, "pause topics of mirror m2") {
+		msg != fmt.Sprintf(authzAlterMsg, "pause topics of mirror m2") {
 		t.Errorf("alice over PLAIN: %d %q", code, msg)
 	}
-	cells = append(cells, audit.Event{API: "PauseMirrorTopics", Principal: "User:alice", Decision: audit.Refused, ErrorCode: 144},
-		audit.Event{API: "DeleteMirror", Principal: "User:alice", Decision: audit.Refused, ErrorCode: 144},
-		audit.Event{API: "DeleteMirror", Principal: "User:admin", Decision: audit.Allowed, ErrorCode: protocol.ErrUnknownMirror.Code})
+	return []audit.Event{{API: "PauseMirrorTopics", Principal: "User:alice", Decision: audit.Refused, ErrorCode: 144},
+		{API: "DeleteMirror", Principal: "User:alice", Decision: audit.Refused, ErrorCode: 144},
+		{API: "DeleteMirror", Principal: "User:admin", Decision: audit.Allowed, ErrorCode: protocol.ErrUnknownMirror.Code}}
+}
 
+// checkAuditFile checks the audit log at auditPath: a line per decision (cells), a few
+// lines checked whole, and no user's password anywhere in it.
+func checkAuditFile(t *testing.T, auditPath string, dst *kafkatest.Cluster, cells []audit.Event) {
+	t.Helper()
 	// The audit file has a line per decision; a few cells checked whole.
 	events := readAudit(t, auditPath)
 	for _, w := range []audit.Event{
 		{API: "CreateMirror", Decision: audit.Refused, ErrorCode: 58, Mirror: "m"},
 		{API: "RemoveTopicsFromMirror", Principal: "User:alice", Decision: audit.Refused, ErrorCode: 144, Mirror: "m",
-			Topics: []string{"orders"}, Reason: fmt.Sprintf(alterMsg, "fail over mirror m")},
+			Topics: []string{"orders"}, Reason: fmt.Sprintf(authzAlterMsg, "fail over mirror m")},
 		{API: "RemoveTopicsFromMirror", Principal: "User:admin", Decision: audit.Allowed, Mirror: "m", Topics: []string{"orders"}, Reason: "ALTER on CLUSTER"},
 		{API: "WriteMirrorState", Principal: "User:admin", Decision: audit.Refused, ErrorCode: 144, Mirror: "m", Reason: writeRefusal},
 		{API: "SwitchRoute", Principal: "User:alice", Decision: audit.Refused, ErrorCode: 144, Route: "app"},

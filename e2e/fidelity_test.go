@@ -154,49 +154,16 @@ func TestTransactionalAndCompactedMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	balances := src.Client(t, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
-	writeBalances := func(round int) {
-		var recs []*kgo.Record
-		for k := range 12 {
-			if (k+round)%3 == 0 {
-				recs = append(recs, &kgo.Record{Topic: "balances", Key: fmt.Appendf(nil, "acct-%d", k), Value: fmt.Appendf(nil, "balance %d@%d", k*round, round)})
-			}
-		}
-		if round%7 == 3 {
-			recs = append(recs, &kgo.Record{Topic: "balances", Key: []byte("closed")}) // a tombstone
-		}
-		if err := balances.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	round := 0
+	w := &balanceWriter{t: t, ctx: ctx, cl: src.Client(t, kgo.ProducerBatchCompression(kgo.ZstdCompression()))}
 	polltest.Eventually(t, 2*time.Minute, "the source compacted balances before mirroring", func() (bool, string) {
-		round++
-		writeBalances(round)
+		w.next()
 		h := compactedHoles(t, ctx, src.Client(t), "balances", 2)
 		return h >= 20, fmt.Sprintf("%d offsets compacted away", h)
 	})
 
 	createMirror(t, cl, "dr", "bootstrap.servers", src.BootstrapString())
 	addTopics(t, cl, "dr", "orders", "balances")
-
-	// While mirroring: more transactions, more compaction.
-	var wg sync.WaitGroup
-	var c2, a2 int
-	var errDuring error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c2, a2, errDuring = txnRounds(t, ctx, src, "orders-app", "orders", parts, 12, "during")
-	}()
-	for range 60 {
-		round++
-		writeBalances(round)
-	}
-	wg.Wait()
-	if errDuring != nil {
-		t.Fatal(errDuring)
-	}
+	c2, a2 := writeWhileMirroring(t, ctx, src, w, parts)
 	// The last transaction's markers, before the sentinels and the end offsets below.
 	stableEnds(t, src.Client(t), "orders")
 	ordersEnd := sentinels(t, ctx, src, "orders", parts)
@@ -208,16 +175,77 @@ func TestTransactionalAndCompactedMirror(t *testing.T) {
 	want := map[string]int64{}
 	srcEnds.Each(func(o kadm.ListedOffset) { want[o.Topic] += o.Offset })
 	waitMirrored(t, cl, "dr", want)
-	t.Logf("source: %d transactions committed, %d aborted across %d partitions; %d rounds of compacted writes", c1+c2, a1+a2, parts, round)
+	t.Logf("source: %d transactions committed, %d aborted across %d partitions; %d rounds of compacted writes", c1+c2, a1+a2, parts, w.round)
 
 	n := mirrortest.VerifyLog(t, src.Client(t), dst.Client(t), false, "orders")
 	m := mirrortest.VerifyLog(t, src.Client(t), dst.Client(t), true, "balances")
 	t.Logf("identical offsets: orders %d records and markers, balances %d records", n, m)
 
-	for p := range int32(parts) {
+	sameOrdersThroughKmirror(t, src, km.Proxy.Addr(), parts, ordersEnd)
+	sameBalancesThroughKmirror(t, src, km.Proxy.Addr(), balancesEnd)
+	sameLastStableOffsets(t, ctx, src, dst)
+}
+
+// balanceWriter writes rounds of balances to the compacted topic, so that the source's
+// cleaner has keys to compact away.
+type balanceWriter struct {
+	t     *testing.T
+	ctx   context.Context
+	cl    *kgo.Client
+	round int // the rounds written so far
+}
+
+// next writes the next round: a new balance for a third of the accounts, and in some
+// rounds a tombstone.
+func (w *balanceWriter) next() {
+	w.t.Helper()
+	w.round++
+	round := w.round
+	var recs []*kgo.Record
+	for k := range 12 {
+		if (k+round)%3 == 0 {
+			recs = append(recs, &kgo.Record{Topic: "balances", Key: fmt.Appendf(nil, "acct-%d", k), Value: fmt.Appendf(nil, "balance %d@%d", k*round, round)})
+		}
+	}
+	if round%7 == 3 {
+		recs = append(recs, &kgo.Record{Topic: "balances", Key: []byte("closed")}) // a tombstone
+	}
+	if err := w.cl.ProduceSync(w.ctx, recs...).FirstErr(); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// writeWhileMirroring runs more transactions on orders and 60 more rounds of balances at
+// the same time, while the topics are mirrored, and returns the transactions' counts.
+func writeWhileMirroring(t *testing.T, ctx context.Context, src *kafkatest.Cluster, w *balanceWriter, parts int32) (commits, aborts int) {
+	t.Helper()
+	// While mirroring: more transactions, more compaction.
+	var wg sync.WaitGroup
+	var errDuring error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		commits, aborts, errDuring = txnRounds(t, ctx, src, "orders-app", "orders", parts, 12, "during")
+	}()
+	for range 60 {
+		w.next()
+	}
+	wg.Wait()
+	if errDuring != nil {
+		t.Fatal(errDuring)
+	}
+	return commits, aborts
+}
+
+// sameOrdersThroughKmirror checks that a consumer of the destination through kmirror at
+// addr reads what a source consumer reads of every partition of orders, up to ends, at
+// both isolation levels.
+func sameOrdersThroughKmirror(t *testing.T, src *kafkatest.Cluster, addr string, parts int32, ends map[int32]int64) {
+	t.Helper()
+	for p := range parts {
 		for _, committed := range []bool{false, true} {
-			s := readUpTo(t, src.Bootstrap(), "orders", p, committed, ordersEnd[p])
-			d := readUpTo(t, []string{km.Proxy.Addr()}, "orders", p, committed, ordersEnd[p])
+			s := readUpTo(t, src.Bootstrap(), "orders", p, committed, ends[p])
+			d := readUpTo(t, []string{addr}, "orders", p, committed, ends[p])
 			if strings.Join(s, "\n") != strings.Join(d, "\n") {
 				t.Fatalf("orders/%d read_committed=%v: source consumer saw %d records, destination (through kmirror) %d", p, committed, len(s), len(d))
 			}
@@ -226,9 +254,15 @@ func TestTransactionalAndCompactedMirror(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sameBalancesThroughKmirror checks that the latest value of every key of balances, read
+// up to ends, is the same on the source and on the destination through kmirror at addr.
+func sameBalancesThroughKmirror(t *testing.T, src *kafkatest.Cluster, addr string, ends map[int32]int64) {
+	t.Helper()
 	latest := func(seeds []string, p int32) map[string]string {
 		out := map[string]string{}
-		for _, r := range readUpTo(t, seeds, "balances", p, false, balancesEnd[p]) {
+		for _, r := range readUpTo(t, seeds, "balances", p, false, ends[p]) {
 			_, kv, _ := strings.Cut(r, ":")
 			k, v, _ := strings.Cut(kv, "=")
 			out[k] = v
@@ -236,13 +270,16 @@ func TestTransactionalAndCompactedMirror(t *testing.T) {
 		return out
 	}
 	for p := range int32(2) {
-		if s, d := latest(src.Bootstrap(), p), latest([]string{km.Proxy.Addr()}, p); fmt.Sprint(s) != fmt.Sprint(d) {
+		if s, d := latest(src.Bootstrap(), p), latest([]string{addr}, p); fmt.Sprint(s) != fmt.Sprint(d) {
 			t.Fatalf("balances/%d latest values differ:\nsource      %v\ndestination %v", p, s, d)
 		}
 	}
+}
 
-	// The destination's last stable offsets equal the source's: no
-	// transaction is left open on the destination.
+// sameLastStableOffsets checks that the destination's last stable offsets of orders equal
+// the source's: no transaction is left open on the destination.
+func sameLastStableOffsets(t *testing.T, ctx context.Context, src, dst *kafkatest.Cluster) {
+	t.Helper()
 	sl, err := kadm.NewClient(src.Client(t)).ListCommittedOffsets(ctx, "orders")
 	if err != nil {
 		t.Fatal(err)

@@ -301,29 +301,7 @@ func TestFrozenInstanceWakesUpAsZombie(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tx := src.Client(t, kgo.TransactionalID("ledger-app"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-		plain := src.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-		for i := 0; ctx.Err() == nil; i++ {
-			if err := tx.BeginTransaction(); err != nil {
-				return
-			}
-			for p := range int32(parts) {
-				_ = tx.ProduceSync(ctx, &kgo.Record{Topic: "ledger", Partition: p, Key: fmt.Appendf(nil, "tx-%d", i), Value: []byte("in a transaction")})
-				_ = plain.ProduceSync(ctx, &kgo.Record{Topic: "ledger", Partition: p, Key: fmt.Appendf(nil, "plain-%d", i), Value: []byte("plain")})
-			}
-			if ctx.Err() != nil {
-				_ = tx.EndTransaction(context.Background(), kgo.TryAbort)
-				return
-			}
-			if err := tx.EndTransaction(context.Background(), kgo.TransactionEndTry(i%4 != 3)); err != nil {
-				t.Errorf("end transaction %d: %v", i, err)
-				return
-			}
-		}
-	}()
+	writeLedger(t, ctx, src, parts, &wg)
 
 	// Which instance copies what depends on where the partitions' state records hash
 	// (the source topic id is random) and on the group's assignment: sometimes one instance
@@ -366,4 +344,33 @@ func TestFrozenInstanceWakesUpAsZombie(t *testing.T) {
 	waitMirrored(t, cl, "dr", map[string]int64{"ledger": total})
 	n := mirrortest.VerifyLog(t, src.Client(t), dst.Client(t), false, "ledger")
 	t.Logf("after the freeze and the wake-up: %d records and markers at identical offsets, none twice", n)
+}
+
+// writeLedger starts the ledger's writers on src, which run until ctx ends: in each round a
+// transaction across the parts partitions (every fourth aborted) and a plain record to each
+// partition beside it. wg is done once they have stopped.
+func writeLedger(t *testing.T, ctx context.Context, src *kafkatest.Cluster, parts int32, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tx := src.Client(t, kgo.TransactionalID("ledger-app"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		plain := src.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+		for i := 0; ctx.Err() == nil; i++ {
+			if err := tx.BeginTransaction(); err != nil {
+				return
+			}
+			for p := range parts {
+				_ = tx.ProduceSync(ctx, &kgo.Record{Topic: "ledger", Partition: p, Key: fmt.Appendf(nil, "tx-%d", i), Value: []byte("in a transaction")})
+				_ = plain.ProduceSync(ctx, &kgo.Record{Topic: "ledger", Partition: p, Key: fmt.Appendf(nil, "plain-%d", i), Value: []byte("plain")})
+			}
+			if ctx.Err() != nil {
+				_ = tx.EndTransaction(context.Background(), kgo.TryAbort)
+				return
+			}
+			if err := tx.EndTransaction(context.Background(), kgo.TransactionEndTry(i%4 != 3)); err != nil {
+				t.Errorf("end transaction %d: %v", i, err)
+				return
+			}
+		}
+	}()
 }

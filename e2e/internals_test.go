@@ -70,11 +70,41 @@ func mustContain(t *testing.T, what, out string, wants ...string) {
 	}
 }
 
+// internalsGroup is the consumer group of kmirror's coordinators: no client may join or
+// delete it.
+const internalsGroup = "kmirror-coordinators"
+
 // assertInternalsRefused tries, as u through kmirror at addr, everything a
 // client must not do to kmirror's internals, with the tools users have,
 // and checks each is refused with the error shown.
 func assertInternalsRefused(t *testing.T, addr string, u internalsUser, mirrorTopic string) {
-	const state, group = statetopic.TopicName, "kmirror-coordinators"
+	const state = statetopic.TopicName
+
+	assertToolsRefused(t, addr, u, mirrorTopic)
+
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatalf("kcat not found: install the Debian package kcat: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kcat, append([]string{"-P", "-b", addr, "-t", state}, u.kcat...)...)
+	cmd.Stdin = strings.NewReader("junk\n")
+	kout, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Errorf("%s: kcat -P -t %s succeeded:\n%s", u.name, state, kout)
+	}
+	mustContain(t, u.name+": kcat -P", string(kout), "Topic authorization failed")
+
+	assertFranzGoRefused(t, ctx, addr, u, mirrorTopic)
+}
+
+// assertToolsRefused is assertInternalsRefused's part for Kafka's Java tools: deleting,
+// reconfiguring and deleting records of __mirror_state, deleting kmirror's group and
+// consuming in it (with both group protocols).
+func assertToolsRefused(t *testing.T, addr string, u internalsUser, mirrorTopic string) {
+	t.Helper()
+	const state, group = statetopic.TopicName, internalsGroup
 	const stateMsg = "is kmirror's state topic"
 
 	out := tool(t, "org.apache.kafka.tools.TopicCommand", append([]string{"--bootstrap-server", addr, "--delete", "--topic", state},
@@ -106,20 +136,14 @@ func assertInternalsRefused(t *testing.T, addr string, u internalsUser, mirrorTo
 		"--group", group, "--command-property", "group.protocol=consumer", "--from-beginning", "--timeout-ms", "30000"},
 		u.commandConfig("--command-config")...)...)
 	mustContain(t, u.name+": kafka-console-consumer --group "+group+" (group.protocol=consumer)", out, "GroupAuthorizationException", group)
+}
 
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		t.Fatalf("kcat not found: install the Debian package kcat: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kcat, append([]string{"-P", "-b", addr, "-t", state}, u.kcat...)...)
-	cmd.Stdin = strings.NewReader("junk\n")
-	kout, err := cmd.CombinedOutput()
-	if err == nil {
-		t.Errorf("%s: kcat -P -t %s succeeded:\n%s", u.name, state, kout)
-	}
-	mustContain(t, u.name+": kcat -P", string(kout), "Topic authorization failed")
+// assertFranzGoRefused is assertInternalsRefused's part for franz-go, within ctx: a
+// producer with a kmirror transactional id, a large Produce to __mirror_state and a member
+// of kmirror's group.
+func assertFranzGoRefused(t *testing.T, ctx context.Context, addr string, u internalsUser, mirrorTopic string) {
+	t.Helper()
+	const state, group = statetopic.TopicName, internalsGroup
 
 	// franz-go: a producer with a kmirror transactional id, and a member of kmirror's group.
 	txn, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.TransactionalID("kmirror-dr-probe-0")}, u.kgo...)...)

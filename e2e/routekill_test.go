@@ -39,25 +39,58 @@ func TestRouteSwitchDriverKilledAtEachStep(t *testing.T) {
 	primary, standby := kafkatest.Start(t), kafkatest.Start(t)
 	steps := []statetopic.RouteStep{statetopic.RouteFreezing, statetopic.RouteTxnWait, statetopic.RouteDraining,
 		statetopic.RouteGroupsQuiet, statetopic.RouteGroupsCopy, statetopic.RouteFailingOver, statetopic.RouteSwitching}
-	routeOf := func(s statetopic.RouteStep) string {
-		return "at-" + strings.ToLower(strings.ReplaceAll(s.String(), "_", "-"))
-	}
 	var pauses []string
 	for _, s := range steps {
-		primary.CreateKeptTopic(t, routeOf(s), 2)
-		pauses = append(pauses, routeOf(s)+":"+s.String())
+		primary.CreateKeptTopic(t, stepRoute(s), 2)
+		pauses = append(pauses, stepRoute(s)+":"+s.String())
 	}
 	env := []string{"KMIRROR_TEST_PAUSE_SWITCH=" + strings.Join(pauses, ",")}
 	bin := binLater(t)
+	w := &routeKillWorld{ctx: ctx, primary: primary, standby: standby}
+	w.start(t, bin, env, steps)
+	cl := admin(t, w.procs[0].addr)
+	for _, s := range steps {
+		createMirror(t, cl, stepRoute(s), "bootstrap.servers", primary.BootstrapString(), "metadata.refresh.interval.ms", "1000")
+		addTopics(t, cl, stepRoute(s), stepRoute(s))
+	}
+
+	for _, step := range steps {
+		route := stepRoute(step)
+		t.Run(route, func(t *testing.T) { // -run TestRouteSwitchDriverKilledAtEachStep/at-freezing: one step
+			i := slices.Index(steps, step)
+			w.killDriverIn(t, i, route, step)
+		})
+	}
+}
+
+// stepRoute names the route whose switch is killed in step s: one route per step.
+func stepRoute(s statetopic.RouteStep) string {
+	return "at-" + strings.ToLower(strings.ReplaceAll(s.String(), "_", "-"))
+}
+
+// routeKillWorld is what every step of TestRouteSwitchDriverKilledAtEachStep shares: the
+// clusters, the routes' load balancer and the two kmirror processes behind it.
+type routeKillWorld struct {
+	ctx              context.Context
+	primary, standby *kafkatest.Cluster
+	lb               routeLayout
+	procs            []*process
+}
+
+// start runs the two kmirror processes (bin, with env) serving a route per step, and the
+// load balancer in front of them, and waits until the balancer sees every instance of
+// every route up.
+func (w *routeKillWorld) start(t *testing.T, bin string, env []string, steps []statetopic.RouteStep) {
+	t.Helper()
 	// The routes' load balancer (docs/deploy.md, "Routes behind the load balancer"): each
 	// instance serves every route on the same ports of its own address, and HAProxy in front
 	// gives the applications one address per route and per broker, whichever instance is
 	// alive. Without it each instance's route named its own ports, and a group whose
 	// coordinator connection went through the killed instance could not dial it again:
 	// franz-go ended the group session and read again what it had not committed.
-	lb := routeBalancer(t, []string{"127.0.0.12", "127.0.0.13"}, "127.0.0.11", len(steps), primary, standby)
+	lb := routeBalancer(t, []string{"127.0.0.12", "127.0.0.13"}, "127.0.0.11", len(steps), w.primary, w.standby)
 	for j, s := range steps {
-		lb.Routes[j].Name = routeOf(s)
+		lb.Routes[j].Name = stepRoute(s)
 	}
 	procs := make([]*process, 2)
 	for i, name := range []string{"a", "b"} {
@@ -66,7 +99,7 @@ func TestRouteSwitchDriverKilledAtEachStep(t *testing.T) {
 		for j, s := range steps {
 			r := lb.Routes[j]
 			cfg += fmt.Sprintf("  - {name: %s, listen: \"%s:%d\", advertised_host: %s, broker_port_base: %d, broker_port_count: %d, mirror: %s, primary: {bootstrap: [%s]}}\n",
-				routeOf(s), host, r.Bootstrap, lb.Host, r.BrokerFirst, r.BrokerLast-r.BrokerFirst+1, routeOf(s), strings.Join(primary.Bootstrap(), ", "))
+				stepRoute(s), host, r.Bootstrap, lb.Host, r.BrokerFirst, r.BrokerLast-r.BrokerFirst+1, stepRoute(s), strings.Join(w.primary.Bootstrap(), ", "))
 		}
 		path := filepath.Join(t.TempDir(), name+".yaml")
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
@@ -75,65 +108,62 @@ func TestRouteSwitchDriverKilledAtEachStep(t *testing.T) {
 		// Info: a failure keeps each log, and the switch's steps are logged at info.
 		// No PROXY protocol (docs/deploy.md has it): it would apply to the instance's own
 		// listener too, which the test reaches directly.
-		procs[i] = startProcessWith(t, bin, name, standby, []string{"--config", path, "--log-level", "info",
+		procs[i] = startProcessWith(t, bin, name, w.standby, []string{"--config", path, "--log-level", "info",
 			"--metrics-addr", fmt.Sprintf("%s:%d", host, lb.Metrics)}, env)
 	}
 	balancer := startHAProxyWith(t, routeHAProxyConfig(lb), lb.Socket)
 	allUp := map[string]string{}
 	for _, s := range steps {
 		for i := range procs {
-			allUp[fmt.Sprintf("%s/kmirror-%d", routeOf(s), i+1)] = "UP L7OK"
+			allUp[fmt.Sprintf("%s/kmirror-%d", stepRoute(s), i+1)] = "UP L7OK"
 		}
 	}
 	balancer.waitStatus(t, allUp)
-	cl := admin(t, procs[0].addr)
-	for _, s := range steps {
-		createMirror(t, cl, routeOf(s), "bootstrap.servers", primary.BootstrapString(), "metadata.refresh.interval.ms", "1000")
-		addTopics(t, cl, routeOf(s), routeOf(s))
-	}
+	w.lb, w.procs = lb, procs
+}
 
-	for _, step := range steps {
-		route := routeOf(step)
-		t.Run(route, func(t *testing.T) { // -run TestRouteSwitchDriverKilledAtEachStep/at-freezing: one step
-			i := slices.Index(steps, step)
-			app := apptest.Start(t, ctx, []string{fmt.Sprintf("%s:%d", lb.Host, lb.Routes[i].Bootstrap)}, route, "group-"+route)
-			polltest.Until(t, time.Minute, route+"'s application writes and reads through the route", func() bool { return app.Read() > 100 })
-			// Steady state first: in one CI run a group killed before its first commit
-			// landed re-read its first 126 records (from offset 0) after rejoining.
-			app.AwaitCommitted(t, ctx, primary, 100)
-			began := time.Now()
-			if out := mirrorsOf(t, ctx, procs[0].addr, "--switch", "--route", route); !strings.Contains(out, "(attempt 1)") {
-				t.Fatalf("the switch of %s: %q", route, out)
-			}
-			killed, survivor := pausedDriver(t, procs, route, step)
-			killed.kill()
-			killedAt := time.Now()
-			killed.start()
-			rec := awaitSwitchEnd(t, ctx, survivor.addr, route)
-			t.Logf("%s: the driver (%s) killed in %s %s after the request; the switch %s %s after the kill: %s",
-				route, killed.name, step, killedAt.Sub(began).Round(time.Millisecond), strings.ToLower(rec.Step),
-				time.Since(killedAt).Round(time.Millisecond), rec.Reason)
-			if rec.Step == statetopic.RouteRolledBack.String() {
-				if step >= statetopic.RouteFailingOver {
-					t.Fatalf("%s: rolled back after the failover began (%s): only forward from FAILING_OVER", route, rec.Reason)
-				}
-				// Rolled back consistently: the route still leads to the primary, writable.
-				if rec.Upstream != "primary" {
-					t.Fatalf("%s rolled back leading to %s", route, rec.Upstream)
-				}
-				if out := mirrorsOf(t, ctx, survivor.addr, "--switch", "--route", route); !strings.Contains(out, "(attempt 2)") {
-					t.Fatalf("the second switch of %s: %q", route, out)
-				}
-				if rec = awaitSwitchEnd(t, ctx, survivor.addr, route); rec.Step != statetopic.RouteSwitched.String() {
-					t.Fatalf("%s's second attempt ended %s: %s", route, rec.Step, rec.Reason)
-				}
-			}
-			if rec.Upstream != "standby" {
-				t.Fatalf("%s switched, leading to %s", route, rec.Upstream)
-			}
-			app.Verify(t, ctx, primary, standby, 100)
-		})
+// killDriverIn runs an application on route (the i-th), switches the route, kills its
+// driver where it paused in step and restarts it, waits for the survivor to end the switch
+// (asking again if it rolled back) and checks the application.
+func (w *routeKillWorld) killDriverIn(t *testing.T, i int, route string, step statetopic.RouteStep) {
+	t.Helper()
+	ctx := w.ctx
+	app := apptest.Start(t, ctx, []string{fmt.Sprintf("%s:%d", w.lb.Host, w.lb.Routes[i].Bootstrap)}, route, "group-"+route)
+	polltest.Until(t, time.Minute, route+"'s application writes and reads through the route", func() bool { return app.Read() > 100 })
+	// Steady state first: in one CI run a group killed before its first commit
+	// landed re-read its first 126 records (from offset 0) after rejoining.
+	app.AwaitCommitted(t, ctx, w.primary, 100)
+	began := time.Now()
+	if out := mirrorsOf(t, ctx, w.procs[0].addr, "--switch", "--route", route); !strings.Contains(out, "(attempt 1)") {
+		t.Fatalf("the switch of %s: %q", route, out)
 	}
+	killed, survivor := pausedDriver(t, w.procs, route, step)
+	killed.kill()
+	killedAt := time.Now()
+	killed.start()
+	rec := awaitSwitchEnd(t, ctx, survivor.addr, route)
+	t.Logf("%s: the driver (%s) killed in %s %s after the request; the switch %s %s after the kill: %s",
+		route, killed.name, step, killedAt.Sub(began).Round(time.Millisecond), strings.ToLower(rec.Step),
+		time.Since(killedAt).Round(time.Millisecond), rec.Reason)
+	if rec.Step == statetopic.RouteRolledBack.String() {
+		if step >= statetopic.RouteFailingOver {
+			t.Fatalf("%s: rolled back after the failover began (%s): only forward from FAILING_OVER", route, rec.Reason)
+		}
+		// Rolled back consistently: the route still leads to the primary, writable.
+		if rec.Upstream != "primary" {
+			t.Fatalf("%s rolled back leading to %s", route, rec.Upstream)
+		}
+		if out := mirrorsOf(t, ctx, survivor.addr, "--switch", "--route", route); !strings.Contains(out, "(attempt 2)") {
+			t.Fatalf("the second switch of %s: %q", route, out)
+		}
+		if rec = awaitSwitchEnd(t, ctx, survivor.addr, route); rec.Step != statetopic.RouteSwitched.String() {
+			t.Fatalf("%s's second attempt ended %s: %s", route, rec.Step, rec.Reason)
+		}
+	}
+	if rec.Upstream != "standby" {
+		t.Fatalf("%s switched, leading to %s", route, rec.Upstream)
+	}
+	app.Verify(t, ctx, w.primary, w.standby, 100)
 }
 
 // pausedDriver waits until one of procs logs that it paused as route's driver in step

@@ -53,18 +53,7 @@ func TestMirrorOverSASL(t *testing.T) {
 	t.Logf("two SASL clusters in %s", time.Since(began).Round(100*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	// The reader has alice's grants, plus reading topic configs (kmirror creates destination
-	// topics with the source's configs); nothing on CLUSTER.
-	grant, err := kadm.NewClient(src.Client(t)).CreateACLs(ctx, kadm.NewACLs().Allow("User:"+sourceReader).
-		Topics("*").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpDescribeConfigs))
-	if err == nil {
-		for _, r := range grant {
-			err = errors.Join(err, r.Err)
-		}
-	}
-	if err != nil {
-		t.Fatalf("grant %s DESCRIBE_CONFIGS on topics: %v", sourceReader, err)
-	}
+	grantSourceReader(t, ctx, src)
 
 	src.CreateKeptTopic(t, "sasl-orders", 2)
 	produce(t, src, "sasl-orders", 2, 500, kgo.ZstdCompression())
@@ -101,75 +90,110 @@ func TestMirrorOverSASL(t *testing.T) {
 	dst.CreateKeptTopic(t, "sasl-events", 1)
 
 	t.Run("Java tools authenticate through kmirror with SCRAM-SHA-512 and PLAIN", func(t *testing.T) {
-		var lines strings.Builder
-		for i := range 20 {
-			fmt.Fprintf(&lines, "java-%d\n", i)
-		}
-		out, err := kafkatest.RunToolInput(t, ctx, lines.String(), "org.apache.kafka.tools.ConsoleProducer",
-			"--bootstrap-server", addr, "--topic", "sasl-events", "--producer-property", "acks=all",
-			"--producer.config", dst.Real().PropertiesFile(kafkatest.AliceUser))
-		if err != nil {
-			t.Fatalf("ConsoleProducer as alice (SCRAM-SHA-512) through kmirror: %v\n%s", err, out)
-		}
-		cmd, err := kafkatest.ToolCommand(ctx, "org.apache.kafka.tools.consumer.ConsoleConsumer",
-			"--bootstrap-server", addr, "--topic", "sasl-events", "--from-beginning", "--group", "sasl-events-g",
-			"--max-messages", "20", "--timeout-ms", "60000",
-			"--command-config", dst.Real().PropertiesFileMechanism(kafkatest.AliceUser, kafkatest.MechanismPLAIN))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("ConsoleConsumer as alice (PLAIN) through kmirror: %v\n%s", err, stderr.String())
-		}
-		if got, want := strings.Fields(stdout.String()), strings.Fields(lines.String()); strings.Join(got, " ") != strings.Join(want, " ") {
-			t.Fatalf("ConsoleConsumer read %v, want %v\nstderr: %s", got, want, stderr.String())
-		}
+		javaToolsOverSASL(t, ctx, dst, addr)
 	})
-
-	t.Run("kcat authenticates through kmirror", func(t *testing.T) {
-		kcat, err := exec.LookPath("kcat")
-		if err != nil {
-			t.Fatalf("kcat not found: apt-get install kcat: %v", err)
-		}
-		prod := exec.CommandContext(ctx, kcat, append([]string{"-b", addr, "-P", "-t", "sasl-events", "-X", "acks=all"},
-			dst.KcatArgs(kafkatest.AliceUser)...)...)
-		prod.Stdin = strings.NewReader("kcat-0\nkcat-1\n")
-		if out, err := prod.CombinedOutput(); err != nil {
-			t.Fatalf("kcat -P as alice through kmirror: %v\n%s", err, out)
-		}
-		cons := exec.CommandContext(ctx, kcat, append([]string{"-b", addr, "-C", "-t", "sasl-events", "-o", "-2", "-e", "-q"},
-			dst.KcatArgs(kafkatest.AliceUser)...)...)
-		out, err := cons.Output()
-		if err != nil || strings.Join(strings.Fields(string(out)), " ") != "kcat-0 kcat-1" {
-			t.Fatalf("kcat -C as alice through kmirror: %v\n%s", err, out)
-		}
-	})
-
+	t.Run("kcat authenticates through kmirror", func(t *testing.T) { kcatOverSASL(t, ctx, dst, addr) })
 	t.Run("a wrong password is refused by the broker through kmirror", func(t *testing.T) {
-		wrong := scram.Auth{User: kafkatest.AliceUser, Pass: "not-alices"}.AsSha512Mechanism()
-		fc := kafkatest.NewClient(t, []string{addr}, kgo.SASL(wrong), kgo.RequestRetries(0))
-		if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, fc); !errors.Is(err, kerr.SaslAuthenticationFailed) {
-			t.Fatalf("franz-go with a wrong SCRAM password through kmirror: %v, want SASL_AUTHENTICATION_FAILED", err)
-		}
-
-		props := filepath.Join(t.TempDir(), "wrong.properties")
-		if err := os.WriteFile(props, []byte(kafkatest.ClientProperties(
-			kafkatest.User{Name: kafkatest.AliceUser, Password: "not-alices"}, kafkatest.MechanismSCRAM)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		out, err := kafkatest.RunTool(t, ctx, "org.apache.kafka.tools.TopicCommand",
-			"--bootstrap-server", addr, "--command-config", props, "--list")
-		if err == nil || !strings.Contains(out, "SaslAuthenticationException") {
-			t.Fatalf("kafka-topics with a wrong password through kmirror: %v\n%s", err, out)
-		}
-
-		args := append([]string{"-b", addr, "-L", "-m", "10"},
-			kafkatest.KcatArgs(kafkatest.User{Name: kafkatest.AliceUser, Password: "not-alices"}, kafkatest.MechanismPLAIN)...)
-		kout, err := exec.CommandContext(ctx, "kcat", args...).CombinedOutput()
-		if err == nil || !strings.Contains(string(kout), "Authentication failed") {
-			t.Fatalf("kcat with a wrong password through kmirror: %v\n%s", err, kout)
-		}
+		wrongPasswordRefused(t, ctx, addr)
 	})
+}
+
+// grantSourceReader lets the source's reader describe the configs of every topic of src.
+func grantSourceReader(t *testing.T, ctx context.Context, src *kafkatest.Cluster) {
+	t.Helper()
+	// The reader has alice's grants, plus reading topic configs (kmirror creates destination
+	// topics with the source's configs); nothing on CLUSTER.
+	grant, err := kadm.NewClient(src.Client(t)).CreateACLs(ctx, kadm.NewACLs().Allow("User:"+sourceReader).
+		Topics("*").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpDescribeConfigs))
+	if err == nil {
+		for _, r := range grant {
+			err = errors.Join(err, r.Err)
+		}
+	}
+	if err != nil {
+		t.Fatalf("grant %s DESCRIBE_CONFIGS on topics: %v", sourceReader, err)
+	}
+}
+
+// javaToolsOverSASL writes sasl-events with Kafka's console producer as alice over
+// SCRAM-SHA-512 and reads it back with the console consumer as alice over PLAIN, both
+// through kmirror at addr.
+func javaToolsOverSASL(t *testing.T, ctx context.Context, dst *kafkatest.Cluster, addr string) {
+	t.Helper()
+	var lines strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&lines, "java-%d\n", i)
+	}
+	out, err := kafkatest.RunToolInput(t, ctx, lines.String(), "org.apache.kafka.tools.ConsoleProducer",
+		"--bootstrap-server", addr, "--topic", "sasl-events", "--producer-property", "acks=all",
+		"--producer.config", dst.Real().PropertiesFile(kafkatest.AliceUser))
+	if err != nil {
+		t.Fatalf("ConsoleProducer as alice (SCRAM-SHA-512) through kmirror: %v\n%s", err, out)
+	}
+	cmd, err := kafkatest.ToolCommand(ctx, "org.apache.kafka.tools.consumer.ConsoleConsumer",
+		"--bootstrap-server", addr, "--topic", "sasl-events", "--from-beginning", "--group", "sasl-events-g",
+		"--max-messages", "20", "--timeout-ms", "60000",
+		"--command-config", dst.Real().PropertiesFileMechanism(kafkatest.AliceUser, kafkatest.MechanismPLAIN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("ConsoleConsumer as alice (PLAIN) through kmirror: %v\n%s", err, stderr.String())
+	}
+	if got, want := strings.Fields(stdout.String()), strings.Fields(lines.String()); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("ConsoleConsumer read %v, want %v\nstderr: %s", got, want, stderr.String())
+	}
+}
+
+// kcatOverSASL writes two records to sasl-events with kcat as alice through kmirror at
+// addr, and reads them back the same way.
+func kcatOverSASL(t *testing.T, ctx context.Context, dst *kafkatest.Cluster, addr string) {
+	t.Helper()
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatalf("kcat not found: apt-get install kcat: %v", err)
+	}
+	prod := exec.CommandContext(ctx, kcat, append([]string{"-b", addr, "-P", "-t", "sasl-events", "-X", "acks=all"},
+		dst.KcatArgs(kafkatest.AliceUser)...)...)
+	prod.Stdin = strings.NewReader("kcat-0\nkcat-1\n")
+	if out, err := prod.CombinedOutput(); err != nil {
+		t.Fatalf("kcat -P as alice through kmirror: %v\n%s", err, out)
+	}
+	cons := exec.CommandContext(ctx, kcat, append([]string{"-b", addr, "-C", "-t", "sasl-events", "-o", "-2", "-e", "-q"},
+		dst.KcatArgs(kafkatest.AliceUser)...)...)
+	out, err := cons.Output()
+	if err != nil || strings.Join(strings.Fields(string(out)), " ") != "kcat-0 kcat-1" {
+		t.Fatalf("kcat -C as alice through kmirror: %v\n%s", err, out)
+	}
+}
+
+// wrongPasswordRefused checks that franz-go, Kafka's topic tool and kcat, each with a wrong
+// password for alice, are refused by the broker through kmirror at addr.
+func wrongPasswordRefused(t *testing.T, ctx context.Context, addr string) {
+	t.Helper()
+	wrong := scram.Auth{User: kafkatest.AliceUser, Pass: "not-alices"}.AsSha512Mechanism()
+	fc := kafkatest.NewClient(t, []string{addr}, kgo.SASL(wrong), kgo.RequestRetries(0))
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, fc); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("franz-go with a wrong SCRAM password through kmirror: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+
+	props := filepath.Join(t.TempDir(), "wrong.properties")
+	if err := os.WriteFile(props, []byte(kafkatest.ClientProperties(
+		kafkatest.User{Name: kafkatest.AliceUser, Password: "not-alices"}, kafkatest.MechanismSCRAM)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := kafkatest.RunTool(t, ctx, "org.apache.kafka.tools.TopicCommand",
+		"--bootstrap-server", addr, "--command-config", props, "--list")
+	if err == nil || !strings.Contains(out, "SaslAuthenticationException") {
+		t.Fatalf("kafka-topics with a wrong password through kmirror: %v\n%s", err, out)
+	}
+
+	args := append([]string{"-b", addr, "-L", "-m", "10"},
+		kafkatest.KcatArgs(kafkatest.User{Name: kafkatest.AliceUser, Password: "not-alices"}, kafkatest.MechanismPLAIN)...)
+	kout, err := exec.CommandContext(ctx, "kcat", args...).CombinedOutput()
+	if err == nil || !strings.Contains(string(kout), "Authentication failed") {
+		t.Fatalf("kcat with a wrong password through kmirror: %v\n%s", err, kout)
+	}
 }

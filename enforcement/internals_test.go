@@ -146,153 +146,17 @@ func encode(req kmsg.Request, version int16) ([]byte, bool) {
 	return req.AppendTo(nil), req.IsFlexible()
 }
 
+// internalsCase is one request CheckInternals sees, and what it must do with it.
+type internalsCase struct {
+	name string
+	req  kmsg.Request
+	kind string // "" = forwarded
+	code int16
+}
+
 func TestCheckInternals(t *testing.T) {
 	g := internalsGuard(t)
-	const group, txn = "kmirror-coordinators", "kmirror-dr-abc-0"
-	join := func(gr string) kmsg.Request {
-		r := kmsg.NewPtrJoinGroupRequest()
-		r.Group, r.ProtocolType = gr, "consumer"
-		return r
-	}
-	hb := func(gr string) kmsg.Request { r := kmsg.NewPtrHeartbeatRequest(); r.Group = gr; return r }
-	commit := func(gr string) kmsg.Request {
-		r := kmsg.NewPtrOffsetCommitRequest()
-		r.Group = gr
-		t := kmsg.NewOffsetCommitRequestTopic()
-		t.Topic = "__mirror_state"
-		p := kmsg.NewOffsetCommitRequestTopicPartition()
-		t.Partitions = append(t.Partitions, p)
-		r.Topics = append(r.Topics, t)
-		return r
-	}
-	cgh := func(gr string) kmsg.Request { r := kmsg.NewPtrConsumerGroupHeartbeatRequest(); r.Group = gr; return r }
-	initPID := func(id *string) kmsg.Request {
-		r := kmsg.NewPtrInitProducerIDRequest()
-		r.TransactionalID = id
-		return r
-	}
-	endTxn := func(id string) kmsg.Request { r := kmsg.NewPtrEndTxnRequest(); r.TransactionalID = id; return r }
-	addOffsets := func(id, gr string) kmsg.Request {
-		r := kmsg.NewPtrAddOffsetsToTxnRequest()
-		r.TransactionalID, r.Group = id, gr
-		return r
-	}
-	txnCommit := func(id, gr string) kmsg.Request {
-		r := kmsg.NewPtrTxnOffsetCommitRequest()
-		r.TransactionalID, r.Group = id, gr
-		return r
-	}
-	addParts := func(id string) kmsg.Request {
-		r := kmsg.NewPtrAddPartitionsToTxnRequest()
-		r.TransactionalID = id
-		tp := kmsg.NewAddPartitionsToTxnRequestTopic()
-		tp.Topic, tp.Partitions = "payments", []int32{0}
-		r.Topics = append(r.Topics, tp)
-		return r
-	}
-	deleteGroups := func(gs ...string) kmsg.Request { r := kmsg.NewPtrDeleteGroupsRequest(); r.Groups = gs; return r }
-	elect := func(typ int8, topics ...string) kmsg.Request {
-		r := kmsg.NewPtrElectLeadersRequest()
-		r.ElectionType = typ
-		if topics == nil {
-			r.Topics = nil
-		}
-		for _, n := range topics {
-			tp := kmsg.NewElectLeadersRequestTopic()
-			tp.Topic, tp.Partitions = n, []int32{0, 1}
-			r.Topics = append(r.Topics, tp)
-		}
-		return r
-	}
-	deleteTopics := func(names ...string) kmsg.Request {
-		r := kmsg.NewPtrDeleteTopicsRequest()
-		r.TopicNames = names
-		for _, n := range names {
-			tp := kmsg.NewDeleteTopicsRequestTopic()
-			tp.Topic = kmsg.StringPtr(n)
-			r.Topics = append(r.Topics, tp)
-		}
-		return r
-	}
-	alter := func(name string) kmsg.Request {
-		r := kmsg.NewPtrIncrementalAlterConfigsRequest()
-		res := kmsg.NewIncrementalAlterConfigsRequestResource()
-		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, name
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name, c.Value = "cleanup.policy", kmsg.StringPtr("delete")
-		res.Configs = append(res.Configs, c)
-		r.Resources = append(r.Resources, res)
-		return r
-	}
-	deleteRecords := func(name string) kmsg.Request {
-		r := kmsg.NewPtrDeleteRecordsRequest()
-		tp := kmsg.NewDeleteRecordsRequestTopic()
-		tp.Topic = name
-		p := kmsg.NewDeleteRecordsRequestTopicPartition()
-		p.Offset = 5
-		tp.Partitions = append(tp.Partitions, p)
-		r.Topics = append(r.Topics, tp)
-		return r
-	}
-	createParts := func(name string) kmsg.Request {
-		r := kmsg.NewPtrCreatePartitionsRequest()
-		tp := kmsg.NewCreatePartitionsRequestTopic()
-		tp.Topic, tp.Count = name, 99
-		r.Topics = append(r.Topics, tp)
-		return r
-	}
-	createTopics := func(name string) kmsg.Request {
-		r := kmsg.NewPtrCreateTopicsRequest()
-		tp := kmsg.NewCreateTopicsRequestTopic()
-		tp.Topic, tp.NumPartitions, tp.ReplicationFactor = name, 1, 1
-		r.Topics = append(r.Topics, tp)
-		return r
-	}
-	markers := kmsg.NewPtrWriteTxnMarkersRequest()
-	m := kmsg.NewWriteTxnMarkersRequestMarker()
-	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-	mt.Topic, mt.Partitions = "orders", []int32{0}
-	m.Topics = append(m.Topics, mt)
-	markers.Markers = append(markers.Markers, m)
-
-	for _, c := range []struct {
-		name string
-		req  kmsg.Request
-		kind string // "" = forwarded
-		code int16
-	}{
-		{"join kmirror's group", join(group), RefusedGroup, 30},
-		{"join another group", join("app"), "", 0},
-		{"heartbeat", hb(group), RefusedGroup, 30},
-		{"heartbeat other", hb("kmirror-coordinators-x"), "", 0},
-		{"offset commit", commit(group), RefusedGroup, 30},
-		{"offset commit other", commit("app"), "", 0},
-		{"consumer group heartbeat", cgh(group), RefusedGroup, 30},
-		{"delete groups", deleteGroups("app", group), RefusedGroup, 30},
-		{"delete other groups", deleteGroups("app"), "", 0},
-		{"init producer id", initPID(kmsg.StringPtr(txn)), RefusedTransactionalID, 53},
-		{"init idempotent producer", initPID(nil), "", 0},
-		{"init app txn", initPID(kmsg.StringPtr("app-kmirror-1")), "", 0},
-		{"end txn", endTxn(txn), RefusedTransactionalID, 53},
-		{"add offsets, kmirror's txn", addOffsets(txn, "app"), RefusedTransactionalID, 53},
-		{"add offsets, kmirror's group", addOffsets("app", group), RefusedGroup, 30},
-		{"txn offset commit", txnCommit("app", group), RefusedGroup, 30},
-		{"add partitions", addParts(txn), RefusedTransactionalID, 53},
-		{"add partitions other", addParts("app"), "", 0},
-		{"write txn markers", markers, RefusedTxnMarkers, 31},
-		{"unclean election on a mirror topic", elect(1, "payments", "orders"), RefusedUncleanElection, 44},
-		{"unclean election everywhere", elect(1), RefusedUncleanElection, 44},
-		{"preferred election on a mirror topic", elect(0, "orders"), "", 0},
-		{"unclean election elsewhere", elect(1, "payments"), "", 0},
-		{"delete state topic", deleteTopics("payments", "__mirror_state"), RefusedStateTopic, 29},
-		{"delete other topic", deleteTopics("payments"), "", 0},
-		{"alter state topic", alter("__mirror_state"), RefusedStateTopic, 29},
-		{"delete records", deleteRecords("__mirror_state"), RefusedStateTopic, 29},
-		{"create partitions", createParts("__mirror_state"), RefusedStateTopic, 29},
-		{"create state topic", createTopics("__mirror_state"), RefusedStateTopic, 29},
-		{"delete marks topic", deleteTopics("__mirror_state_marks"), RefusedStateTopic, 29},
-		{"delete records of marks topic", deleteRecords("__mirror_state_marks"), RefusedStateTopic, 29},
-	} {
+	for _, c := range internalsCases() {
 		for _, v := range []int16{c.req.GetVersion(), c.req.MaxVersion()} {
 			if _, ok := c.req.(*kmsg.AddPartitionsToTxnRequest); ok && v >= 4 {
 				continue // v4+ is brokers' batch form
@@ -300,37 +164,225 @@ func TestCheckInternals(t *testing.T) {
 			if _, ok := c.req.(*kmsg.ElectLeadersRequest); ok && v == 0 {
 				v = 1 // v0 has no election type
 			}
-			body, flexible := encode(c.req, v)
-			resp, ref, err := g.CheckInternals(context.Background(), c.req.Key(), v, flexible, body)
-			if err != nil {
-				t.Fatalf("%s v%d: %v", c.name, v, err)
-			}
-			if c.kind == "" {
-				if resp != nil {
-					t.Errorf("%s v%d: refused (%+v), want forwarded", c.name, v, ref)
-				}
-				continue
-			}
-			if resp == nil || ref == nil || ref.Kind != c.kind || ref.Code != c.code || ref.Reason == "" {
-				t.Errorf("%s v%d: got %+v, want %s with code %d", c.name, v, ref, c.kind, c.code)
-				continue
-			}
-			if resp.GetVersion() != v {
-				t.Errorf("%s: response v%d for request v%d", c.name, resp.GetVersion(), v)
-			}
-			if ref.Resource != "" && !strings.Contains(ref.Reason, ref.Resource) {
-				t.Errorf("%s: the message %q does not name %q", c.name, ref.Reason, ref.Resource)
-			}
-			if err := kerr.ErrorForCode(ref.Code); err == nil {
-				t.Errorf("%s: code %d is no error", c.name, ref.Code)
-			}
+			checkInternalsCase(t, g, c, v)
 		}
 	}
 	// The hot keys are looked at in place.
-	body, flexible := encode(hb("app"), 4)
+	body, flexible := encode(reqHeartbeat("app"), 4)
 	if n := testing.AllocsPerRun(100, func() { _, _, _ = g.CheckInternals(context.Background(), 12, 4, flexible, body) }); n != 0 {
 		t.Errorf("a Heartbeat of another group allocates %.0f times", n)
 	}
+}
+
+// checkInternalsCase sends c's request at version v through the guard.
+func checkInternalsCase(t *testing.T, g *Guard, c internalsCase, v int16) {
+	t.Helper()
+	body, flexible := encode(c.req, v)
+	resp, ref, err := g.CheckInternals(context.Background(), c.req.Key(), v, flexible, body)
+	if err != nil {
+		t.Fatalf("%s v%d: %v", c.name, v, err)
+	}
+	if c.kind == "" {
+		if resp != nil {
+			t.Errorf("%s v%d: refused (%+v), want forwarded", c.name, v, ref)
+		}
+		return
+	}
+	if resp == nil || ref == nil || ref.Kind != c.kind || ref.Code != c.code || ref.Reason == "" {
+		t.Errorf("%s v%d: got %+v, want %s with code %d", c.name, v, ref, c.kind, c.code)
+		return
+	}
+	if resp.GetVersion() != v {
+		t.Errorf("%s: response v%d for request v%d", c.name, resp.GetVersion(), v)
+	}
+	if ref.Resource != "" && !strings.Contains(ref.Reason, ref.Resource) {
+		t.Errorf("%s: the message %q does not name %q", c.name, ref.Reason, ref.Resource)
+	}
+	if err := kerr.ErrorForCode(ref.Code); err == nil {
+		t.Errorf("%s: code %d is no error", c.name, ref.Code)
+	}
+}
+
+// internalsCases is the table: kmirror's own group, transactional ids, state topics and
+// mirror topics against the same requests for an application's.
+func internalsCases() []internalsCase {
+	const group, txn = "kmirror-coordinators", "kmirror-dr-abc-0"
+	return []internalsCase{
+		{"join kmirror's group", reqJoin(group), RefusedGroup, 30},
+		{"join another group", reqJoin("app"), "", 0},
+		{"heartbeat", reqHeartbeat(group), RefusedGroup, 30},
+		{"heartbeat other", reqHeartbeat("kmirror-coordinators-x"), "", 0},
+		{"offset commit", reqCommit(group), RefusedGroup, 30},
+		{"offset commit other", reqCommit("app"), "", 0},
+		{"consumer group heartbeat", reqConsumerHeartbeat(group), RefusedGroup, 30},
+		{"delete groups", reqDeleteGroups("app", group), RefusedGroup, 30},
+		{"delete other groups", reqDeleteGroups("app"), "", 0},
+		{"init producer id", reqInitPID(kmsg.StringPtr(txn)), RefusedTransactionalID, 53},
+		{"init idempotent producer", reqInitPID(nil), "", 0},
+		{"init app txn", reqInitPID(kmsg.StringPtr("app-kmirror-1")), "", 0},
+		{"end txn", reqEndTxn(txn), RefusedTransactionalID, 53},
+		{"add offsets, kmirror's txn", reqAddOffsets(txn, "app"), RefusedTransactionalID, 53},
+		{"add offsets, kmirror's group", reqAddOffsets("app", group), RefusedGroup, 30},
+		{"txn offset commit", reqTxnCommit("app", group), RefusedGroup, 30},
+		{"add partitions", reqAddParts(txn), RefusedTransactionalID, 53},
+		{"add partitions other", reqAddParts("app"), "", 0},
+		{"write txn markers", reqMarkers(), RefusedTxnMarkers, 31},
+		{"unclean election on a mirror topic", reqElect(1, "payments", "orders"), RefusedUncleanElection, 44},
+		{"unclean election everywhere", reqElect(1), RefusedUncleanElection, 44},
+		{"preferred election on a mirror topic", reqElect(0, "orders"), "", 0},
+		{"unclean election elsewhere", reqElect(1, "payments"), "", 0},
+		{"delete state topic", reqDeleteTopics("payments", "__mirror_state"), RefusedStateTopic, 29},
+		{"delete other topic", reqDeleteTopics("payments"), "", 0},
+		{"alter state topic", reqAlter("__mirror_state"), RefusedStateTopic, 29},
+		{"delete records", reqDeleteRecords("__mirror_state"), RefusedStateTopic, 29},
+		{"create partitions", reqCreateParts("__mirror_state"), RefusedStateTopic, 29},
+		{"create state topic", reqCreateTopics("__mirror_state"), RefusedStateTopic, 29},
+		{"delete marks topic", reqDeleteTopics("__mirror_state_marks"), RefusedStateTopic, 29},
+		{"delete records of marks topic", reqDeleteRecords("__mirror_state_marks"), RefusedStateTopic, 29},
+	}
+}
+
+// The requests of the table, each with what the guard looks at.
+
+func reqJoin(gr string) kmsg.Request {
+	r := kmsg.NewPtrJoinGroupRequest()
+	r.Group, r.ProtocolType = gr, "consumer"
+	return r
+}
+
+func reqHeartbeat(gr string) kmsg.Request {
+	r := kmsg.NewPtrHeartbeatRequest()
+	r.Group = gr
+	return r
+}
+
+func reqCommit(gr string) kmsg.Request {
+	r := kmsg.NewPtrOffsetCommitRequest()
+	r.Group = gr
+	t := kmsg.NewOffsetCommitRequestTopic()
+	t.Topic = "__mirror_state"
+	p := kmsg.NewOffsetCommitRequestTopicPartition()
+	t.Partitions = append(t.Partitions, p)
+	r.Topics = append(r.Topics, t)
+	return r
+}
+
+func reqConsumerHeartbeat(gr string) kmsg.Request {
+	r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	r.Group = gr
+	return r
+}
+
+func reqInitPID(id *string) kmsg.Request {
+	r := kmsg.NewPtrInitProducerIDRequest()
+	r.TransactionalID = id
+	return r
+}
+
+func reqEndTxn(id string) kmsg.Request {
+	r := kmsg.NewPtrEndTxnRequest()
+	r.TransactionalID = id
+	return r
+}
+
+func reqAddOffsets(id, gr string) kmsg.Request {
+	r := kmsg.NewPtrAddOffsetsToTxnRequest()
+	r.TransactionalID, r.Group = id, gr
+	return r
+}
+
+func reqTxnCommit(id, gr string) kmsg.Request {
+	r := kmsg.NewPtrTxnOffsetCommitRequest()
+	r.TransactionalID, r.Group = id, gr
+	return r
+}
+
+func reqAddParts(id string) kmsg.Request {
+	r := kmsg.NewPtrAddPartitionsToTxnRequest()
+	r.TransactionalID = id
+	tp := kmsg.NewAddPartitionsToTxnRequestTopic()
+	tp.Topic, tp.Partitions = "payments", []int32{0}
+	r.Topics = append(r.Topics, tp)
+	return r
+}
+
+func reqDeleteGroups(gs ...string) kmsg.Request {
+	r := kmsg.NewPtrDeleteGroupsRequest()
+	r.Groups = gs
+	return r
+}
+
+func reqMarkers() kmsg.Request {
+	markers := kmsg.NewPtrWriteTxnMarkersRequest()
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = "orders", []int32{0}
+	m.Topics = append(m.Topics, mt)
+	markers.Markers = append(markers.Markers, m)
+	return markers
+}
+
+func reqElect(typ int8, topics ...string) kmsg.Request {
+	r := kmsg.NewPtrElectLeadersRequest()
+	r.ElectionType = typ
+	if topics == nil {
+		r.Topics = nil
+	}
+	for _, n := range topics {
+		tp := kmsg.NewElectLeadersRequestTopic()
+		tp.Topic, tp.Partitions = n, []int32{0, 1}
+		r.Topics = append(r.Topics, tp)
+	}
+	return r
+}
+
+func reqDeleteTopics(names ...string) kmsg.Request {
+	r := kmsg.NewPtrDeleteTopicsRequest()
+	r.TopicNames = names
+	for _, n := range names {
+		tp := kmsg.NewDeleteTopicsRequestTopic()
+		tp.Topic = kmsg.StringPtr(n)
+		r.Topics = append(r.Topics, tp)
+	}
+	return r
+}
+
+func reqAlter(name string) kmsg.Request {
+	r := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, name
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = "cleanup.policy", kmsg.StringPtr("delete")
+	res.Configs = append(res.Configs, c)
+	r.Resources = append(r.Resources, res)
+	return r
+}
+
+func reqDeleteRecords(name string) kmsg.Request {
+	r := kmsg.NewPtrDeleteRecordsRequest()
+	tp := kmsg.NewDeleteRecordsRequestTopic()
+	tp.Topic = name
+	p := kmsg.NewDeleteRecordsRequestTopicPartition()
+	p.Offset = 5
+	tp.Partitions = append(tp.Partitions, p)
+	r.Topics = append(r.Topics, tp)
+	return r
+}
+
+func reqCreateParts(name string) kmsg.Request {
+	r := kmsg.NewPtrCreatePartitionsRequest()
+	tp := kmsg.NewCreatePartitionsRequestTopic()
+	tp.Topic, tp.Count = name, 99
+	r.Topics = append(r.Topics, tp)
+	return r
+}
+
+func reqCreateTopics(name string) kmsg.Request {
+	r := kmsg.NewPtrCreateTopicsRequest()
+	tp := kmsg.NewCreateTopicsRequestTopic()
+	tp.Topic, tp.NumPartitions, tp.ReplicationFactor = name, 1, 1
+	r.Topics = append(r.Topics, tp)
+	return r
 }
 
 // FuzzInternals feeds arbitrary bodies to the in-place readers and the

@@ -105,14 +105,37 @@ func testTransactionFacts(t *testing.T, e *env) {
 	const topic = "txn-facts"
 	e.createSource(topic, 1, nil)
 	e.ensureDestination(topic)
-	tc := newTxnClient(e.dst, e.dstAdm)
-	_, end := e.offsets(e.dstAdm, topic, 0)
+	f := &txnFactsRun{t: t, e: e, tc: newTxnClient(e.dst, e.dstAdm), topic: topic}
+	_, f.end = e.offsets(e.dstAdm, topic, 0)
 
-	x := &destTxn{id: "facts-empty"}
+	x, epoch, next := f.emptyAbortedTransaction()
+	f.repeatedEndTxn(x, epoch)
+	f.reinitialiseOpenTransaction()
+	f.initialiseAfterEndTxn(x, next)
+	f.recordAfterMarkers()
+}
+
+// txnFactsRun is what the steps of testTransactionFacts share: the transaction client of
+// the destination, the topic, and the end its log must have.
+type txnFactsRun struct {
+	t     *testing.T
+	e     *env
+	tc    txnClient
+	topic string
+	end   int64 // the log end of partition 0 of topic, as the facts so far make it
+}
+
+// emptyAbortedTransaction aborts an empty transaction of a new id: its marker takes one
+// offset, and EndTxn bumps the epoch. It returns the transaction, the epoch it began with
+// and the one EndTxn returned.
+func (f *txnFactsRun) emptyAbortedTransaction() (x *destTxn, epoch, next int16) {
+	t, e, tc, topic := f.t, f.e, f.tc, f.topic
+	t.Helper()
+	x = &destTxn{id: "facts-empty"}
 	if _, err := tc.identify(e.ctx, x, topic, 0); err != nil {
 		t.Fatal(err)
 	}
-	epoch := x.epoch
+	epoch = x.epoch
 	if err := tc.add(e.ctx, x, topic, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -120,16 +143,23 @@ func testTransactionFacts(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	end++
+	f.end++
 	polltest.Eventually(t, 10*time.Second, "the marker landed", func() (bool, string) {
 		_, e2 := e.offsets(e.dstAdm, topic, 0)
-		return e2 == end, fmt.Sprintf("log end %d, want %d", e2, end)
+		return e2 == f.end, fmt.Sprintf("log end %d, want %d", e2, f.end)
 	})
 	if next != epoch+1 || pid != x.pid {
 		t.Fatalf("EndTxn returned producer %d epoch %d, want %d epoch %d (transaction.version 2 bumps the epoch)", pid, next, x.pid, epoch+1)
 	}
 	t.Logf("fact: an empty aborted transaction puts one marker at the log end; EndTxn moved the epoch %d -> %d", epoch, next)
+	return x, epoch, next
+}
 
+// repeatedEndTxn repeats x's EndTxn of epoch, as an old owner would: it is answered and
+// writes no marker, and the old epoch cannot begin again.
+func (f *txnFactsRun) repeatedEndTxn(x *destTxn, epoch int16) {
+	t, e, tc, topic := f.t, f.e, f.tc, f.topic
+	t.Helper()
 	// The same EndTxn again (an old owner repeating it): answered, no marker.
 	if _, _, err := tc.end(e.ctx, x, false); err != nil {
 		t.Fatalf("repeated EndTxn of epoch %d: %v, want it answered as a retry", epoch, err)
@@ -137,11 +167,17 @@ func testTransactionFacts(t *testing.T, e *env) {
 	if err := tc.add(e.ctx, x, topic, 0); !isErr(err, kerr.ProducerFenced) {
 		t.Fatalf("AddPartitionsToTxn with the old epoch %d: %v, want PRODUCER_FENCED", epoch, err)
 	}
-	if _, e2 := e.offsets(e.dstAdm, topic, 0); e2 != end {
-		t.Fatalf("log end %d after a repeated EndTxn, want %d", e2, end)
+	if _, e2 := e.offsets(e.dstAdm, topic, 0); e2 != f.end {
+		t.Fatalf("log end %d after a repeated EndTxn, want %d", e2, f.end)
 	}
 	t.Logf("fact: a repeated EndTxn of the previous epoch writes no marker; the previous epoch cannot begin again")
+}
 
+// reinitialiseOpenTransaction initialises an id whose transaction is open: that aborts it,
+// and InitProducerId answers once the marker is in the log.
+func (f *txnFactsRun) reinitialiseOpenTransaction() {
+	t, e, tc, topic := f.t, f.e, f.tc, f.topic
+	t.Helper()
 	// Re-initialising an id whose transaction is open aborts it.
 	y := &destTxn{id: "facts-reinit"}
 	if _, err := tc.identify(e.ctx, y, topic, 0); err != nil {
@@ -153,14 +189,20 @@ func testTransactionFacts(t *testing.T, e *env) {
 	if _, _, err := tc.initialise(e.ctx, y.id); err != nil {
 		t.Fatal(err)
 	}
-	end++
+	f.end++
 	// Read once, not polled: the filler's fence (settleFillers) relies on
 	// InitProducerId answering only once the abort it caused is in the log.
-	if _, e2 := e.offsets(e.dstAdm, topic, 0); e2 != end {
-		t.Fatalf("log end %d right after InitProducerId aborted an open transaction, want %d", e2, end)
+	if _, e2 := e.offsets(e.dstAdm, topic, 0); e2 != f.end {
+		t.Fatalf("log end %d right after InitProducerId aborted an open transaction, want %d", e2, f.end)
 	}
 	t.Logf("fact: InitProducerId on an id with an open transaction aborts it and answers once its marker is in the log")
+}
 
+// initialiseAfterEndTxn ends a transaction of x at epoch next and initialises x's id at
+// once: the init answers once the marker is in the log, and fences the epoch before.
+func (f *txnFactsRun) initialiseAfterEndTxn(x *destTxn, next int16) {
+	t, e, tc, topic := f.t, f.e, f.tc, f.topic
+	t.Helper()
 	// An EndTxn answered, then InitProducerId at once: the init waits out
 	// the marker being written (CONCURRENT_TRANSACTIONS, retried), bumps the
 	// epoch, and the earlier epoch is fenced.
@@ -175,19 +217,26 @@ func testTransactionFacts(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	end++
-	if _, e2 := e.offsets(e.dstAdm, topic, 0); e2 != end {
-		t.Fatalf("log end %d right after InitProducerId followed an answered EndTxn, want %d", e2, end)
+	f.end++
+	if _, e2 := e.offsets(e.dstAdm, topic, 0); e2 != f.end {
+		t.Fatalf("log end %d right after InitProducerId followed an answered EndTxn, want %d", e2, f.end)
 	}
 	stale := &destTxn{id: x.id, pid: x.pid, epoch: fenced - 1, known: true}
 	if err := tc.add(e.ctx, stale, topic, 0); err == nil {
 		t.Fatalf("AddPartitionsToTxn with epoch %d after InitProducerId moved it to %d was accepted", fenced-1, fenced)
 	}
 	t.Logf("fact: InitProducerId right after an answered EndTxn answers once that marker is in the log, and fences the epoch before")
+}
+
+// recordAfterMarkers writes a record after the markers: it lands at the log end they made,
+// and a consumer sees only it, at either isolation level.
+func (f *txnFactsRun) recordAfterMarkers() {
+	t, e, topic := f.t, f.e, f.topic
+	t.Helper()
 	plain := e.client(e.p.dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	r := &kgo.Record{Topic: topic, Key: []byte("after"), Value: []byte("markers")}
-	if err := plain.ProduceSync(e.ctx, r).FirstErr(); err != nil || r.Offset != end {
-		t.Fatalf("record after the markers: offset %d, %v; want %d", r.Offset, err, end)
+	if err := plain.ProduceSync(e.ctx, r).FirstErr(); err != nil || r.Offset != f.end {
+		t.Fatalf("record after the markers: offset %d, %v; want %d", r.Offset, err, f.end)
 	}
 	for _, committed := range []bool{false, true} {
 		if got := e.consumeAll(e.p.dst, topic, 0, committed, r.Offset); len(got) != 1 {

@@ -51,42 +51,7 @@ func TestRealResumeWaitsForFollowers(t *testing.T) {
 		return err1 == nil && err2 == nil && hw == 5 && leo == 5
 	})
 
-	// Freeze a follower of the partition.
-	var leader int32 = -1
-	var replicas []int32
-	polltest.Until(t, 30*time.Second, "the partition's leader and replicas", func() bool {
-		md, err := adm.Metadata(ctx, "hw")
-		if err != nil {
-			return false
-		}
-		p := md.Topics["hw"].Partitions[0]
-		leader, replicas = p.Leader, p.Replicas
-		return leader >= 0 && len(p.ISR) == 3
-	})
-	ids := c.Real().NodeIDs()
-	follower := -1
-	for i, id := range ids {
-		if id != leader && slices.Contains(replicas, id) {
-			follower = i
-			break
-		}
-	}
-	if follower < 0 {
-		t.Fatalf("no follower among nodes %v (leader %d, replicas %v)", ids, leader, replicas)
-	}
-	if err := c.Real().SignalNode(follower, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	thawed := false
-	thaw := func() {
-		if !thawed {
-			thawed = true
-			if err := c.Real().SignalNode(follower, syscall.SIGCONT); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	t.Cleanup(thaw)
+	thaw := freezeFollower(t, ctx, c, adm)
 
 	produce(2) // acks=1: the leader appends, the frozen follower never acknowledges
 	hw, err := listOffset(ctx, cl, "hw", 0, -1)
@@ -114,4 +79,47 @@ func TestRealResumeWaitsForFollowers(t *testing.T) {
 	if err != nil || end != 7 {
 		t.Fatalf("settledEnd once the follower caught up: end %d, err %v; want 7", end, err)
 	}
+}
+
+// freezeFollower freezes (SIGSTOP) a follower of partition 0 of hw on c, and returns what
+// wakes it up again (SIGCONT) at its first call; the test's cleanup calls it too.
+func freezeFollower(t *testing.T, ctx context.Context, c *kafkatest.Cluster, adm *kadm.Client) (thaw func()) {
+	t.Helper()
+	// Freeze a follower of the partition.
+	var leader int32 = -1
+	var replicas []int32
+	polltest.Until(t, 30*time.Second, "the partition's leader and replicas", func() bool {
+		md, err := adm.Metadata(ctx, "hw")
+		if err != nil {
+			return false
+		}
+		p := md.Topics["hw"].Partitions[0]
+		leader, replicas = p.Leader, p.Replicas
+		return leader >= 0 && len(p.ISR) == 3
+	})
+	ids := c.Real().NodeIDs()
+	follower := -1
+	for i, id := range ids {
+		if id != leader && slices.Contains(replicas, id) {
+			follower = i
+			break
+		}
+	}
+	if follower < 0 {
+		t.Fatalf("no follower among nodes %v (leader %d, replicas %v)", ids, leader, replicas)
+	}
+	if err := c.Real().SignalNode(follower, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw = func() {
+		if !thawed {
+			thawed = true
+			if err := c.Real().SignalNode(follower, syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(thaw)
+	return thaw
 }

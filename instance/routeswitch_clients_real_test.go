@@ -43,23 +43,24 @@ func TestRealRouteSwitchEveryClient(t *testing.T) {
 	const topic = "orders"
 	_, standby, in := startRouteWorld(t, ctx, topic)
 	route := in.Proxy.RouteAddr("app")
+	c := &everyClient{}
 
 	// The producers.
 	cfgFile := javaProducerConfig(t)
-	javaProd := kafkatest.StartVerifiable(t, ctx, "org.apache.kafka.tools.VerifiableProducer", "--bootstrap-server", route,
+	c.javaProd = kafkatest.StartVerifiable(t, ctx, "org.apache.kafka.tools.VerifiableProducer", "--bootstrap-server", route,
 		"--topic", topic, "--max-messages", "-1", "--throughput", "100", "--value-prefix", "1", "--producer.config", cfgFile)
-	kcatProd := startKcatProducer(t, ctx, kcat, route, topic)
-	fgProd := startFranzProducer(t, ctx, route, topic)
+	c.kcatProd = startKcatProducer(t, ctx, kcat, route, topic)
+	c.fgProd = startFranzProducer(t, ctx, route, topic)
 
 	// The consumer groups, all from the beginning of the topic.
-	javaCons := kafkatest.StartVerifiable(t, ctx, "org.apache.kafka.tools.VerifiableConsumer", "--bootstrap-server", route,
+	c.javaCons = kafkatest.StartVerifiable(t, ctx, "org.apache.kafka.tools.VerifiableConsumer", "--bootstrap-server", route,
 		"--topic", topic, "--group-id", "java-g", "--reset-policy", "earliest", "--verbose", "--group-protocol", "classic")
-	kcatCons := startKcatConsumer(t, ctx, kcat, route, topic, "kcat-g")
-	fgCons := startFranzConsumer(t, ctx, route, topic, "fg-g")
+	c.kcatCons = startKcatConsumer(t, ctx, kcat, route, topic, "kcat-g")
+	c.fgCons = startFranzConsumer(t, ctx, route, topic, "fg-g")
 
 	polltest.Eventually(t, 2*time.Minute, "every client produces or consumes through the route", func() (bool, string) {
-		n := []int{len(javaProd.Values("producer_send_success")), kcatProd.delivered(), fgProd.count(),
-			len(javaCons.Values("record_data")), kcatCons.count(), fgCons.count()}
+		n := []int{len(c.javaProd.Values("producer_send_success")), c.kcatProd.delivered(), c.fgProd.count(),
+			len(c.javaCons.Values("record_data")), c.kcatCons.count(), c.fgCons.count()}
 		return slices.Min(n) > 50, fmt.Sprintf("java/kcat/franz-go produced %d/%d/%d, consumed %d/%d/%d", n[0], n[1], n[2], n[3], n[4], n[5])
 	})
 
@@ -70,22 +71,7 @@ func TestRealRouteSwitchEveryClient(t *testing.T) {
 	t.Logf("switched in %s; describe: switch %d ms, writes frozen %d ms; steps: %s", time.Since(began).Round(time.Millisecond),
 		*described.DurationMs, *described.FreezeMs, stepsOf(rec))
 
-	// Every producer goes on through the switched route, then stops.
-	before := []int{len(javaProd.Values("producer_send_success")), kcatProd.delivered(), fgProd.count()}
-	polltest.Eventually(t, 3*time.Minute, "every producer goes on after the switch", func() (bool, string) {
-		n := []int{len(javaProd.Values("producer_send_success")), kcatProd.delivered(), fgProd.count()}
-		return n[0] > before[0]+100 && n[1] > before[1]+100 && n[2] > before[2]+100,
-			fmt.Sprintf("java/kcat/franz-go acknowledged %v, %v at the switch", n, before)
-	})
-	javaProd.Stop(t)
-	kcatProd.stop(t)
-	fgProd.stop(ctx)
-	if errs := javaProd.Values("producer_send_error"); len(errs) > 0 {
-		t.Errorf("the Java producer saw %d send errors (first %s): a switch must only delay writes", len(errs), errs[0])
-	}
-	if n := kcatProd.failed(); n > 0 {
-		t.Errorf("kcat saw %d failed deliveries: a switch must only delay writes", n)
-	}
+	before := c.produceOnAndStop(t, ctx)
 
 	// The standby holds every acknowledged record once, in the order acknowledged.
 	onStandby := readTopic(t, ctx, standby, topic, 3)
@@ -95,8 +81,58 @@ func TestRealRouteSwitchEveryClient(t *testing.T) {
 		count[v]++
 		at[v] = pos
 	}
+	acked := c.checkAcknowledged(t, onStandby, count, at)
+
+	// Every group read every record, none twice.
+	total := len(onStandby)
+	c.checkGroupsRead(t, onStandby, count, at)
+	t.Logf("%d records on the standby; acknowledged java %d, kcat %d, franz-go %d; %d/%d/%d of them after the switch",
+		total, len(acked["java"]), len(acked["kcat"]), len(acked["franz-go"]),
+		len(acked["java"])-before[0], len(acked["kcat"])-before[1], len(acked["franz-go"])-before[2])
+}
+
+// everyClient is the clients of TestRealRouteSwitchEveryClient, all through the route: a
+// producer and a consumer group each of the Java client, kcat and franz-go.
+type everyClient struct {
+	javaProd, javaCons *kafkatest.Verifiable
+	kcatProd           *kcatProducer
+	kcatCons           *kcatConsumer
+	fgProd             *franzProducer
+	fgCons             *franzConsumer
+}
+
+// produceOnAndStop waits until every producer goes on through the switched route, stops
+// them and checks none saw an error. It returns how many records each producer (Java, kcat,
+// franz-go) had acknowledged at the switch.
+func (c *everyClient) produceOnAndStop(t *testing.T, ctx context.Context) []int {
+	t.Helper()
+	// Every producer goes on through the switched route, then stops.
+	before := []int{len(c.javaProd.Values("producer_send_success")), c.kcatProd.delivered(), c.fgProd.count()}
+	polltest.Eventually(t, 3*time.Minute, "every producer goes on after the switch", func() (bool, string) {
+		n := []int{len(c.javaProd.Values("producer_send_success")), c.kcatProd.delivered(), c.fgProd.count()}
+		return n[0] > before[0]+100 && n[1] > before[1]+100 && n[2] > before[2]+100,
+			fmt.Sprintf("java/kcat/franz-go acknowledged %v, %v at the switch", n, before)
+	})
+	c.javaProd.Stop(t)
+	c.kcatProd.stop(t)
+	c.fgProd.stop(ctx)
+	if errs := c.javaProd.Values("producer_send_error"); len(errs) > 0 {
+		t.Errorf("the Java producer saw %d send errors (first %s): a switch must only delay writes", len(errs), errs[0])
+	}
+	if n := c.kcatProd.failed(); n > 0 {
+		t.Errorf("kcat saw %d failed deliveries: a switch must only delay writes", n)
+	}
+	return before
+}
+
+// checkAcknowledged checks that every record a producer was acknowledged is on the standby
+// (onStandby; count and at: how many times and where each value is there) once, where it
+// was acknowledged, in the order acknowledged per partition. It returns each producer's
+// acknowledged positions, in the order acknowledged.
+func (c *everyClient) checkAcknowledged(t *testing.T, onStandby map[position]string, count map[string]int, at map[string]position) map[string][]position {
+	t.Helper()
 	acked := map[string][]position{} // producer -> acknowledged positions, in ack order
-	for _, ev := range javaProd.Events("producer_send_success") {
+	for _, ev := range c.javaProd.Events("producer_send_success") {
 		v := fmt.Sprint(ev["value"])
 		p, _ := ev["partition"].(float64)
 		o, _ := ev["offset"].(float64)
@@ -105,13 +141,13 @@ func TestRealRouteSwitchEveryClient(t *testing.T) {
 			t.Errorf("java: acknowledged %s at %d/%d is %d times on the standby (at %v)", v, int(p), int64(o), count[v], at[v])
 		}
 	}
-	for _, pos := range kcatProd.positions() {
+	for _, pos := range c.kcatProd.positions() {
 		acked["kcat"] = append(acked["kcat"], pos)
 		if v, ok := onStandby[pos]; !ok || !strings.HasPrefix(v, "kcat-") || count[v] != 1 {
 			t.Errorf("kcat: acknowledged at %v, the standby holds %q there (%d times)", pos, v, count[v])
 		}
 	}
-	for _, r := range fgProd.acked() {
+	for _, r := range c.fgProd.acked() {
 		pos := position{r.Partition, r.Offset}
 		acked["franz-go"] = append(acked["franz-go"], pos)
 		if count[string(r.Value)] != 1 || at[string(r.Value)] != pos {
@@ -127,19 +163,25 @@ func TestRealRouteSwitchEveryClient(t *testing.T) {
 			last[pos.partition] = pos.offset
 		}
 	}
+	return acked
+}
 
-	// Every group read every record, none twice.
+// checkGroupsRead waits until each group has read every record on the standby (onStandby;
+// count and at: how many times and where each value is there), and checks none read a
+// record twice or one the standby does not hold.
+func (c *everyClient) checkGroupsRead(t *testing.T, onStandby map[position]string, count map[string]int, at map[string]position) {
+	t.Helper()
 	total := len(onStandby)
 	groups := map[string]func() []string{
 		"java-g": func() []string {
 			var vs []string
-			for _, r := range javaCons.Records() {
+			for _, r := range c.javaCons.Records() {
 				vs = append(vs, r.Value)
 			}
 			return vs
 		},
-		"kcat-g": kcatCons.values,
-		"fg-g":   fgCons.values,
+		"kcat-g": c.kcatCons.values,
+		"fg-g":   c.fgCons.values,
 	}
 	for name, values := range groups {
 		polltest.Eventually(t, 3*time.Minute, "group "+name+" read every record on the standby", func() (bool, string) {
@@ -159,9 +201,6 @@ func TestRealRouteSwitchEveryClient(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d records on the standby; acknowledged java %d, kcat %d, franz-go %d; %d/%d/%d of them after the switch",
-		total, len(acked["java"]), len(acked["kcat"]), len(acked["franz-go"]),
-		len(acked["java"])-before[0], len(acked["kcat"])-before[1], len(acked["franz-go"])-before[2])
 }
 
 // unread summarises, per partition, the positions of the topic's records a group has not

@@ -47,34 +47,58 @@ func TestRealRouteSwitchTransactionalCopier(t *testing.T) {
 		t.Fatal(err)
 	}
 	reader := startFranzConsumer(t, ctx, route, out, "audit", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	startCopier := func() *kafkatest.Verifiable {
-		return kafkatest.StartVerifiable(t, ctx, "org.apache.kafka.tools.TransactionalMessageCopier",
-			"--broker-list", route, "--input-topic", in, "--input-partition", "0", "--output-topic", out,
-			"--transactional-id", "copier-1", "--consumer-group", "copier", "--transaction-size", "500",
-			"--use-group-metadata")
-	}
-	copier := startCopier()
-	processed := func() int64 {
-		ev := copier.LastEvent()
-		if ev == nil {
-			return 0
-		}
-		v, _ := ev["totalProcessed"].(float64)
-		return int64(v)
-	}
+	copier := &txnCopier{t: t, ctx: ctx, route: route, in: in, out: out}
+	copier.start()
 	polltest.Eventually(t, 2*time.Minute, "the copier copies a fifth of the input through the route", func() (bool, string) {
-		if exited, err := copier.Exited(); exited {
-			t.Fatalf("the copier exited before the switch (%v): %s", err, copier.Last(5))
+		if exited, err := copier.v.Exited(); exited {
+			t.Fatalf("the copier exited before the switch (%v): %s", err, copier.v.Last(5))
 		}
-		return processed() > n/5, fmt.Sprintf("%d copied", processed())
+		return copier.processed() > n/5, fmt.Sprintf("%d copied", copier.processed())
 	})
-	before := processed()
+	before := copier.processed()
 	rec := switchRoute(t, ctx, inst, "--switch", "--route", "app")
 	t.Logf("switched with %d of %d copied: %s", before, n, stepsOf(rec))
-	if processed() >= n {
+	if copier.processed() >= n {
 		t.Fatalf("the copier finished during the switch: no transaction was in flight at its freeze")
 	}
 
+	copier.finishOnStandby()
+	checkCopiedOnce(t, ctx, standby, out, n, reader)
+}
+
+// txnCopier is Kafka's TransactionalMessageCopier, copying the input topic to the output
+// topic through the route.
+type txnCopier struct {
+	t       *testing.T
+	ctx     context.Context
+	route   string
+	in, out string
+	v       *kafkatest.Verifiable // the copier's current process
+}
+
+// start starts the copier (again, with the same transactional id, after it failed).
+func (c *txnCopier) start() {
+	c.v = kafkatest.StartVerifiable(c.t, c.ctx, "org.apache.kafka.tools.TransactionalMessageCopier",
+		"--broker-list", c.route, "--input-topic", c.in, "--input-partition", "0", "--output-topic", c.out,
+		"--transactional-id", "copier-1", "--consumer-group", "copier", "--transaction-size", "500",
+		"--use-group-metadata")
+}
+
+// processed is how many records the copier's current process says it has copied.
+func (c *txnCopier) processed() int64 {
+	ev := c.v.LastEvent()
+	if ev == nil {
+		return 0
+	}
+	v, _ := ev["totalProcessed"].(float64)
+	return int64(v)
+}
+
+// finishOnStandby waits until the copier, switched to the standby mid-transaction, exits,
+// and if it failed on the documented limit, starts it again and waits until it finishes.
+func (c *txnCopier) finishOnStandby() {
+	t := c.t
+	t.Helper()
 	// The documented limit (docs/cutover.md): the standby's transaction coordinator never
 	// gave the copier its producer id, and under Kafka 4's transaction protocol (KIP-890
 	// part 2) the Java client takes INVALID_PRODUCER_ID_MAPPING for fatal (so does
@@ -83,24 +107,30 @@ func TestRealRouteSwitchTransactionalCopier(t *testing.T) {
 	// Streams does it by itself). The copier exits instead; starting it again is that
 	// recovery. Should a client carry on by itself, the test takes that too.
 	polltest.Eventually(t, 3*time.Minute, "the copier finishes or fails on the standby", func() (bool, string) {
-		exited, _ := copier.Exited()
-		return exited, fmt.Sprintf("%d copied; last %s", processed(), copier.Last(1))
+		exited, _ := c.v.Exited()
+		return exited, fmt.Sprintf("%d copied; last %s", c.processed(), c.v.Last(1))
 	})
-	if _, err := copier.Exited(); err != nil {
-		if !strings.Contains(copier.Stderr(), "InvalidPidMappingException") {
-			t.Fatalf("the copier failed after the switch (%v), not on the standby's unknown producer id: %s", err, copier.Last(3))
+	if _, err := c.v.Exited(); err != nil {
+		if !strings.Contains(c.v.Stderr(), "InvalidPidMappingException") {
+			t.Fatalf("the copier failed after the switch (%v), not on the standby's unknown producer id: %s", err, c.v.Last(3))
 		}
-		t.Logf("the copier failed on INVALID_PRODUCER_ID_MAPPING after %d records, as documented; a new producer with the same transactional id carries on", processed())
-		copier = startCopier()
+		t.Logf("the copier failed on INVALID_PRODUCER_ID_MAPPING after %d records, as documented; a new producer with the same transactional id carries on", c.processed())
+		c.start()
 		polltest.Eventually(t, 3*time.Minute, "the new copier finishes the input on the standby", func() (bool, string) {
-			exited, err := copier.Exited()
+			exited, err := c.v.Exited()
 			if exited && err != nil {
-				t.Fatalf("the new copier failed (%v): %s", err, copier.Last(3))
+				t.Fatalf("the new copier failed (%v): %s", err, c.v.Last(3))
 			}
-			return exited, fmt.Sprintf("%d copied; last %s", processed(), copier.Last(1))
+			return exited, fmt.Sprintf("%d copied; last %s", c.processed(), c.v.Last(1))
 		})
 	}
+}
 
+// checkCopiedOnce checks that the standby's output topic out holds each of the n input
+// records once for a read_committed reader, and that reader, reading it through the route,
+// saw each once.
+func checkCopiedOnce(t *testing.T, ctx context.Context, standby *kafkatest.Cluster, out string, n int, reader *franzConsumer) {
+	t.Helper()
 	// Read committed, the standby's output is the input, each record once.
 	committed := readToSentinels(t, ctx, standby, out, 3, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	uncommitted := readToSentinels(t, ctx, standby, out, 3)

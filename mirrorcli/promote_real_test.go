@@ -180,10 +180,31 @@ func TestRecoveryPointRealKafka(t *testing.T) {
 	t.Run("PromoteTimesOutOnOpenSourceTransaction", e.promoteRefusedWithOpenTransaction)
 }
 
+// rpoAtRisk is how many records recoveryPoint writes to rpo-0 while the
+// mirror is paused, so how many it expects at risk.
+const rpoAtRisk = 7
+
 // While a paused mirror lags, the report shows exactly the records written
 // since, aged by their own timestamps; once the copy catches up, 0 and 0.
 func (e *promoteEnv) recoveryPoint(t *testing.T) {
 	e.t = t
+	e.rpoCaughtUpWithGroup(t)
+
+	mustRun(t, 0, e.run("--pause", "--mirror", "dr", "--topics", "rpo"))
+	e.waitPartitions("rpo", "PAUSED", func(p PartitionJSON) bool { return p.State == "PAUSED" })
+	stamped := time.Now().Add(-90 * time.Second).Truncate(time.Millisecond)
+	e.produce("rpo", 0, rpoAtRisk, stamped)
+	e.rpoReportWhilePaused(t, stamped)
+	e.rpoTableWhilePaused(t)
+	e.rpoGaugesWhilePaused(t, stamped)
+	e.rpoCaughtUpAfterResume(t)
+}
+
+// rpoCaughtUpWithGroup creates rpo with five records in each partition and
+// a consumer group on the source, and waits until the copy caught up and
+// the summary shows the group.
+func (e *promoteEnv) rpoCaughtUpWithGroup(t *testing.T) {
+	t.Helper()
 	e.topic("rpo", 2)
 	e.produce("rpo", 0, 5, time.Now())
 	e.produce("rpo", 1, 5, time.Now())
@@ -201,12 +222,14 @@ func (e *promoteEnv) recoveryPoint(t *testing.T) {
 		r := e.run("--describe", "--mirror", "dr")
 		return regexp.MustCompile(`(?m)^dr\s+group rpo-readers\s+-\s+\d+\.\d\s+offsets synced \d+s ago \(SYNCED\)$`).MatchString(r.stdout), r.String()
 	})
+}
 
-	mustRun(t, 0, e.run("--pause", "--mirror", "dr", "--topics", "rpo"))
-	e.waitPartitions("rpo", "PAUSED", func(p PartitionJSON) bool { return p.State == "PAUSED" })
-	const n = 7
-	stamped := time.Now().Add(-90 * time.Second).Truncate(time.Millisecond)
-	e.produce("rpo", 0, n, stamped)
+// rpoReportWhilePaused waits until describe --json counts the records
+// written to rpo-0 while paused (stamped at stamped), then checks every
+// figure of both partitions and of the topic.
+func (e *promoteEnv) rpoReportWhilePaused(t *testing.T, stamped time.Time) {
+	t.Helper()
+	const n = rpoAtRisk
 	tj := e.waitPartitions("rpo", fmt.Sprintf("partition 0 has %d records at risk", n), func(p PartitionJSON) bool {
 		return p.Partition != 0 || (p.RecordsAtRisk != nil && *p.RecordsAtRisk == n)
 	})
@@ -226,8 +249,12 @@ func (e *promoteEnv) recoveryPoint(t *testing.T) {
 	if tj.AtRisk.Records != n || tj.AtRisk.PartitionsBehind != 1 || tj.AtRisk.Seconds < 90 || tj.AtRisk.PartitionsUnknown != 0 {
 		t.Fatalf("topic total %+v, want %d records on 1 partition, >= 90 s", tj.AtRisk, n)
 	}
+}
 
-	// The table: partition rows and the summary's topic and mirror rows.
+// rpoTableWhilePaused checks the partition rows and the summary's topic and
+// mirror rows of the describe table while rpo lags.
+func (e *promoteEnv) rpoTableWhilePaused(t *testing.T) {
+	t.Helper()
 	table := mustRun(t, 0, e.run("--describe", "--mirror", "dr"))
 	for _, re := range []string{
 		`(?m)^dr\s+rpo\s+0\s+PAUSED\s+12\s+5\s+7\s+-\s+7\s+(9\d|1\d\d)\.\d$`,
@@ -239,8 +266,14 @@ func (e *promoteEnv) recoveryPoint(t *testing.T) {
 			t.Fatalf("--describe does not match %s:\n%s", re, table)
 		}
 	}
+}
 
-	// The gauges, from the instance coordinating the mirror (the only one).
+// rpoGaugesWhilePaused waits for the at-risk gauges of rpo, from the
+// instance coordinating the mirror (the only one), to show what the report
+// shows.
+func (e *promoteEnv) rpoGaugesWhilePaused(t *testing.T, stamped time.Time) {
+	t.Helper()
+	const n = rpoAtRisk
 	polltest.Eventually(t, promoteWait, "at-risk gauges of rpo-0", func() (bool, string) {
 		records, ok, detail := e.metric("kmirror_mirror_at_risk_records", "rpo", 0)
 		if !ok || records != n {
@@ -253,10 +286,14 @@ func (e *promoteEnv) recoveryPoint(t *testing.T) {
 		other, ok, detail := e.metric("kmirror_mirror_at_risk_records", "rpo", 1)
 		return ok && other == 0, detail
 	})
+}
 
-	// Caught up again: nothing at risk, in the report and the gauges.
+// rpoCaughtUpAfterResume resumes rpo and waits until nothing is at risk,
+// in the report and the gauges.
+func (e *promoteEnv) rpoCaughtUpAfterResume(t *testing.T) {
+	t.Helper()
 	mustRun(t, 0, e.run("--resume", "--mirror", "dr", "--topics", "rpo"))
-	tj = e.waitPartitions("rpo", "caught up after resume", func(p PartitionJSON) bool {
+	tj := e.waitPartitions("rpo", "caught up after resume", func(p PartitionJSON) bool {
 		return caughtUp(p) && *p.DestinationHighWatermark == *p.SourceHighWatermark
 	})
 	if tj.AtRisk.Records != 0 || tj.AtRisk.Seconds != 0 || tj.AtRisk.PartitionsBehind != 0 {
@@ -284,8 +321,29 @@ func (e *promoteEnv) promoteAfterCatchUp(t *testing.T) {
 	// Paused, the copy lags behind a producer that keeps writing.
 	mustRun(t, 0, e.run("--pause", "--mirror", "dr", "--topics", "promote"))
 	e.waitPartitions("promote", "PAUSED", func(p PartitionJSON) bool { return p.State == "PAUSED" })
-	stop := make(chan struct{})
-	produced := make(chan error, 1)
+	stop, produced := e.startLiveProducer()
+	cmd := e.startPromoteWaitForSync()
+	e.promoteWaitsWhilePaused(t, cmd)
+
+	close(stop)
+	if err := <-produced; err != nil {
+		t.Fatalf("live producer: %v", err)
+	}
+	ends, err := e.srcAdm.ListEndOffsets(e.ctx(), "promote")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, 0, e.run("--resume", "--mirror", "dr", "--topics", "promote"))
+	e.promotedAtSourceEnd(t, cmd, ends)
+	e.promoteWritable(t)
+}
+
+// startLiveProducer writes to both partitions of promote, one record at a
+// time, until stop is closed or a write fails; the last error (nil after a
+// stop) then comes on produced.
+func (e *promoteEnv) startLiveProducer() (stop chan struct{}, produced chan error) {
+	stop = make(chan struct{})
+	produced = make(chan error, 1)
 	go func() {
 		var err error
 		defer func() { produced <- err }()
@@ -303,23 +361,44 @@ func (e *promoteEnv) promoteAfterCatchUp(t *testing.T) {
 			}
 		}
 	}()
-	var out, errOut syncbuf.Buffer
-	cmdDone := make(chan error, 1)
+	return stop, produced
+}
+
+// backgroundMirrors is a kmirror mirrors command run in the background, so
+// that the test can watch its output while it waits.
+type backgroundMirrors struct {
+	out, errOut syncbuf.Buffer
+	done        chan error
+}
+
+// startPromoteWaitForSync starts --remove --wait-for-sync of promote.
+func (e *promoteEnv) startPromoteWaitForSync() *backgroundMirrors {
+	c := &backgroundMirrors{done: make(chan error, 1)}
 	go func() {
-		cmdDone <- Mirrors(context.Background(), []string{"--bootstrap-server", e.in.Proxy.Addr(),
-			"--remove", "--mirror", "dr", "--topics", "promote", "--wait-for-sync", "--timeout", "3m"}, &out, &errOut)
+		c.done <- Mirrors(context.Background(), []string{"--bootstrap-server", e.in.Proxy.Addr(),
+			"--remove", "--mirror", "dr", "--topics", "promote", "--wait-for-sync", "--timeout", "3m"}, &c.out, &c.errOut)
 	}()
-	finished := func() string {
-		select {
-		case err := <-cmdDone:
-			t.Fatalf("--wait-for-sync returned (%v) while the copy lags:\n%s\n%s", err, out.String(), errOut.String())
-		default:
-		}
-		return ""
+	return c
+}
+
+// notFinished fails the test if --wait-for-sync has returned: it must wait
+// while the copy lags.
+func (c *backgroundMirrors) notFinished(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-c.done:
+		t.Fatalf("--wait-for-sync returned (%v) while the copy lags:\n%s\n%s", err, c.out.String(), c.errOut.String())
+	default:
 	}
+}
+
+// promoteWaitsWhilePaused checks that --wait-for-sync reports that it
+// waits, and sends nothing, while promote is paused.
+func (e *promoteEnv) promoteWaitsWhilePaused(t *testing.T, cmd *backgroundMirrors) {
+	t.Helper()
 	polltest.Eventually(t, promoteWait, "--wait-for-sync reports it waits", func() (bool, string) {
-		finished()
-		return strings.Contains(out.String(), "Waiting for sync: 0 of 2 partitions in sync; pending: promote-0 PAUSED, "), out.String()
+		cmd.notFinished(t)
+		return strings.Contains(cmd.out.String(), "Waiting for sync: 0 of 2 partitions in sync; pending: promote-0 PAUSED, "), cmd.out.String()
 	})
 	// Still waiting and nothing sent: the topic has not begun to fail over.
 	tj, _, _ := e.describe("promote")
@@ -328,30 +407,28 @@ func (e *promoteEnv) promoteAfterCatchUp(t *testing.T) {
 			t.Fatalf("while --wait-for-sync waits, %s", show(p))
 		}
 	}
-	finished()
+	cmd.notFinished(t)
+}
 
-	close(stop)
-	if err := <-produced; err != nil {
-		t.Fatalf("live producer: %v", err)
-	}
-	ends, err := e.srcAdm.ListEndOffsets(e.ctx(), "promote")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustRun(t, 0, e.run("--resume", "--mirror", "dr", "--topics", "promote"))
+// promotedAtSourceEnd waits for --wait-for-sync to finish once the copy
+// can catch up, and checks that every partition of promote is STOPPED with
+// its LMO at the source's end, ends, read after the producer stopped.
+func (e *promoteEnv) promotedAtSourceEnd(t *testing.T, cmd *backgroundMirrors, ends kadm.ListedOffsets) {
+	t.Helper()
+	var err error
 	select {
-	case err = <-cmdDone:
+	case err = <-cmd.done:
 	case <-time.After(promoteWait):
-		t.Fatalf("--wait-for-sync did not finish after the copy could catch up:\n%s\n%s", out.String(), errOut.String())
+		t.Fatalf("--wait-for-sync did not finish after the copy could catch up:\n%s\n%s", cmd.out.String(), cmd.errOut.String())
 	}
-	t.Logf("--wait-for-sync:\n%s%s", out.String(), errOut.String())
+	t.Logf("--wait-for-sync:\n%s%s", cmd.out.String(), cmd.errOut.String())
 	if err != nil {
-		t.Fatalf("--wait-for-sync failed: %v\n%s\n%s", err, out.String(), errOut.String())
+		t.Fatalf("--wait-for-sync failed: %v\n%s\n%s", err, cmd.out.String(), cmd.errOut.String())
 	}
-	mustContain(t, "--wait-for-sync", out.String(), "All 2 partitions of promote in sync (nothing at risk)", "Topic promote: failover requested",
+	mustContain(t, "--wait-for-sync", cmd.out.String(), "All 2 partitions of promote in sync (nothing at risk)", "Topic promote: failover requested",
 		"All 2 partitions of promote STOPPED")
-	if strings.Contains(errOut.String(), "warning") {
-		t.Fatalf("--wait-for-sync warns although the producers had stopped:\n%s", errOut.String())
+	if strings.Contains(cmd.errOut.String(), "warning") {
+		t.Fatalf("--wait-for-sync warns although the producers had stopped:\n%s", cmd.errOut.String())
 	}
 	for p := int32(0); p < 2; p++ {
 		end, _ := ends.Lookup("promote", p)
@@ -359,10 +436,16 @@ func (e *promoteEnv) promoteAfterCatchUp(t *testing.T) {
 			t.Fatalf("promote-%d: the live producer wrote nothing (end %d): the test proves nothing", p, end.Offset)
 		}
 		row := fmt.Sprintf(`(?m)^dr\s+promote\s+%d\s+STOPPED\s+%d\s+%d\s+0\s+%d\s+-\s+-$`, p, end.Offset, end.Offset, end.Offset)
-		if !regexp.MustCompile(row).MatchString(out.String()) {
-			t.Fatalf("promote-%d: no STOPPED row with LMO = source end %d:\n%s", p, end.Offset, out.String())
+		if !regexp.MustCompile(row).MatchString(cmd.out.String()) {
+			t.Fatalf("promote-%d: no STOPPED row with LMO = source end %d:\n%s", p, end.Offset, cmd.out.String())
 		}
 	}
+}
+
+// promoteWritable checks that promote takes writes through kmirror after
+// the promote.
+func (e *promoteEnv) promoteWritable(t *testing.T) {
+	t.Helper()
 	// Writable now, once kmirror has rebuilt its read-only set from the STOPPED state (it
 	// does so in the background, a moment after DescribeMirrors shows it): retried while
 	// refused as read-only, any other error fails.

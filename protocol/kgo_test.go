@@ -159,30 +159,15 @@ func TestKgoNeedsMaxVersions(t *testing.T) {
 	}
 }
 
+// TestKgoInterop: mirror RPCs sent by a kgo.Client reach a server built on this package's
+// framing exactly as sent, header and tagged fields included, and the answers, mirror errors
+// among them, come back intact.
 func TestKgoInterop(t *testing.T) {
 	describe := &DescribeMirrorsResponse{Mirrors: []DescribeMirrorsResponseMirror{{Name: "dr",
 		Topics: []DescribeMirrorsResponseTopic{{Name: "orders", Partitions: []DescribeMirrorsResponsePartition{
 			{Partition: 0, State: "MIRRORING", SourceHighWatermark: 10, DestinationHighWatermark: 8, Lag: 2, LastMirroredOffset: -1},
 		}}}}}}
-	srv := startMirrorServer(t, func(req kmsg.Request) kmsg.Response {
-		switch req := req.(type) {
-		case *CreateMirrorRequest:
-			if req.MirrorName == "taken" {
-				return &CreateMirrorResponse{ErrorCode: ErrMirrorAlreadyExists.Code, ErrorMessage: strp(`mirror "taken" already exists`)}
-			}
-			return &CreateMirrorResponse{}
-		case *DescribeMirrorsRequest:
-			return describe
-		case *AddTopicsToMirrorRequest:
-			var resp AddTopicsToMirrorResponse
-			for _, topic := range req.Topics {
-				resp.Topics = append(resp.Topics, NewTopicResult(topic.Name, nil))
-			}
-			return &resp
-		}
-		t.Errorf("server: no answer for %T", req)
-		return req.ResponseKind()
-	})
+	srv := startMirrorServer(t, interopAnswers(t, describe))
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(srv.ln.Addr().String()), kgo.ClientID("interop-test"),
 		kgo.MaxVersions(KgoMaxVersions(nil)))
@@ -245,6 +230,31 @@ func TestKgoInterop(t *testing.T) {
 	<-srv.headers
 	if !reflect.DeepEqual(resp, describe) {
 		t.Fatalf("DescribeMirrors\n got %+v\nwant %+v", resp, describe)
+	}
+}
+
+// interopAnswers is TestKgoInterop's server: CreateMirror succeeds unless the mirror is named
+// "taken", DescribeMirrors is answered describe, and AddTopicsToMirror adds every topic it
+// names. Any other request fails the test.
+func interopAnswers(t *testing.T, describe *DescribeMirrorsResponse) func(kmsg.Request) kmsg.Response {
+	return func(req kmsg.Request) kmsg.Response {
+		switch req := req.(type) {
+		case *CreateMirrorRequest:
+			if req.MirrorName == "taken" {
+				return &CreateMirrorResponse{ErrorCode: ErrMirrorAlreadyExists.Code, ErrorMessage: strp(`mirror "taken" already exists`)}
+			}
+			return &CreateMirrorResponse{}
+		case *DescribeMirrorsRequest:
+			return describe
+		case *AddTopicsToMirrorRequest:
+			var resp AddTopicsToMirrorResponse
+			for _, topic := range req.Topics {
+				resp.Topics = append(resp.Topics, NewTopicResult(topic.Name, nil))
+			}
+			return &resp
+		}
+		t.Errorf("server: no answer for %T", req)
+		return req.ResponseKind()
 	}
 }
 

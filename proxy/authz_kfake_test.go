@@ -163,23 +163,7 @@ func responseMessage(resp kmsg.Response) *string {
 // authz_real_test.go.
 func TestAuthzKfakeSASL(t *testing.T) {
 	f := newAuthzFixture(t)
-
-	// Unauthenticated: a raw connection, no SASL at all.
-	c := rawDial(t, f.p.AdvertisedAddr())
-	resp := roundTrip(t, c, &protocol.DeleteMirrorRequest{MirrorName: "m"}, 7).(*protocol.DeleteMirrorResponse)
-	if resp.ErrorCode != errSASLAuthenticationFailed || resp.ErrorMessage == nil ||
-		*resp.ErrorMessage != "DeleteMirror refused: this kmirror answers only SASL-authenticated connections; authenticate with the destination's SASL mechanism first" {
-		t.Fatalf("unauthenticated DeleteMirror: %d %v", resp.ErrorCode, resp.ErrorMessage)
-	}
-	if _, ok := f.handled.Load(protocol.KeyDeleteMirror); ok {
-		t.Fatal("the DeleteMirror handler ran for an unauthenticated client")
-	}
-
-	// A SaslHandshake v0 is refused (its tokens would be unframed).
-	hs := roundTrip(t, c, &kmsg.SASLHandshakeRequest{Version: 0, Mechanism: "PLAIN"}, 8).(*kmsg.SASLHandshakeResponse)
-	if hs.ErrorCode != errUnsupportedVer {
-		t.Fatalf("SaslHandshake v0 answered %d, want UNSUPPORTED_VERSION", hs.ErrorCode)
-	}
+	authzRefusesUnauthenticated(t, f)
 
 	alice := f.client(t, kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()))
 	admin := f.client(t, kgo.SASL(scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism()))
@@ -200,7 +184,36 @@ func TestAuthzKfakeSASL(t *testing.T) {
 		t.Fatalf("admin WriteMirrorState: %d %q", code, msg)
 	}
 
-	// bob may describe t1 only: describe and list show t1 alone, reading t2 is refused.
+	authzDescribeScopes(t, bob, admin)
+	authzMirrorConfigsRefused(t, f, alice)
+	authzAuditedAndCounted(t, f)
+}
+
+// authzRefusesUnauthenticated: on a raw connection, no SASL at all, a mirror RPC is refused
+// without reaching its handler, and so is a SaslHandshake v0 (its tokens would be unframed).
+func authzRefusesUnauthenticated(t *testing.T, f *authzFixture) {
+	t.Helper()
+	c := rawDial(t, f.p.AdvertisedAddr())
+	resp := roundTrip(t, c, &protocol.DeleteMirrorRequest{MirrorName: "m"}, 7).(*protocol.DeleteMirrorResponse)
+	if resp.ErrorCode != errSASLAuthenticationFailed || resp.ErrorMessage == nil ||
+		*resp.ErrorMessage != "DeleteMirror refused: this kmirror answers only SASL-authenticated connections; authenticate with the destination's SASL mechanism first" {
+		t.Fatalf("unauthenticated DeleteMirror: %d %v", resp.ErrorCode, resp.ErrorMessage)
+	}
+	if _, ok := f.handled.Load(protocol.KeyDeleteMirror); ok {
+		t.Fatal("the DeleteMirror handler ran for an unauthenticated client")
+	}
+
+	// A SaslHandshake v0 is refused (its tokens would be unframed).
+	hs := roundTrip(t, c, &kmsg.SASLHandshakeRequest{Version: 0, Mechanism: "PLAIN"}, 8).(*kmsg.SASLHandshakeResponse)
+	if hs.ErrorCode != errUnsupportedVer {
+		t.Fatalf("SaslHandshake v0 answered %d, want UNSUPPORTED_VERSION", hs.ErrorCode)
+	}
+}
+
+// authzDescribeScopes: bob may describe t1 only, so describe and list show t1 alone and
+// reading t2 is refused; admin (DESCRIBE on CLUSTER) sees everything.
+func authzDescribeScopes(t *testing.T, bob, admin *kgo.Client) {
+	t.Helper()
 	_, _, r := mirrorCall(t, bob, &protocol.DescribeMirrorsRequest{})
 	d := r.(*protocol.DescribeMirrorsResponse)
 	if len(d.Mirrors) != 1 || len(d.Mirrors[0].Topics) != 1 || d.Mirrors[0].Topics[0].Name != "t1" || d.Mirrors[0].Groups != nil {
@@ -210,7 +223,7 @@ func TestAuthzKfakeSASL(t *testing.T) {
 	if l := r.(*protocol.ListMirrorsResponse); len(l.Mirrors) != 1 || l.Mirrors[0].TopicCount != 1 || l.Mirrors[0].TopicNames != nil {
 		t.Fatalf("bob's list: %+v", l.Mirrors)
 	}
-	code, msg, _ = mirrorCall(t, bob, &protocol.ReadMirrorStateRequest{MirrorName: "m", Topics: []protocol.TopicPartitions{{Name: "t2"}}})
+	code, msg, _ := mirrorCall(t, bob, &protocol.ReadMirrorStateRequest{MirrorName: "m", Topics: []protocol.TopicPartitions{{Name: "t2"}}})
 	if code != 29 || msg != "DESCRIBE on CLUSTER, or DESCRIBE on TOPIC t2, is required to read the state of mirror m (principal User:bob)" {
 		t.Fatalf("bob reads t2: %d %q", code, msg)
 	}
@@ -219,8 +232,11 @@ func TestAuthzKfakeSASL(t *testing.T) {
 	if d := r.(*protocol.DescribeMirrorsResponse); len(d.Mirrors[0].Topics) != 2 || d.Mirrors[0].Groups == nil {
 		t.Fatalf("admin's describe: %+v", d.Mirrors)
 	}
+}
 
-	// Mirror config resources: alice may not alter them.
+// authzMirrorConfigsRefused: alice may not alter a mirror's config resources.
+func authzMirrorConfigsRefused(t *testing.T, f *authzFixture, alice *kgo.Client) {
+	t.Helper()
 	f.p.SetConfigResources(func(key, version int16, body []byte) (func(context.Context) kmsg.Response, bool) {
 		return func(context.Context) kmsg.Response { return kmsg.NewPtrIncrementalAlterConfigsResponse() }, key == 44
 	})
@@ -238,7 +254,13 @@ func TestAuthzKfakeSASL(t *testing.T) {
 		*ir.Resources[0].ErrorMessage != "ALTER on CLUSTER is required to alter the configs of mirror m (principal User:alice)" {
 		t.Fatalf("alice alters mirror configs: %+v", ir.Resources)
 	}
+}
 
+// authzAuditedAndCounted checks what TestAuthzKfakeSASL's decisions left behind: one audit
+// line per decision, with principal and client address and no secrets, and every refusal
+// counted by API and reason.
+func authzAuditedAndCounted(t *testing.T, f *authzFixture) {
+	t.Helper()
 	// Audit: one line per decision, with principal and client address, no secrets.
 	events := f.audit.events(t)
 	want := []struct{ api, principal, decision string }{

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kmirror/kmirror/enforcement"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/polltest"
 )
@@ -46,17 +45,7 @@ func TestRealRouteSwitchJavaClients(t *testing.T) {
 	})
 
 	// Freeze writes; the group commits the log ends; freeze commits.
-	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{topic: true}}); err != nil {
-		t.Fatal(err)
-	}
-	ends, err := primAdm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitCommittedEnds(t, ctx, primAdm, group, topic, ends, 60*time.Second, func() string { return "last consumer events: " + cons.Last(3) })
-	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{topic: true}, Commits: true}); err != nil {
-		t.Fatal(err)
-	}
+	ends := freezeForSwitch(t, ctx, p, primAdm, group, topic, 60*time.Second, func() string { return "last consumer events: " + cons.Last(3) })
 	frozenAt := time.Now()
 	copyTopic(t, ctx, primaryCluster.Bootstrap(), standbyCluster.Bootstrap(), topic, ends)
 	offs := copyGroup(t, ctx, primAdm, standAdm, group)

@@ -33,115 +33,141 @@ func TestKfakeRouteSwitchKeepsClients(t *testing.T) {
 	p, r := routedProxyTo(t, primary.ListenAddrs(), standby.ListenAddrs(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	primAdm, standAdm := adminFor(t, primary.ListenAddrs()), adminFor(t, standby.ListenAddrs())
+	s := &switchRun{topic: topic, p: p, r: r, acked: map[string]bool{}, seen: map[string]int{}}
+	s.primAdm, s.standAdm = adminFor(t, primary.ListenAddrs()), adminFor(t, standby.ListenAddrs())
 	primaryIDs := topicIDs(t, ctx, r.Addr(), topic)
 
 	// The applications: a producer and a consumer group, through the route only.
-	prod, err := kgo.NewClient(kgo.SeedBrokers(r.Addr()), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0),
+	var err error
+	s.prod, err = kgo.NewClient(kgo.SeedBrokers(r.Addr()), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer prod.Close()
-	cons, err := kgo.NewClient(kgo.SeedBrokers(r.Addr()), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic),
+	defer s.prod.Close()
+	s.cons, err = kgo.NewClient(kgo.SeedBrokers(r.Addr()), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cons.Close()
-	var (
-		mu    sync.Mutex
-		acked = map[string]bool{}
-		seen  = map[string]int{}
-		again []*kgo.Record // read a second time by the application's consumer
-		errs  []error
-	)
-	count := func() (int, int) { mu.Lock(); defer mu.Unlock(); return len(acked), len(seen) }
+	defer s.cons.Close()
 	loadCtx, stopLoad := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for i := 0; loadCtx.Err() == nil; i++ {
-			v := "v" + strconv.Itoa(i)
-			err := prod.ProduceSync(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i % 5)), Value: []byte(v)}).FirstErr()
-			mu.Lock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("produce %s: %w", v, err))
-			} else {
-				acked[v] = true
-			}
-			mu.Unlock()
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for loadCtx.Err() == nil {
-			fs := cons.PollFetches(loadCtx)
-			fs.EachRecord(func(rec *kgo.Record) {
-				mu.Lock()
-				seen[string(rec.Value)]++
-				if seen[string(rec.Value)] > 1 {
-					again = append(again, rec)
-				}
-				mu.Unlock()
-			})
-			// Commit after processing, as an application does; a refused commit (the freeze)
-			// is retried by the next one.
-			_ = cons.CommitUncommittedOffsets(loadCtx)
-		}
-	}()
+	s.startLoad(ctx, loadCtx)
 	polltest.Until(t, 30*time.Second, "records produced and consumed through the route", func() bool {
-		a, s := count()
-		return a > 100 && s > 50
+		a, seen := s.count()
+		return a > 100 && seen > 50
 	})
 
 	// 1. Freeze writes; 2. the consumer commits the log end; 3. freeze commits too.
-	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{topic: true}}); err != nil {
-		t.Fatal(err)
-	}
-	ends, err := primAdm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitCommittedEnds(t, ctx, primAdm, "g", topic, ends, 30*time.Second, func() string { return "" })
-	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{topic: true}, Commits: true}); err != nil {
-		t.Fatal(err)
-	}
+	ends := freezeForSwitch(t, ctx, p, s.primAdm, "g", topic, 30*time.Second, func() string { return "" })
 
 	// 4. The mirror's part, done by hand: the records at the same offsets, the group's offsets.
 	copyTopic(t, ctx, primary.ListenAddrs(), standby.ListenAddrs(), topic, ends)
-	offs := copyGroup(t, ctx, primAdm, standAdm, "g")
+	offs := copyGroup(t, ctx, s.primAdm, s.standAdm, "g")
 
 	// 5. Switch; the clients go on by themselves.
-	before, _ := count()
-	hold := FetchHold{Topics: map[string]bool{topic: true}, Groups: membersAt(t, ctx, primAdm, "g")}
-	if err := p.SwitchRoute(ctx, "app", hold); err != nil {
+	s.switchUnderLoad(t, ctx)
+	stopLoad()
+	s.wg.Wait()
+	if len(s.errs) > 0 {
+		t.Fatalf("the producer saw %d errors (first: %v): a switch must only delay writes", len(s.errs), s.errs[0])
+	}
+	assertEndsUnchanged(t, ctx, s.primAdm, topic, ends)
+	s.checkStandby(t, ctx, standby.ListenAddrs(), offs, primaryIDs)
+}
+
+// switchRun is what TestKfakeRouteSwitchKeepsClients's steps share: the proxy and its route,
+// admin clients of both clusters, the application's producer and consumer, and what those
+// two were acknowledged and read. mu guards the maps and slices while the load runs.
+type switchRun struct {
+	topic             string
+	p, r              *Proxy
+	primAdm, standAdm *kadm.Client
+	prod, cons        *kgo.Client
+	wg                sync.WaitGroup
+
+	mu    sync.Mutex
+	acked map[string]bool
+	seen  map[string]int
+	again []*kgo.Record // read a second time by the application's consumer
+	errs  []error
+}
+
+// count is how many records were acknowledged and how many different ones were read.
+func (s *switchRun) count() (int, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.acked), len(s.seen)
+}
+
+// startLoad runs the application's producer and consumer until loadCtx ends; s.wg waits for
+// both.
+func (s *switchRun) startLoad(ctx, loadCtx context.Context) {
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		for i := 0; loadCtx.Err() == nil; i++ {
+			v := "v" + strconv.Itoa(i)
+			err := s.prod.ProduceSync(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i % 5)), Value: []byte(v)}).FirstErr()
+			s.mu.Lock()
+			if err != nil {
+				s.errs = append(s.errs, fmt.Errorf("produce %s: %w", v, err))
+			} else {
+				s.acked[v] = true
+			}
+			s.mu.Unlock()
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		for loadCtx.Err() == nil {
+			fs := s.cons.PollFetches(loadCtx)
+			fs.EachRecord(func(rec *kgo.Record) {
+				s.mu.Lock()
+				s.seen[string(rec.Value)]++
+				if s.seen[string(rec.Value)] > 1 {
+					s.again = append(s.again, rec)
+				}
+				s.mu.Unlock()
+			})
+			// Commit after processing, as an application does; a refused commit (the freeze)
+			// is retried by the next one.
+			_ = s.cons.CommitUncommittedOffsets(loadCtx)
+		}
+	}()
+}
+
+// switchUnderLoad switches the route to the standby, holding the group's fetches until its
+// members rejoin there, and waits until the producer has gone on through the switched route.
+func (s *switchRun) switchUnderLoad(t *testing.T, ctx context.Context) {
+	t.Helper()
+	before, _ := s.count()
+	hold := FetchHold{Topics: map[string]bool{s.topic: true}, Groups: membersAt(t, ctx, s.primAdm, "g")}
+	if err := s.p.SwitchRoute(ctx, "app", hold); err != nil {
 		t.Fatal(err)
 	}
-	if st := p.Routes(); len(st) != 1 || st[0].Upstream != "standby" {
+	if st := s.p.Routes(); len(st) != 1 || st[0].Upstream != "standby" {
 		t.Errorf("route status after the switch: %+v", st)
 	}
 	polltest.Until(t, 60*time.Second, "the producer goes on through the switched route", func() bool {
-		a, _ := count()
+		a, _ := s.count()
 		return a > before+100
 	})
-	stopLoad()
-	wg.Wait()
-	if len(errs) > 0 {
-		t.Fatalf("the producer saw %d errors (first: %v): a switch must only delay writes", len(errs), errs[0])
-	}
-	assertEndsUnchanged(t, ctx, primAdm, topic, ends)
+}
 
-	// Every acknowledged record is on the standby once; the consumer finishes reading it
-	// and has then seen each record exactly once.
-	onStandby := readAll(t, ctx, standby.ListenAddrs(), topic)
-	for v := range acked {
+// checkStandby runs once the load has stopped. Every acknowledged record is on the standby
+// once; the consumer finishes reading it and has then seen each record exactly once; the
+// route's topic id is still the primary's.
+func (s *switchRun) checkStandby(t *testing.T, ctx context.Context, standby []string, offs kadm.OffsetResponses, primaryIDs [16]byte) {
+	t.Helper()
+	topic := s.topic
+	onStandby := readAll(t, ctx, standby, topic)
+	for v := range s.acked {
 		if onStandby[v] != 1 {
 			t.Errorf("acknowledged %s is %d times on the standby", v, onStandby[v])
 		}
 	}
-	tail, err := kgo.NewClient(kgo.SeedBrokers(r.Addr()), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic),
+	tail, err := kgo.NewClient(kgo.SeedBrokers(s.r.Addr()), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -149,34 +175,53 @@ func TestKfakeRouteSwitchKeepsClients(t *testing.T) {
 	defer tail.Close()
 	// The first consumer's last commits may not have landed: what it saw after its last
 	// commit is read again here; count only what it had not seen.
-	_ = cons.CommitUncommittedOffsets(ctx)
-	cons.Close()
+	_ = s.cons.CommitUncommittedOffsets(ctx)
+	s.cons.Close()
 	polltest.Until(t, 30*time.Second, "the group read everything on the standby", func() bool {
 		fs := tail.PollRecords(ctx, 1000)
 		fs.EachRecord(func(rec *kgo.Record) {
-			mu.Lock()
-			if seen[string(rec.Value)] == 0 {
-				seen[string(rec.Value)]++
+			s.mu.Lock()
+			if s.seen[string(rec.Value)] == 0 {
+				s.seen[string(rec.Value)]++
 			}
-			mu.Unlock()
+			s.mu.Unlock()
 		})
-		_, s := count()
-		return s >= len(onStandby)
+		_, seen := s.count()
+		return seen >= len(onStandby)
 	})
-	for v := range seen {
+	for v := range s.seen {
 		if onStandby[v] != 1 {
 			t.Errorf("the consumer saw %s; the standby has it %d times", v, onStandby[v])
 		}
 	}
 	// Nothing read twice: the fetch hold kept the member from reading on the standby before it
 	// rejoined there and resumed at the offsets copied at the switch.
-	for _, rec := range again {
+	for _, rec := range s.again {
 		c, _ := offs.Lookup(topic, rec.Partition)
 		t.Errorf("the consumer read %s (%s/%d offset %d) twice (offset %d committed at the switch)", rec.Value, topic, rec.Partition, rec.Offset, c.At)
 	}
-	if got := topicIDs(t, ctx, r.Addr(), topic); got != primaryIDs {
+	if got := topicIDs(t, ctx, s.r.Addr(), topic); got != primaryIDs {
 		t.Errorf("the route's topic id changed at the switch: %x, was %x", got, primaryIDs)
 	}
+}
+
+// freezeForSwitch does a planned switch's freeze on route app: it freezes writes to topic,
+// waits up to wait for group to commit the frozen log ends (detail adds to the message of a
+// wait that fails), then freezes commits too, and returns those log ends.
+func freezeForSwitch(t *testing.T, ctx context.Context, p *Proxy, adm *kadm.Client, group, topic string, wait time.Duration, detail func() string) kadm.ListedOffsets {
+	t.Helper()
+	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{topic: true}}); err != nil {
+		t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCommittedEnds(t, ctx, adm, group, topic, ends, wait, detail)
+	if err := p.FreezeRoute(ctx, "app", &enforcement.Freeze{Topics: map[string]bool{topic: true}, Commits: true}); err != nil {
+		t.Fatal(err)
+	}
+	return ends
 }
 
 // topicIDs is topic's id as Metadata v12 through bootstrap answers it.
@@ -435,38 +480,17 @@ func TestKfakeRouteFetchHold(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	fetch := func(tp string, sessionEpoch int32) *kmsg.FetchResponse {
-		req := kmsg.NewPtrFetchRequest()
-		req.Version, req.MaxWaitMillis, req.MaxBytes, req.SessionEpoch = 12, 300, 1<<20, sessionEpoch
-		if sessionEpoch > 0 {
-			req.SessionID = 7
-		}
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = tp
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LastFetchedEpoch = 1<<20, -1, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		return rawConn(t, r.Addr(), req).(*kmsg.FetchResponse)
-	}
-	partitionErr := func(resp *kmsg.FetchResponse) error {
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return fmt.Errorf("answer %+v", resp)
-		}
-		return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
-	}
-
 	began := time.Now()
-	if err := partitionErr(fetch(topic, -1)); !errors.Is(err, kerr.NotLeaderForPartition) {
+	if err := fetchPartitionErr(routeFetch(t, r.Addr(), topic, -1)); !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("a held topic's Fetch got %v, want NOT_LEADER_OR_FOLLOWER", err)
 	}
 	if waited := time.Since(began); waited < 250*time.Millisecond {
 		t.Errorf("the held Fetch was answered after %v: it should wait out its MaxWait (300 ms) as a long poll", waited)
 	}
-	if resp := fetch(topic, 3); resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+	if resp := routeFetch(t, r.Addr(), topic, 3); resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
 		t.Errorf("an incremental Fetch got error code %d, want FETCH_SESSION_ID_NOT_FOUND", resp.ErrorCode)
 	}
-	if err := partitionErr(fetch(other, -1)); err != nil {
+	if err := fetchPartitionErr(routeFetch(t, r.Addr(), other, -1)); err != nil {
 		t.Errorf("a Fetch of a topic not switched was held or refused: %v", err)
 	}
 
@@ -483,7 +507,7 @@ func TestKfakeRouteFetchHold(t *testing.T) {
 		got += fs.NumRecords()
 		return got > 0
 	})
-	if err := partitionErr(fetch(topic, -1)); err != nil {
+	if err := fetchPartitionErr(routeFetch(t, r.Addr(), topic, -1)); err != nil {
 		t.Fatalf("after the group rejoined, a Fetch of the switched topic got %v", err)
 	}
 
@@ -492,13 +516,39 @@ func TestKfakeRouteFetchHold(t *testing.T) {
 	if err := p2.SwitchRoute(ctx, "app", FetchHold{Topics: map[string]bool{topic: true}, Groups: map[string]int{"gone": 1}, Max: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	r = r2
-	if err := partitionErr(fetch(topic, -1)); !errors.Is(err, kerr.NotLeaderForPartition) {
+	if err := fetchPartitionErr(routeFetch(t, r2.Addr(), topic, -1)); !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("within its bound, the hold answered %v", err)
 	}
 	polltest.Until(t, 10*time.Second, "the hold ends at its bound", func() bool {
-		return partitionErr(fetch(topic, -1)) == nil
+		return fetchPartitionErr(routeFetch(t, r2.Addr(), topic, -1)) == nil
 	})
+}
+
+// routeFetch sends a Fetch v12 of partition 0 of tp to addr on a connection of its own, with a
+// MaxWait of 300 ms; a sessionEpoch above 0 makes it an incremental Fetch of session 7.
+func routeFetch(t *testing.T, addr, tp string, sessionEpoch int32) *kmsg.FetchResponse {
+	t.Helper()
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.MaxWaitMillis, req.MaxBytes, req.SessionEpoch = 12, 300, 1<<20, sessionEpoch
+	if sessionEpoch > 0 {
+		req.SessionID = 7
+	}
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = tp
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LastFetchedEpoch = 1<<20, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return rawConn(t, addr, req).(*kmsg.FetchResponse)
+}
+
+// fetchPartitionErr is the error of the one partition routeFetch asked for, or an error
+// describing an answer of some other shape.
+func fetchPartitionErr(resp *kmsg.FetchResponse) error {
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return fmt.Errorf("answer %+v", resp)
+	}
+	return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
 }
 
 // TestKfakeRouteCommitHold is a forced switch's commit hold (route_hold.go): a held group's

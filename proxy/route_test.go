@@ -413,30 +413,9 @@ func TestKfakeRouteFreezeHoldsWritesAndLosesNone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prod.Close()
-	var (
-		mu    sync.Mutex
-		acked = map[string]int{} // topic -> records acknowledged
-		errs  []error
-	)
+	load := &freezeLoad{acked: map[string]int{}}
 	loadCtx, stopLoad := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for _, topic := range []string{"orders", "other"} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; loadCtx.Err() == nil; i++ {
-				rec := &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i % 7)), Value: []byte(fmt.Sprintf("%s-%d", topic, i))}
-				err := prod.ProduceSync(ctx, rec).FirstErr()
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s-%d: %w", topic, i, err))
-				} else {
-					acked[topic]++
-				}
-				mu.Unlock()
-			}
-		}()
-	}
+	load.start(ctx, loadCtx, prod, "orders", "other")
 	polltest.Until(t, 30*time.Second, "both topics written through the route", func() bool {
 		return endOffsets(t, ctx, adm, "orders") > 20 && endOffsets(t, ctx, adm, "other") > 20
 	})
@@ -458,21 +437,57 @@ func TestKfakeRouteFreezeHoldsWritesAndLosesNone(t *testing.T) {
 		return endOffsets(t, ctx, adm, "orders") > frozenEnd+20
 	})
 	stopLoad()
-	wg.Wait()
-	if len(errs) > 0 {
-		t.Fatalf("the producer saw %d errors (first: %v): a freeze must only delay writes", len(errs), errs[0])
+	load.wg.Wait()
+	if len(load.errs) > 0 {
+		t.Fatalf("the producer saw %d errors (first: %v): a freeze must only delay writes", len(load.errs), load.errs[0])
 	}
+	checkOrdersOnceInOrder(t, ctx, primary.ListenAddrs(), adm, load.acked["orders"])
+}
 
-	// Every acknowledged record exactly once, in order per key's partition.
-	cons, err := kgo.NewClient(kgo.SeedBrokers(primary.ListenAddrs()...), kgo.ConsumeTopics("orders"),
+// freezeLoad is a producer writing to topics through a route until stopped, and what it was
+// acknowledged; mu guards acked and errs while it runs.
+type freezeLoad struct {
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	acked map[string]int // topic -> records acknowledged
+	errs  []error
+}
+
+// start writes records <topic>-0, <topic>-1, … to each topic with prod, one at a time, until
+// loadCtx ends; l.wg waits for the writers.
+func (l *freezeLoad) start(ctx, loadCtx context.Context, prod *kgo.Client, topics ...string) {
+	for _, topic := range topics {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for i := 0; loadCtx.Err() == nil; i++ {
+				rec := &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i % 7)), Value: []byte(fmt.Sprintf("%s-%d", topic, i))}
+				err := prod.ProduceSync(ctx, rec).FirstErr()
+				l.mu.Lock()
+				if err != nil {
+					l.errs = append(l.errs, fmt.Errorf("%s-%d: %w", topic, i, err))
+				} else {
+					l.acked[topic]++
+				}
+				l.mu.Unlock()
+			}
+		}()
+	}
+}
+
+// checkOrdersOnceInOrder reads topic orders on the primary directly: it holds every
+// acknowledged record (acked of them) exactly once, in order per key's partition.
+func checkOrdersOnceInOrder(t *testing.T, ctx context.Context, primary []string, adm *kadm.Client, acked int) {
+	t.Helper()
+	cons, err := kgo.NewClient(kgo.SeedBrokers(primary...), kgo.ConsumeTopics("orders"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cons.Close()
 	want := int(endOffsets(t, ctx, adm, "orders"))
-	if want != acked["orders"] {
-		t.Fatalf("the primary has %d records of orders, the producer was acknowledged %d", want, acked["orders"])
+	if want != acked {
+		t.Fatalf("the primary has %d records of orders, the producer was acknowledged %d", want, acked)
 	}
 	seen := map[string]bool{}
 	last := map[int32]int{}

@@ -551,86 +551,116 @@ const relayMinBytes = 64 << 10
 // relayResponse reads the response to p from upstream and hands it to the client: whole and
 // rewritten when its key carries addresses, else streamed through in chunks.
 func (s *session) relayResponse(p *pending, br *bufio.Reader, conn net.Conn) error {
-	upstream := conn.RemoteAddr()
-	var head [8]byte
-	if hb, err := br.Peek(8); err != nil {
-		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("upstream %s closed the connection with %s v%d in flight", upstream, kmsg.NameForKey(p.key), p.version)
-		}
-		return fmt.Errorf("reading %s response from %s: %w", kmsg.NameForKey(p.key), upstream, err)
-	} else {
-		copy(head[:], hb)
+	head, total, err := s.responseHead(p, br, conn.RemoteAddr())
+	if err != nil {
+		return err
 	}
-	size := int32(binary.BigEndian.Uint32(head[:]))
-	if size < 4 || size > s.p.cfg.MaxFrameBytes {
-		return fmt.Errorf("%w: upstream %s sent a %d-byte response, limit %d", errFrameTooLarge, upstream, size, s.p.cfg.MaxFrameBytes)
-	}
-	if corrID := int32(binary.BigEndian.Uint32(head[4:])); corrID != p.corrID {
-		return fmt.Errorf("upstream %s answered correlation id %d while %d (%s) was next", upstream, corrID, p.corrID, kmsg.NameForKey(p.key))
-	}
-	total := 4 + int(size)
-	if p.intercept == nil && !p.sasl && p.watch == nil && total <= br.Buffered() {
+	observed := p.intercept != nil || p.sasl || p.watch != nil
+	if !observed && total <= br.Buffered() {
 		return s.deliverBuffered(p, br, total)
 	}
 	_, _ = br.Discard(8)
-
-	if p.intercept != nil || p.sasl || p.watch != nil {
-		frame := make([]byte, total)
-		copy(frame, head[:])
-		if _, err := io.ReadFull(br, frame[8:]); err != nil {
-			return fmt.Errorf("reading %s response body from %s: %w", kmsg.NameForKey(p.key), upstream, err)
-		}
-		if p.intercept != nil {
-			p.intercept <- frame // the proxy's own question: not the client's, no slot
-			return nil
-		}
-		if p.watch != nil {
-			p.watch(frame)
-		} else {
-			s.sasl.onResponse(p.key, p.version, frame, time.Now())
-		}
-		s.deliver(p, frame, false, true)
-		return nil
-	}
-
-	if needsRewrite(p.key, p.version) || p.merge != nil {
-		frame := getFrame(total)
-		copy(frame, head[:])
-		if _, err := io.ReadFull(br, frame[8:]); err != nil {
-			putFrame(frame)
-			return fmt.Errorf("reading %s response body from %s: %w", kmsg.NameForKey(p.key), upstream, err)
-		}
-		rewritten, err := s.p.rewriteResponse(p, frame)
+	switch {
+	case observed:
+		return s.deliverObserved(p, br, head, total, conn.RemoteAddr())
+	case needsRewrite(p.key, p.version) || p.merge != nil:
+		return s.deliverRewritten(p, br, head, total, conn.RemoteAddr())
+	case total < relayMinBytes:
+		frame, err := readResponseBody(p, br, head, total, conn.RemoteAddr())
 		if err != nil {
-			putFrame(frame)
 			return err
-		}
-		if &rewritten[0] != &frame[0] {
-			putFrame(frame) // the rewrite copied everything it needs
-		}
-		s.deliver(p, rewritten, true, true)
-		return nil
-	}
-
-	if total < relayMinBytes {
-		frame := getFrame(total)
-		copy(frame, head[:])
-		if _, err := io.ReadFull(br, frame[8:]); err != nil {
-			putFrame(frame)
-			return fmt.Errorf("reading %s response body from %s: %w", kmsg.NameForKey(p.key), upstream, err)
 		}
 		s.deliver(p, frame, true, true)
 		return nil
 	}
+	return s.spliceResponse(p, br, head, total, conn)
+}
+
+// responseHead peeks at the next response's size and correlation id (not consuming them, so
+// that a response the buffer holds whole is written from it) and checks both.
+func (s *session) responseHead(p *pending, br *bufio.Reader, upstream net.Addr) (head [8]byte, total int, err error) {
+	hb, err := br.Peek(8)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return head, 0, fmt.Errorf("upstream %s closed the connection with %s v%d in flight", upstream, kmsg.NameForKey(p.key), p.version)
+		}
+		return head, 0, fmt.Errorf("reading %s response from %s: %w", kmsg.NameForKey(p.key), upstream, err)
+	}
+	copy(head[:], hb)
+	size := int32(binary.BigEndian.Uint32(head[:]))
+	if size < 4 || size > s.p.cfg.MaxFrameBytes {
+		return head, 0, fmt.Errorf("%w: upstream %s sent a %d-byte response, limit %d", errFrameTooLarge, upstream, size, s.p.cfg.MaxFrameBytes)
+	}
+	if corrID := int32(binary.BigEndian.Uint32(head[4:])); corrID != p.corrID {
+		return head, 0, fmt.Errorf("upstream %s answered correlation id %d while %d (%s) was next", upstream, corrID, p.corrID, kmsg.NameForKey(p.key))
+	}
+	return head, 4 + int(size), nil
+}
+
+// readResponseBody reads the rest of a response whose 8-byte head was consumed into a pooled frame
+// of its own (putFrame when done).
+func readResponseBody(p *pending, br *bufio.Reader, head [8]byte, total int, upstream net.Addr) ([]byte, error) {
+	frame := getFrame(total)
+	copy(frame, head[:])
+	if _, err := io.ReadFull(br, frame[8:]); err != nil {
+		putFrame(frame)
+		return nil, fmt.Errorf("reading %s response body from %s: %w", kmsg.NameForKey(p.key), upstream, err)
+	}
+	return frame, nil
+}
+
+// deliverObserved reads a response the proxy itself looks at — its own question
+// (intercept), a SASL step, a watched answer — into a frame it keeps (not pooled: the
+// observer may hold it).
+func (s *session) deliverObserved(p *pending, br *bufio.Reader, head [8]byte, total int, upstream net.Addr) error {
+	frame := make([]byte, total)
+	copy(frame, head[:])
+	if _, err := io.ReadFull(br, frame[8:]); err != nil {
+		return fmt.Errorf("reading %s response body from %s: %w", kmsg.NameForKey(p.key), upstream, err)
+	}
+	if p.intercept != nil {
+		p.intercept <- frame // the proxy's own question: not the client's, no slot
+		return nil
+	}
+	if p.watch != nil {
+		p.watch(frame)
+	} else {
+		s.sasl.onResponse(p.key, p.version, frame, time.Now())
+	}
+	s.deliver(p, frame, false, true)
+	return nil
+}
+
+// deliverRewritten reads a response that carries addresses (or is merged) whole and hands
+// the client its rewrite.
+func (s *session) deliverRewritten(p *pending, br *bufio.Reader, head [8]byte, total int, upstream net.Addr) error {
+	frame, err := readResponseBody(p, br, head, total, upstream)
+	if err != nil {
+		return err
+	}
+	rewritten, err := s.p.rewriteResponse(p, frame)
+	if err != nil {
+		putFrame(frame)
+		return err
+	}
+	if &rewritten[0] != &frame[0] {
+		putFrame(frame) // the rewrite copied everything it needs
+	}
+	s.deliver(p, rewritten, true, true)
+	return nil
+}
+
+// spliceResponse relays a large response that needs no rewrite socket to socket as it
+// arrives: what the buffer holds of the body goes with the header, the rest is spliced.
+func (s *session) spliceResponse(p *pending, br *bufio.Reader, head [8]byte, total int, conn net.Conn) error {
 	s.touch()
 	s.p.relayed.Add(1)
-	// What the buffer holds of the body goes with the header; the rest is spliced.
 	start := appendBuffered(append(getFrame(8 + br.Buffered())[:0], head[:]...), br, total-8)
 	err := s.client.relay(start, conn, int64(total-len(start)))
 	putFrame(start)
 	if err != nil {
 		// Part of the response may have left: the client's stream is unusable either way.
-		return fmt.Errorf("relaying a %d-byte %s response from %s: %w", total, kmsg.NameForKey(p.key), upstream, err)
+		return fmt.Errorf("relaying a %d-byte %s response from %s: %w", total, kmsg.NameForKey(p.key), conn.RemoteAddr(), err)
 	}
 	s.touch()
 	s.p.metrics.bytesOut(total)

@@ -93,36 +93,7 @@ func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry, 
 	}
 	proven := len(h.Extra) > 0
 	if !proven {
-		for i, d := range dst {
-			// A marker equal to the source's at its offset can still be the extra one: when
-			// the duplicate ends the log it stands where the source's next marker stands,
-			// and markers compare alike but for producer and epoch (seed 1's soak.tx/0: the
-			// COMMIT of producer 2015 epoch 70 at 270 and again at 271, the log's end, where
-			// the source has its other producer's COMMIT). So a marker that repeats the
-			// previous entry of its producer is a candidate too.
-			if s := srcAt[d.Offset]; d.Control && (s == nil || !sameEntry(*s, d) || repeatsPrevious(dst, i)) {
-				// Markers compare alike but for producer and epoch (the destination's are
-				// kmirror's writers'), so a marker Kafka wrote again matches the source's next
-				// marker at its offset, and the mismatch shows only where the run of markers
-				// ends: the extra one is the first marker of that run that repeats an earlier
-				// one (seed 4: the COMMIT of producer 1042 epoch 183 at 712 and 713, then the
-				// shifted COMMIT of producer 1043 at 714, blamed until then).
-				for j := i - 1; j >= 0 && dst[j].Control && dst[j].Offset == dst[j+1].Offset-1; j-- {
-					if repeatsMarker(dst, dst[j]) {
-						i, d = j, dst[j]
-					}
-				}
-				if proven = repeatsMarker(dst, d); !proven {
-					c.find(&c.Mismatched, "%s: destination offset %d is an extra %s marker of producer %d epoch %d that repeats no earlier marker: not Kafka's duplicate marker (%s)",
-						tp, d.Offset, markerName(d), d.Producer, d.Epoch, h.Message)
-				}
-				h.Extra = []int64{d.Offset}
-				if proven {
-					h.Extra = append(h.Extra, repeatedAfter(srcAt, dst, i)...)
-				}
-				break
-			}
-		}
+		proven = c.findExtraMarker(tp, h, srcAt, dst)
 	}
 	if len(h.Extra) == 0 && coordinatorLostTheEnd(h.Message) {
 		c.compareLostEnd(tp, h, src, dst, compacting)
@@ -135,22 +106,80 @@ func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry, 
 		return
 	}
 	h.Marker = h.Extra[0]
-	extra := make(map[int64]bool, len(h.Extra))
-	for _, o := range h.Extra {
-		extra[o] = true
-	}
 	if proven {
 		c.KnownKafkaExtraMarkers += len(h.Extra)
 		c.Findings = append(c.Findings, fmt.Sprintf("KNOWN KAFKA BEHAVIOUR: %s: destination offsets %v are extra markers (Kafka wrote them twice); the partition is FAILED (%s)%s",
 			tp, h.Extra, h.Message, strings.TrimSuffix("; "+h.Evidence, "; ")))
 	}
-	srcLast := lastOfKey(src)
-	var srcBefore, dstBefore []fetcher.LogEntry
+	var srcBefore []fetcher.LogEntry
 	for _, s := range src {
 		if s.Offset < h.Marker {
 			srcBefore = append(srcBefore, s)
 		}
 	}
+	dstBefore := c.compareShifted(tp, h, srcAt, lastOfKey(src), dst, compacting)
+	c.compareLog(tp, srcBefore, dstBefore, compacting)
+	for _, s := range src {
+		if s.Offset >= h.CopiedEnd {
+			c.NotCopiedAfterHalt++
+		}
+	}
+}
+
+// findExtraMarker finds, for compareHalted, the one extra marker of a halted partition
+// whose failure proved none: the first destination marker the source does not have at its
+// offset (or that repeats the previous entry of its producer), moved back to the first
+// marker of its run that repeats an earlier one. It sets h.Extra to that marker's offset
+// and, when it repeats an earlier marker, those of the markers repeated after it, and
+// reports whether it does; a marker that repeats none is a mismatch.
+func (c *counts) findExtraMarker(tp string, h *halt, srcAt map[int64]*fetcher.LogEntry, dst []fetcher.LogEntry) bool {
+	for i, d := range dst {
+		// A marker equal to the source's at its offset can still be the extra one: when
+		// the duplicate ends the log it stands where the source's next marker stands,
+		// and markers compare alike but for producer and epoch (seed 1's soak.tx/0: the
+		// COMMIT of producer 2015 epoch 70 at 270 and again at 271, the log's end, where
+		// the source has its other producer's COMMIT). So a marker that repeats the
+		// previous entry of its producer is a candidate too.
+		if s := srcAt[d.Offset]; d.Control && (s == nil || !sameEntry(*s, d) || repeatsPrevious(dst, i)) {
+			// Markers compare alike but for producer and epoch (the destination's are
+			// kmirror's writers'), so a marker Kafka wrote again matches the source's next
+			// marker at its offset, and the mismatch shows only where the run of markers
+			// ends: the extra one is the first marker of that run that repeats an earlier
+			// one (seed 4: the COMMIT of producer 1042 epoch 183 at 712 and 713, then the
+			// shifted COMMIT of producer 1043 at 714, blamed until then).
+			for j := i - 1; j >= 0 && dst[j].Control && dst[j].Offset == dst[j+1].Offset-1; j-- {
+				if repeatsMarker(dst, dst[j]) {
+					i, d = j, dst[j]
+				}
+			}
+			proven := repeatsMarker(dst, d)
+			if !proven {
+				c.find(&c.Mismatched, "%s: destination offset %d is an extra %s marker of producer %d epoch %d that repeats no earlier marker: not Kafka's duplicate marker (%s)",
+					tp, d.Offset, markerName(d), d.Producer, d.Epoch, h.Message)
+			}
+			h.Extra = []int64{d.Offset}
+			if proven {
+				h.Extra = append(h.Extra, repeatedAfter(srcAt, dst, i)...)
+			}
+			return proven
+		}
+	}
+	return false
+}
+
+// compareShifted compares, for compareHalted, the destination entries from the first extra
+// marker h.Marker on: each against the source entry as many offsets before as extra
+// markers precede it, counting kmirror's fillers, what the source's cleaner removed
+// (srcLast: the last offset of each key on the source) and the ABORT markers that end the
+// log after the halt. It sets h.CopiedEnd and returns the destination entries before
+// h.Marker, which compareLog compares.
+func (c *counts) compareShifted(tp string, h *halt, srcAt map[int64]*fetcher.LogEntry, srcLast map[string]int64,
+	dst []fetcher.LogEntry, compacting bool) []fetcher.LogEntry {
+	extra := make(map[int64]bool, len(h.Extra))
+	for _, o := range h.Extra {
+		extra[o] = true
+	}
+	var dstBefore []fetcher.LogEntry
 	h.CopiedEnd = h.Marker
 	// The tail of ABORT markers that ends the log: the copy's transaction that
 	// was open when the partition stopped, aborted by its coordinator once it
@@ -193,12 +222,7 @@ func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry, 
 			c.find(&c.Mismatched, "%s: destination offset %d after %d extra markers is not source offset %d: %s", tp, d.Offset, shift, at, d)
 		}
 	}
-	c.compareLog(tp, srcBefore, dstBefore, compacting)
-	for _, s := range src {
-		if s.Offset >= h.CopiedEnd {
-			c.NotCopiedAfterHalt++
-		}
-	}
+	return dstBefore
 }
 
 // compareLostEnd checks a partition halted on a coordinator that lost a

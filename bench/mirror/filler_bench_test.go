@@ -67,51 +67,60 @@ func BenchmarkCompactedFiller(b *testing.B) {
 		h := holes()
 		return h > offsets*9/10, fmt.Sprintf("%d of %d offsets without a record", h, offsets)
 	})
-	type run struct {
-		topic   string
-		fillers int
-	}
-	for _, r := range []run{{"compacted", 32}, {"compacted", 128}, {"dense", 32}} {
-		topic := r.topic
-		b.Run(fmt.Sprintf("%s/fillers=%d", topic, r.fillers), func(b *testing.B) {
+	for _, r := range []fillerRun{{"compacted", 32}, {"compacted", 128}, {"dense", 32}} {
+		b.Run(fmt.Sprintf("%s/fillers=%d", r.topic, r.fillers), func(b *testing.B) {
 			for range b.N {
-				dadm := kadm.NewClient(dst.Client(b))
-				// A fresh destination topic per run.
-				if _, err := dadm.DeleteTopics(ctx, topic); err != nil {
-					b.Fatal(err)
-				}
-				polltest.Eventually(b, time.Minute, "the previous destination topic deleted", func() (bool, string) {
-					md, err := dadm.Metadata(kadm.WithAuthorizedOps(ctx), topic)
-					return err == nil && md.Topics[topic].Err != nil, fmt.Sprint(err)
-				})
-				if _, err := fetcher.EnsureDestinationTopic(ctx, sadm, dadm, topic, nil); err != nil {
-					b.Fatal(err)
-				}
-				c, err := fetcher.NewCopier(fetcher.Config{Source: src.Client(b), Destination: dst.Client(b), FillerTransactions: r.fillers})
-				if err != nil {
-					b.Fatal(err)
-				}
-				ends, err := sadm.ListEndOffsets(ctx, topic)
-				if err != nil {
-					b.Fatal(err)
-				}
-				end, _ := ends.Lookup(topic, 0)
-				began := time.Now()
-				if err := c.Start(ctx, fetcher.Task{Topic: topic, Partition: 0, TransactionalID: fmt.Sprintf("bench-%s-%d", topic, r.fillers)}, nil); err != nil {
-					b.Fatal(err)
-				}
-				var p datapath.Progress
-				polltest.Eventually(b, 5*time.Minute, topic+" copied", func() (bool, string) {
-					p, _ = c.Progress(topic, 0)
-					return p.DestinationLogEnd >= end.Offset, fmt.Sprintf("%d of %d", p.DestinationLogEnd, end.Offset)
-				})
-				el := time.Since(began).Seconds()
-				c.Close()
-				b.ReportMetric(float64(end.Offset)/el, "offsets/s")
-				b.ReportMetric(float64(p.FillerMarkers), "markers")
-				b.ReportMetric(el, "s")
-				b.Logf("%s: %d offsets (%d records, %d markers) in %.1fs: %.0f offsets/s", topic, end.Offset, p.RecordsCopied, p.FillerMarkers, el, float64(end.Offset)/el)
+				r.copy(ctx, b, src, dst, sadm)
 			}
 		})
 	}
+}
+
+// fillerRun is one copy of BenchmarkCompactedFiller: a topic and the filler transactions in
+// flight per partition.
+type fillerRun struct {
+	topic   string
+	fillers int
+}
+
+// copy copies the run's topic into a fresh destination topic and reports its rate.
+func (r fillerRun) copy(ctx context.Context, b *testing.B, src, dst *kafkatest.Cluster, sadm *kadm.Client) {
+	b.Helper()
+	topic := r.topic
+	dadm := kadm.NewClient(dst.Client(b))
+	// A fresh destination topic per run.
+	if _, err := dadm.DeleteTopics(ctx, topic); err != nil {
+		b.Fatal(err)
+	}
+	polltest.Eventually(b, time.Minute, "the previous destination topic deleted", func() (bool, string) {
+		md, err := dadm.Metadata(kadm.WithAuthorizedOps(ctx), topic)
+		return err == nil && md.Topics[topic].Err != nil, fmt.Sprint(err)
+	})
+	if _, err := fetcher.EnsureDestinationTopic(ctx, sadm, dadm, topic, nil); err != nil {
+		b.Fatal(err)
+	}
+	c, err := fetcher.NewCopier(fetcher.Config{Source: src.Client(b), Destination: dst.Client(b), FillerTransactions: r.fillers})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ends, err := sadm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	began := time.Now()
+	if err := c.Start(ctx, fetcher.Task{Topic: topic, Partition: 0, TransactionalID: fmt.Sprintf("bench-%s-%d", topic, r.fillers)}, nil); err != nil {
+		b.Fatal(err)
+	}
+	var p datapath.Progress
+	polltest.Eventually(b, 5*time.Minute, topic+" copied", func() (bool, string) {
+		p, _ = c.Progress(topic, 0)
+		return p.DestinationLogEnd >= end.Offset, fmt.Sprintf("%d of %d", p.DestinationLogEnd, end.Offset)
+	})
+	el := time.Since(began).Seconds()
+	c.Close()
+	b.ReportMetric(float64(end.Offset)/el, "offsets/s")
+	b.ReportMetric(float64(p.FillerMarkers), "markers")
+	b.ReportMetric(el, "s")
+	b.Logf("%s: %d offsets (%d records, %d markers) in %.1fs: %.0f offsets/s", topic, end.Offset, p.RecordsCopied, p.FillerMarkers, el, float64(end.Offset)/el)
 }

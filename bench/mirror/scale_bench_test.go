@@ -275,22 +275,24 @@ const (
 
 func scaleLoadBytes() int64 { return envInt("KMIRROR_BENCH_SCALE_LOAD_MB", 32) << 20 }
 
+// loadPartition is a partition the steady load writes to.
+type loadPartition struct {
+	Topic     string
+	Partition int32
+}
+
 func scaleLoad(ctx context.Context, b *testing.B, e *env, names []string) []scaleFigure {
 	b.Helper()
-	type topicPartition struct {
-		Topic     string
-		Partition int32
-	}
-	var parts []topicPartition
+	var parts []loadPartition
 	for _, t := range names {
 		for p := range int32(scalePartsPerTopic) {
-			parts = append(parts, topicPartition{t, p})
+			parts = append(parts, loadPartition{t, p})
 		}
 	}
 	prod := e.src.Client(b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
-	value := make([]byte, scaleLoadRecord)
 	n := int(scaleLoadBytes() / scaleLoadRecord)
 	recs := make([]*kgo.Record, n)
+	value := make([]byte, scaleLoadRecord)
 	for i := range recs {
 		tp := parts[i%len(parts)]
 		recs[i] = &kgo.Record{Topic: tp.Topic, Partition: tp.Partition, Value: value}
@@ -304,99 +306,8 @@ func scaleLoad(ctx context.Context, b *testing.B, e *env, names []string) []scal
 	copied := time.Since(began)
 	mb := float64(n*scaleLoadRecord) / 1e6
 	rawRate, copyRate := mb/raw.Seconds(), mb/copied.Seconds()
-
-	// Half the raw rate, paced every 10 ms by one producer, consumed on the destination from
-	// its end; meanwhile probes, one at a time from a producer of their own (acks=all, no
-	// linger), are timed from their produce call until the destination consumer has them
-	// (probeLag's method): the lag of a record that waits for nothing but the copy.
-	cons := e.dst.Client(b, kgo.ConsumeTopics(names...), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
-	defer cons.Close()
-	probeProd := e.src.Client(b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
-	defer probeProd.Close()
-	cctx, stop := context.WithCancel(ctx)
-	defer stop()
-	probesSeen := make(chan string, 16)
-	ready := make(chan struct{})
-	var read atomic.Int64
-	var loadLags []time.Duration // the load records' CreateTime → read (the consumer goroutine's until done)
-	consumed := make(chan struct{})
-	go func() {
-		defer close(consumed)
-		once := false
-		for cctx.Err() == nil {
-			fs := cons.PollFetches(cctx)
-			if !once {
-				once = true
-				close(ready)
-			}
-			now := time.Now()
-			fs.EachRecord(func(r *kgo.Record) {
-				if v := string(r.Value); strings.HasPrefix(v, "probe-") {
-					probesSeen <- v
-					return
-				}
-				loadLags = append(loadLags, now.Sub(r.Timestamp))
-			})
-			read.Store(int64(len(loadLags)))
-		}
-	}()
-	// The consumer's first poll has its positions; records before it would be missed.
-	select {
-	case <-ready:
-	case <-time.After(30 * time.Second):
-	}
-	perTick := max(1, int(rawRate/2*1e6/scaleLoadRecord/100))
-	end := time.Now().Add(scaleLoadFor)
-	var sent atomic.Int64
-	loaded := make(chan struct{})
-	go func() {
-		defer close(loaded)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; time.Now().Before(end); {
-			<-tick.C
-			for range perTick {
-				tp := parts[i%len(parts)]
-				i++
-				prod.Produce(ctx, &kgo.Record{Topic: tp.Topic, Partition: tp.Partition, Value: value}, func(_ *kgo.Record, err error) {
-					if err != nil {
-						b.Errorf("load at half rate: %v", err)
-					}
-				})
-				sent.Add(1)
-			}
-		}
-	}()
-	var probeLags []time.Duration
-	for i := 0; time.Now().Before(end) && i < probes; i++ {
-		val := fmt.Sprintf("probe-%d", i)
-		tp := parts[(i*7919)%len(parts)]
-		began := time.Now()
-		if err := probeProd.ProduceSync(ctx, &kgo.Record{Topic: tp.Topic, Partition: tp.Partition, Value: []byte(val)}).FirstErr(); err != nil {
-			b.Fatalf("probe %d: %v", i, err)
-		}
-		for seen := ""; seen != val; {
-			select {
-			case seen = <-probesSeen:
-			case <-time.After(time.Minute):
-				b.Fatalf("probe %d not on the destination within a minute under the half-rate load", i)
-			}
-		}
-		probeLags = append(probeLags, time.Since(began))
-	}
-	<-loaded
-	if err := prod.Flush(ctx); err != nil {
-		b.Fatal(err)
-	}
-	waitCaughtUp(ctx, b, e, names)
-	polltest.Eventually(b, time.Minute, "the destination consumer read the half-rate load", func() (bool, string) {
-		return read.Load() >= sent.Load(), fmt.Sprintf("%d of %d read", read.Load(), sent.Load())
-	})
-	stop()
-	<-consumed
-	if len(probeLags) == 0 {
-		b.Fatal("no probe was timed under the half-rate load")
-	}
+	h := halfRate{e: e, names: names, parts: parts, prod: prod, perTick: max(1, int(rawRate/2*1e6/scaleLoadRecord/100))}
+	h.run(ctx, b)
 	pct := func(ds []time.Duration, q int) time.Duration {
 		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 		return ds[(len(ds)*q+99)/100-1]
@@ -404,10 +315,127 @@ func scaleLoad(ctx context.Context, b *testing.B, e *env, names []string) []scal
 	return []scaleFigure{
 		{fmt.Sprintf("steady load over every partition (%.0f MB of %d-byte records): raw produce", mb, scaleLoadRecord), fmt.Sprintf("%.1f MB/s", rawRate), "–"},
 		{"steady load: copied (first produce → every destination partition caught up)", fmt.Sprintf("%.1f MB/s = %.2f× raw", copyRate, copyRate/rawRate), "≥ 0.8× raw"},
-		{fmt.Sprintf("lag of %d probes under half the raw rate (%d load records over %s), p50 / p99", len(probeLags), sent.Load(), scaleLoadFor),
-			fmt.Sprintf("%d / %d ms", pct(probeLags, 50).Milliseconds(), pct(probeLags, 99).Milliseconds()), "p99 ≤ 250 ms"},
+		{fmt.Sprintf("lag of %d probes under half the raw rate (%d load records over %s), p50 / p99", len(h.probeLags), h.sent.Load(), scaleLoadFor),
+			fmt.Sprintf("%d / %d ms", pct(h.probeLags, 50).Milliseconds(), pct(h.probeLags, 99).Milliseconds()), "p99 ≤ 250 ms"},
 		{"the load records' own lag (CreateTime → read on the destination, the load producer's queueing included), p50 / p99",
-			fmt.Sprintf("%d / %d ms", pct(loadLags, 50).Milliseconds(), pct(loadLags, 99).Milliseconds()), "–"},
+			fmt.Sprintf("%d / %d ms", pct(h.loadLags, 50).Milliseconds(), pct(h.loadLags, 99).Milliseconds()), "–"},
+	}
+}
+
+// halfRate is the second half of the steady load: half the raw rate, paced every 10 ms by
+// one producer, consumed on the destination from its end; meanwhile probes, one at a time
+// from a producer of their own (acks=all, no linger), are timed from their produce call
+// until the destination consumer has them (probeLag's method): the lag of a record that
+// waits for nothing but the copy.
+type halfRate struct {
+	e       *env
+	names   []string
+	parts   []loadPartition
+	prod    *kgo.Client
+	perTick int
+
+	probesSeen chan string
+	read, sent atomic.Int64
+	loadLags   []time.Duration // the load records' CreateTime → read (the consumer goroutine's until done)
+	probeLags  []time.Duration
+}
+
+func (h *halfRate) run(ctx context.Context, b *testing.B) {
+	b.Helper()
+	cons := h.e.dst.Client(b, kgo.ConsumeTopics(h.names...), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
+	defer cons.Close()
+	cctx, stop := context.WithCancel(ctx)
+	defer stop()
+	h.probesSeen = make(chan string, 16)
+	ready, consumed := make(chan struct{}), make(chan struct{})
+	go h.consume(cctx, cons, ready, consumed)
+	// The consumer's first poll has its positions; records before it would be missed.
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+	}
+	end := time.Now().Add(scaleLoadFor)
+	loaded := make(chan struct{})
+	go h.load(ctx, b, end, loaded)
+	h.probe(ctx, b, end)
+	<-loaded
+	if err := h.prod.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	waitCaughtUp(ctx, b, h.e, h.names)
+	polltest.Eventually(b, time.Minute, "the destination consumer read the half-rate load", func() (bool, string) {
+		return h.read.Load() >= h.sent.Load(), fmt.Sprintf("%d of %d read", h.read.Load(), h.sent.Load())
+	})
+	stop()
+	<-consumed
+	if len(h.probeLags) == 0 {
+		b.Fatal("no probe was timed under the half-rate load")
+	}
+}
+
+// consume reads the destination: probes go to probesSeen, load records' lags to loadLags.
+func (h *halfRate) consume(ctx context.Context, cons *kgo.Client, ready, consumed chan struct{}) {
+	defer close(consumed)
+	once := false
+	for ctx.Err() == nil {
+		fs := cons.PollFetches(ctx)
+		if !once {
+			once = true
+			close(ready)
+		}
+		now := time.Now()
+		fs.EachRecord(func(r *kgo.Record) {
+			if v := string(r.Value); strings.HasPrefix(v, "probe-") {
+				h.probesSeen <- v
+				return
+			}
+			h.loadLags = append(h.loadLags, now.Sub(r.Timestamp))
+		})
+		h.read.Store(int64(len(h.loadLags)))
+	}
+}
+
+// load produces perTick records every 10 ms until end.
+func (h *halfRate) load(ctx context.Context, b *testing.B, end time.Time, loaded chan struct{}) {
+	defer close(loaded)
+	value := make([]byte, scaleLoadRecord)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; time.Now().Before(end); {
+		<-tick.C
+		for range h.perTick {
+			tp := h.parts[i%len(h.parts)]
+			i++
+			h.prod.Produce(ctx, &kgo.Record{Topic: tp.Topic, Partition: tp.Partition, Value: value}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					b.Errorf("load at half rate: %v", err)
+				}
+			})
+			h.sent.Add(1)
+		}
+	}
+}
+
+// probe times single records, one at a time, until end or probes of them.
+func (h *halfRate) probe(ctx context.Context, b *testing.B, end time.Time) {
+	b.Helper()
+	probeProd := h.e.src.Client(b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
+	defer probeProd.Close()
+	for i := 0; time.Now().Before(end) && i < probes; i++ {
+		val := fmt.Sprintf("probe-%d", i)
+		tp := h.parts[(i*7919)%len(h.parts)]
+		began := time.Now()
+		if err := probeProd.ProduceSync(ctx, &kgo.Record{Topic: tp.Topic, Partition: tp.Partition, Value: []byte(val)}).FirstErr(); err != nil {
+			b.Fatalf("probe %d: %v", i, err)
+		}
+		for seen := ""; seen != val; {
+			select {
+			case seen = <-h.probesSeen:
+			case <-time.After(time.Minute):
+				b.Fatalf("probe %d not on the destination within a minute under the half-rate load", i)
+			}
+		}
+		h.probeLags = append(h.probeLags, time.Since(began))
 	}
 }
 

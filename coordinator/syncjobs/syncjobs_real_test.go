@@ -285,6 +285,14 @@ func (e *syncEnv) groupOffsets(t *testing.T) {
 	e.commit(e.srcAdm, "gs-billing", kadm.Offset{Topic: "gs-orders", Partition: 0, At: 60, Metadata: "m2"})
 	polltest.Eventually(t, syncWait, "new source commit synced", func() (bool, string) { return e.offsetIs("gs-billing", "gs-orders", 0, 60) })
 
+	e.groupSyncShown(t)
+}
+
+// groupSyncShown checks how describe, `kmirror mirrors --describe [--json]` and the metrics
+// show the group sync of groupOffsets' mirror gs: gs-billing SYNCED, gs-ahead BEHIND, the
+// excluded gs-skip-me not at all, and the groups job healthy.
+func (e *syncEnv) groupSyncShown(t *testing.T) {
+	t.Helper()
 	m := e.describe("gs")
 	g := group(m, "gs-billing")
 	if g == nil || g.State != "SYNCED" || g.Partitions != 2 || g.LastSyncAgeMs < 0 || g.LastSyncAgeMs > syncWait.Milliseconds() {
