@@ -91,7 +91,46 @@ func (c *Coordinator) RegisterMetrics(meter metric.Meter) error {
 	if err := c.registerWorkMetrics(meter); err != nil {
 		return err
 	}
+	if err := c.registerReadAheadMetrics(meter); err != nil {
+		return err
+	}
 	return registerSyncMetrics(meter, c.store)
+}
+
+// registerReadAheadMetrics publishes, per mirror, what this instance's copies read ahead
+// (fetcher/ahead.go): the answers applied and the bytes fetched twice. Per mirror, not per
+// partition: only a partition alone on its source broker reads ahead, and a series per
+// partition would add thousands for a figure that is zero for almost all of them.
+func (c *Coordinator) registerReadAheadMetrics(meter metric.Meter) error {
+	answers, err := meter.Int64ObservableCounter("kmirror.mirror.read_ahead.answers",
+		metric.WithDescription("Fetch answers read ahead of a partition's cursor and applied by this instance's current copies."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	reread, err := meter.Int64ObservableCounter("kmirror.mirror.reread.bytes", metric.WithUnit("By"),
+		metric.WithDescription("Source bytes fetched again by this instance's current copies (read-ahead that started short of the answer before it)."))
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		perMirror := map[string][2]int64{}
+		for _, ref := range c.ownedRefs() {
+			if pr, ok := c.cfg.DataPath.Progress(ref); ok {
+				m := perMirror[ref.Mirror]
+				perMirror[ref.Mirror] = [2]int64{m[0] + pr.ReadAheadAnswers, m[1] + pr.RereadBytes}
+			}
+		}
+		for name, n := range perMirror {
+			attrs := metric.WithAttributes(attribute.String("mirror", name))
+			o.ObserveInt64(answers, n[0], attrs)
+			o.ObserveInt64(reread, n[1], attrs)
+		}
+		return nil
+	}, answers, reread)
+	if err != nil {
+		return fmt.Errorf("coordinator metrics: %w", err)
+	}
+	return nil
 }
 
 // registerWorkMetrics publishes how much deciding the partition workers do.

@@ -30,49 +30,24 @@ import (
 const inflightParts = 8
 
 func TestRealFetchesInFlightStayOrdered(t *testing.T) {
-	kafkatest.RequireReal(t)
-	front := faultnet.New(t, "HOP", 2)
-	src := kafkatest.Start(t, kafkatest.Real(), kafkatest.Brokers(2), front.Listener())
-	dst := kafkatest.Start(t, kafkatest.Real())
-	front.Connect(t, src)
-	snap := goleak.IgnoreCurrent()
-	t.Cleanup(func() {
-		goleak.VerifyNone(t, snap, goleak.IgnoreAnyFunction("github.com/kmirror/kmirror/internal/kafkatest.(*RealCluster).launch.func1"))
-	})
-	t.Cleanup(front.Close) // before the check (cleanups run last first): the proxies' links end with it
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	const topic = "inflight"
-	srcCl, dstCl := src.Client(t), dst.Client(t)
-	srcAdm, dstAdm := kadm.NewClient(srcCl), kadm.NewClient(dstCl)
-	if resp, err := srcAdm.CreateTopic(ctx, inflightParts, 2, nil, topic); err != nil || resp.Err != nil {
-		t.Fatalf("create %s: %v %v", topic, err, resp.Err)
-	}
-	var fetches fetchCounter
-	// The copier reaches the source through the hops only.
-	hopCl := kafkatest.NewClient(t, front.Addrs(), kgo.WithHooks(&fetches), kgo.MetadataMinAge(250*time.Millisecond))
+	h := startHopEnv(ctx, t, topic, inflightParts)
+	front, src, srcCl, dstCl, srcAdm, fetches := h.front, h.src, h.srcCl, h.dstCl, h.srcAdm, &h.fetches
 	w := newWriter(t, src)
-	w.write(ctx, t, topic, 600, "before")
-	polltest.Eventually(t, 2*time.Minute, "destination topic", func() (bool, string) {
-		_, err := fetcher.EnsureDestinationTopic(ctx, srcAdm, dstAdm, topic, nil)
-		return err == nil, fmt.Sprint(err)
-	})
+	w.write(ctx, t, topic, inflightParts, 600, "before")
 	// Small fetches and a small buffer: many Fetches per partition, and a
 	// broker's share of the partitions split over several of them.
-	c, err := fetcher.NewCopier(fetcher.Config{Source: hopCl, Destination: dstCl, FetchMaxBytes: 4 << 10,
-		FetchResponseMaxBytes: 16 << 10, MaxBufferedBytes: 512 << 10, FetchesInFlight: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := h.copier(ctx, t, topic)
 	failed := startAll(ctx, t, c, topic, inflightParts)
 	// One broker's answers come late and unevenly: its partitions' fetches
 	// overtake each other's timing and the other broker's.
 	if err := front.Add(0, faultnet.Toxic{Name: "slow", Type: "latency", Attributes: map[string]any{"latency": 120, "jitter": 100}}); err != nil {
 		t.Fatal(err)
 	}
-	w.write(ctx, t, topic, 600, "delayed")
-	waitCopied(ctx, t, c, srcAdm, topic, failed)
+	w.write(ctx, t, topic, inflightParts, 600, "delayed")
+	waitCopied(ctx, t, c, srcAdm, topic, inflightParts, failed)
 	if max := fetches.max(); max < 2 {
 		t.Fatalf("at most %d Fetch in flight to one source broker: the copy never overlapped fetches", max)
 	}
@@ -83,12 +58,61 @@ func TestRealFetchesInFlightStayOrdered(t *testing.T) {
 	// and the new preferred replica elected (a 2-broker KRaft quorum would
 	// not survive a broker kill). Fetches in flight to the old leaders get
 	// NOT_LEADER / FENCED_LEADER_EPOCH and resume at the new ones.
-	w.write(ctx, t, topic, 300, "moving")
+	w.write(ctx, t, topic, inflightParts, 300, "moving")
 	moveLeaders(ctx, t, srcAdm, topic)
-	w.write(ctx, t, topic, 300, "after-move")
-	waitCopied(ctx, t, c, srcAdm, topic, failed)
+	w.write(ctx, t, topic, inflightParts, 300, "after-move")
+	waitCopied(ctx, t, c, srcAdm, topic, inflightParts, failed)
 	mirrortest.VerifyIdentical(t, srcCl, dstCl, topic)
 	t.Logf("at most %d Fetches in flight to one source broker", fetches.max())
+}
+
+// hopEnv is a 2-broker source that a copier reaches through a Toxiproxy hop
+// per broker only, a destination, and a topic of RF 2 on the source.
+type hopEnv struct {
+	front          *faultnet.Front
+	src            *kafkatest.Cluster
+	srcCl, dstCl   *kgo.Client
+	srcAdm, dstAdm *kadm.Client
+	hopCl          *kgo.Client // the copier's source client: through the hops
+	fetches        fetchCounter
+}
+
+func startHopEnv(ctx context.Context, t *testing.T, topic string, parts int32) *hopEnv {
+	t.Helper()
+	kafkatest.RequireReal(t)
+	h := &hopEnv{front: faultnet.New(t, "HOP", 2)}
+	h.src = kafkatest.Start(t, kafkatest.Real(), kafkatest.Brokers(2), h.front.Listener())
+	dst := kafkatest.Start(t, kafkatest.Real())
+	h.front.Connect(t, h.src)
+	snap := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		goleak.VerifyNone(t, snap, goleak.IgnoreAnyFunction("github.com/kmirror/kmirror/internal/kafkatest.(*RealCluster).launch.func1"))
+	})
+	t.Cleanup(h.front.Close) // before the check (cleanups run last first): the proxies' links end with it
+	h.srcCl, h.dstCl = h.src.Client(t), dst.Client(t)
+	h.srcAdm, h.dstAdm = kadm.NewClient(h.srcCl), kadm.NewClient(h.dstCl)
+	if resp, err := h.srcAdm.CreateTopic(ctx, parts, 2, nil, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create %s: %v %v", topic, err, resp.Err)
+	}
+	h.hopCl = kafkatest.NewClient(t, h.front.Addrs(), kgo.WithHooks(&h.fetches), kgo.MetadataMinAge(250*time.Millisecond))
+	return h
+}
+
+// copier creates the destination topic and a copier with 16 KiB Fetches, a
+// 512 KiB budget and 4 Fetches in flight per broker (closed with the test).
+func (h *hopEnv) copier(ctx context.Context, t *testing.T, topic string) *fetcher.Copier {
+	t.Helper()
+	polltest.Eventually(t, 2*time.Minute, "destination topic", func() (bool, string) {
+		_, err := fetcher.EnsureDestinationTopic(ctx, h.srcAdm, h.dstAdm, topic, nil)
+		return err == nil, fmt.Sprint(err)
+	})
+	c, err := fetcher.NewCopier(fetcher.Config{Source: h.hopCl, Destination: h.dstCl, FetchMaxBytes: 4 << 10,
+		FetchResponseMaxBytes: 16 << 10, MaxBufferedBytes: 512 << 10, FetchesInFlight: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // moveLeaders gives every partition of topic its other replica as leader.
@@ -98,8 +122,9 @@ func moveLeaders(ctx context.Context, t *testing.T, adm *kadm.Client, topic stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, want := kadm.AlterPartitionAssignmentsReq{}, map[int32]int32{}
+	req, want, elect := kadm.AlterPartitionAssignmentsReq{}, map[int32]int32{}, kadm.TopicsSet{}
 	for _, p := range md.Topics[topic].Partitions {
+		elect.Add(topic, p.Partition)
 		reps := []int32{p.Replicas[1], p.Replicas[0]}
 		if p.Leader == reps[0] {
 			reps[0], reps[1] = reps[1], reps[0]
@@ -113,7 +138,9 @@ func moveLeaders(ctx context.Context, t *testing.T, adm *kadm.Client, topic stri
 	// A preferred election waits for the new leader to be in sync, which on a loaded machine
 	// took over two minutes once (CI).
 	polltest.Eventually(t, 5*time.Minute, "every leader of "+topic+" moved", func() (bool, string) {
-		_, _ = adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {}})
+		// Each partition named: a topic with no partitions elects none (the
+		// broker's own rebalance, every 300 s, then did it instead).
+		_, _ = adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, elect)
 		md, err := adm.Metadata(ctx, topic)
 		if err != nil {
 			return false, err.Error()
@@ -135,10 +162,10 @@ func newWriter(t *testing.T, c *kafkatest.Cluster) writer {
 		kgo.ProducerBatchMaxBytes(8<<10), kgo.RecordRetries(100))}
 }
 
-func (w writer) write(ctx context.Context, t *testing.T, topic string, n int, tag string) {
+func (w writer) write(ctx context.Context, t *testing.T, topic string, parts int32, n int, tag string) {
 	t.Helper()
 	var recs []*kgo.Record
-	for p := range int32(inflightParts) {
+	for p := range parts {
 		for i := range n {
 			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: fmt.Appendf(nil, "%s-%d", tag, i),
 				Value: fmt.Appendf(nil, "%s-%d-%d-%0100d", tag, p, i, i)})
@@ -168,9 +195,9 @@ func startAll(ctx context.Context, t *testing.T, c *fetcher.Copier, topic string
 	return &failed
 }
 
-// waitCopied waits until every partition's destination log end reached the
-// source high watermark.
-func waitCopied(ctx context.Context, t *testing.T, c *fetcher.Copier, adm *kadm.Client, topic string, failed *sync.Map) {
+// waitCopied waits until the destination log end of partitions 0..parts-1
+// reached the source high watermark.
+func waitCopied(ctx context.Context, t *testing.T, c *fetcher.Copier, adm *kadm.Client, topic string, parts int32, failed *sync.Map) {
 	t.Helper()
 	polltest.Eventually(t, 3*time.Minute, topic+" copied", func() (bool, string) {
 		var why string
@@ -182,7 +209,7 @@ func waitCopied(ctx context.Context, t *testing.T, c *fetcher.Copier, adm *kadm.
 		if err != nil {
 			return false, err.Error()
 		}
-		for p := range int32(inflightParts) {
+		for p := range parts {
 			end, ok := ends.Lookup(topic, p)
 			pr, started := c.Progress(topic, p)
 			if !ok || end.Err != nil || !started || pr.DestinationLogEnd < end.Offset {

@@ -57,6 +57,7 @@ func (c *Copier) StopWith(topic string, partition int32, how datapath.StopHow) (
 
 // releaseLocked returns a stopped partition's buffered bytes to the budget.
 func (c *Copier) releaseLocked(p *partition) {
+	c.dropAheadLocked(p)
 	c.reserved -= p.buffered
 	p.buffered = 0
 	p.queue = nil
@@ -116,6 +117,7 @@ func (c *Copier) stopWithEventLocked(p *partition, kind datapath.EventKind, err 
 // the destination ends exactly at the batch the error names.
 func (c *Copier) blockLocked(p *partition, err error) {
 	p.blocked = err
+	c.dropAheadLocked(p)
 	c.maybeFailBlockedLocked(p)
 }
 
@@ -136,6 +138,7 @@ func (c *Copier) emitLocked(p *partition, ev datapath.Event) {
 // partition stops with a retriable EventFailed.
 func (c *Copier) retryLocked(p *partition, err error) {
 	now := time.Now()
+	c.dropAheadLocked(p)
 	giveUp := p.countError(now)
 	c.log.Debug("retrying", "topic", p.tp.topic, "partition", p.tp.partition, "err", err, "attempt", p.errStreak)
 	if giveUp {

@@ -100,9 +100,11 @@ type fetchPosition struct {
 	// the destination log start there (the source log start after a gap).
 	trimTo   int64
 	bigFirst bool // the last fetch returned only part of one batch: fetch it first
-	// fetching: a Fetch for the partition is in flight (source.collect to
-	// its answer); no other is sent meanwhile, so answers apply in order.
+	// fetching: the cursor's own Fetch is in flight (source.collect to its
+	// answer); no other at the cursor is sent meanwhile. Fetches further on
+	// are read-ahead (ahead.go), applied in offset order.
 	fetching bool
+	readAhead
 }
 
 // pipeline is the partition's strictly ordered queue of destination

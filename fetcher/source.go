@@ -34,7 +34,8 @@ import (
 type fetchPart struct {
 	p           *partition
 	offset      int64
-	leaderEpoch int32 // read under the lock: the admin goroutine updates it
+	leaderEpoch int32       // read under the lock: the admin goroutine updates it
+	ahead       *aheadFetch // a read-ahead Fetch (ahead.go); nil: the cursor's own
 }
 
 // source is the fetch side of one source broker: FetchesInFlight goroutines
@@ -83,7 +84,9 @@ func (s *source) run(cl *kgo.Client) {
 		c.mu.Lock()
 		c.reserved -= reservation
 		for _, f := range fetch {
-			f.p.fetching = false
+			if f.ahead == nil {
+				f.p.fetching = false
+			}
 		}
 		if err != nil {
 			s.failedLocked(fetch, err)
@@ -127,6 +130,10 @@ func (s *source) request(fetch []fetchPart, reservation int64, partMax int32) *k
 // their leader up again.
 func (s *source) failedLocked(fetch []fetchPart, err error) {
 	for _, f := range fetch {
+		if f.ahead != nil {
+			s.c.aheadAnsweredLocked(f, nil)
+			continue
+		}
 		if f.p.state == stateRunning && f.p.srcLeader == s.id {
 			f.p.srcLeader = -1
 			s.c.retryLocked(f.p, fmt.Errorf("fetch from source broker %d: %w", s.id, err))
@@ -177,7 +184,7 @@ func (s *source) collect() ([]fetchPart, int64, int32) {
 	limit := c.partitionBufferLimit(partMax)
 	var ps []*partition
 	for _, p := range led {
-		if !p.fetching && p.buffered < limit {
+		if !p.fetching && !p.coveredAhead(p.fetchOffset) && p.buffered < limit {
 			ps = append(ps, p)
 		}
 	}
@@ -206,10 +213,20 @@ func (s *source) collect() ([]fetchPart, int64, int32) {
 		}
 		want = next
 		p.fetching = true
-		out = append(out, fetchPart{p, p.fetchOffset, p.srcLeaderEpoch})
+		out = append(out, fetchPart{p: p, offset: p.fetchOffset, leaderEpoch: p.srcLeaderEpoch})
 	}
 	if len(out) == share && len(ps) > share {
 		signal(s.wake) // more to fetch: another of the source's goroutines takes it
+	}
+	if len(out) == 0 && len(led) < c.cfg.FetchesInFlight && c.reserved+int64(partMax) <= c.cfg.MaxBufferedBytes {
+		// Nothing else to fetch, and fewer partitions than Fetches in flight
+		// (more fill them by themselves): read ahead of a partition in flight.
+		if f, ok := c.pickAheadLocked(led, partMax, c.cfg.FetchesInFlight-1); ok {
+			out, want = append(out, f), int64(partMax)
+		}
+	}
+	if len(out) == 1 && out[0].p.progress.SourceLastStable > out[0].p.fetchOffset {
+		signal(s.wake) // a backlog behind a lone Fetch: another goroutine may read ahead
 	}
 	c.reserved += want
 	return out, want, partMax
@@ -249,6 +266,10 @@ func (s *source) handleLocked(fetch []fetchPart, resp *kmsg.FetchResponse) {
 	c := s.c
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		for _, f := range fetch {
+			if f.ahead != nil {
+				c.aheadAnsweredLocked(f, nil)
+				continue
+			}
 			f.p.srcLeader = -1
 			c.retryLocked(f.p, fmt.Errorf("fetch from source broker %d: %w", s.id, err))
 		}
@@ -261,10 +282,18 @@ func (s *source) handleLocked(fetch []fetchPart, resp *kmsg.FetchResponse) {
 	for _, f := range fetch {
 		p := f.p
 		r, ok := got[answerKeyOf(resp.Version, p.tp, p.srcTopicID)]
+		if f.ahead != nil {
+			if !ok {
+				r = nil
+			}
+			c.aheadAnsweredLocked(f, r)
+			continue
+		}
 		if !ok || p.state != stateRunning || p.fetchOffset != f.offset || c.parts[p.tp] != p {
 			continue // not answered, or stale: the partition moved on
 		}
 		c.handlePartitionFetchLocked(p, r)
+		c.applyAheadLocked(p)
 	}
 }
 
@@ -303,10 +332,11 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 
 	it := NewBatchIterator(r.RecordBatches)
 	var b Batch
-	n := 0
+	n, from, applied := 0, p.fetchOffset, 0
 	for it.Next(&b) {
 		n++
 		if b.NextOffset() <= p.fetchOffset {
+			p.progress.RereadBytes += int64(len(b.Raw))
 			continue // a batch before the fetch offset (already queued or written)
 		}
 		if p.gap != nil {
@@ -328,12 +358,14 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 			break
 		}
 		p.fetchOffset = b.NextOffset()
+		applied += len(b.Raw)
 	}
 	if err := it.Err(); err != nil && p.blocked == nil {
 		c.failLocked(p, datapath.Permanent, fmt.Errorf("%s/%d at offset %d: %w", p.tp.topic, p.tp.partition, p.fetchOffset, err))
 		return
 	}
 	p.bigFirst = n == 0 && it.Remaining() > 0
+	p.learnSpan(applied, p.fetchOffset-from)
 	if c.log.Enabled(c.ctx, slog.LevelDebug) {
 		// Guarded: the arguments alone are allocations, for every partition of
 		// every Fetch answer, most of them empty at idle.

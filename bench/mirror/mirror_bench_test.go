@@ -219,7 +219,8 @@ func BenchmarkMirror(b *testing.B) {
 func settle() { syscall.Sync() }
 
 // roundPaths is the order of a round's paths. They take turns going first,
-// so none always meets the brokers right after the fill. MirrorMaker 2 runs
+// so none always meets the brokers right after the fill, and each pair runs in
+// both orders equally often over two cycles. MirrorMaker 2 runs
 // in the first round only: it is several times behind kmirror, so one round
 // decides its comparison, and each of its runs costs a Connect start.
 func roundPaths(round, turn int) []string {
@@ -231,7 +232,15 @@ func roundPaths(round, turn int) []string {
 		ps = paths[:2]
 	}
 	k := turn % len(ps)
-	return append(slices.Clone(ps[k:]), ps[:k]...)
+	order := append(slices.Clone(ps[k:]), ps[:k]...)
+	if (turn/len(ps))%2 == 1 {
+		// Every other cycle backwards: rotation alone puts each path before the
+		// next one in two rounds of three, and a later copy in a round tends to
+		// run faster (warm brokers), which biased the kmirror/baseline pairs
+		// (2026-12-04: the baseline ran second in 5 of 7 rounds and won 4 of them).
+		slices.Reverse(order)
+	}
+	return order
 }
 
 func report(b *testing.B, r result) {

@@ -94,6 +94,9 @@ func BenchmarkWAN(b *testing.B) {
 	turn := 0
 	for round := 1; round <= rounds; round++ {
 		for _, parts := range partitionCounts {
+			if !benchCase(codecs[0].name, parts) { // KMIRROR_BENCH_CASES=none/1: the lone partition alone
+				continue
+			}
 			for _, l := range rotate(links, turn) {
 				results = append(results, wanRun(ctx, b, e, front, l, parts, round, "kmirror"))
 			}

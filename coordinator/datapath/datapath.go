@@ -118,6 +118,12 @@ type Progress struct {
 	// AbortedAtFailover counts open destination transactions that a
 	// failover aborted (their markers follow DestinationLogEnd).
 	AbortedAtFailover int
+	// ReadAheadAnswers counts Fetch answers read ahead of the partition's
+	// cursor and applied (fetcher/ahead.go); ReadAheadGaps those that came
+	// past where the answer before them ended and waited for the cursor's
+	// own Fetch; RereadBytes the fetched bytes of batches already planned
+	// (a read-ahead that started short of the answer before it).
+	ReadAheadAnswers, ReadAheadGaps, RereadBytes int64
 	// LastCopiedTimestamp is the max timestamp of the last copied batch.
 	LastCopiedTimestamp time.Time
 	UpdatedAt           time.Time
