@@ -29,9 +29,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// aheadMargin is the share of the expected span a read-ahead Fetch starts
-// at: a little short, since a little re-read costs less than a gap's round
-// trip.
+// aheadMargin is the share of the expected span a read-ahead Fetch starts at
+// before any answer was cut by its size (expectedSpan): a little short, since
+// a little re-read costs less than a gap's round trip.
 const aheadMargin = 0.9
 
 // aheadFetch is one read-ahead Fetch of a partition.
@@ -51,19 +51,60 @@ type readAhead struct {
 	// ahead are the read-ahead Fetches in offset order, answered or not.
 	ahead []*aheadFetch
 	// bytesPerOffset is what the partition's answers so far held per offset
-	// (0: none yet): how far an answer of fetchBytes is expected to reach.
+	// (0: none yet): how far an answer of fetchBytes is expected to reach
+	// before one was cut by its size.
 	bytesPerOffset float64
+	// span is how many offsets the last answer cut by its size covered, its
+	// partial last batch left out (0: none yet); batchOffsets and batchBytes
+	// are its largest batch's. An answer of the same size reaches about as
+	// far, give or take a batch: the partial batch at its end.
+	span         int64
+	batchOffsets int64
+	batchBytes   int
 }
 
-// heldAhead is the bytes of answers kept and the reservations of read-ahead
-// Fetches in flight (fetchBytes each).
-func (r *readAhead) heldAhead(fetchBytes int32) int64 {
-	var n int64
-	for _, e := range r.ahead {
-		if e.answered {
-			n += e.held
-		} else {
-			n += int64(fetchBytes)
+// learnAnswer records what an answer cut by its size covered: from its first
+// batch's base to end, with its largest batch.
+func (r *readAhead) learnAnswer(firstBase, end, maxBatchOffsets int64, maxBatchBytes int) {
+	if end > firstBase {
+		r.span, r.batchOffsets, r.batchBytes = end-firstBase, maxBatchOffsets, maxBatchBytes
+	}
+}
+
+// expectedSpan is how many offsets past its start a read-ahead of fetchBytes
+// may assume the Fetch before it covers: one batch short of what the last full
+// answer covered (its partial last batch varies by up to one), so that
+// answers overlap by a batch or so rather than leave gaps, each of which costs
+// a round trip.
+func (p *partition) expectedSpan(fetchBytes int32) int64 {
+	if p.span > 0 {
+		return max(p.span-p.batchOffsets, p.span/2, 1)
+	}
+	return max(int64(aheadMargin*float64(fetchBytes)/p.bytesPerOffset), 1)
+}
+
+// gapFetchBytes sizes the cursor's own Fetch when an answer read ahead waits
+// past it: the gap's bytes and one batch, so that it ends about where the kept
+// answer starts instead of fetching all of it again. 0: no gap, the usual size.
+func (p *partition) gapFetchBytes(fetchBytes int32) int32 {
+	if len(p.ahead) == 0 || !p.ahead[0].answered || p.ahead[0].offset <= p.fetchOffset || p.bytesPerOffset <= 0 {
+		return 0
+	}
+	gap := float64(p.ahead[0].offset-p.fetchOffset) * p.bytesPerOffset
+	return int32(min(int64(gap)+int64(p.batchBytes)+(16<<10), int64(fetchBytes)))
+}
+
+// fetchesInFlight counts the partition's Fetches in flight: its cursor's own
+// and those read ahead still unanswered (kept answers count in the budget,
+// not here).
+func (p *partition) fetchesInFlight() int {
+	n := 0
+	if p.fetching {
+		n++
+	}
+	for _, e := range p.ahead {
+		if !e.answered {
+			n++
 		}
 	}
 	return n
@@ -87,7 +128,7 @@ func (r *readAhead) learnSpan(bytes int, offsets int64) {
 // last answer kept, or the expected end of the last Fetch in flight (the
 // cursor's own when nothing is read ahead yet).
 func (p *partition) nextAheadOffset(fetchBytes int32) int64 {
-	span := max(int64(aheadMargin*float64(fetchBytes)/p.bytesPerOffset), 1)
+	span := p.expectedSpan(fetchBytes)
 	if n := len(p.ahead); n > 0 {
 		last := p.ahead[n-1]
 		if last.answered {
@@ -114,16 +155,16 @@ func answerEnd(r *kmsg.FetchResponseTopicPartition) (int64, bool) {
 // pickAheadLocked picks a partition of led to read ahead, and the offset: one
 // whose cursor is being fetched, with data known to be there (below the last
 // stable offset) past what its Fetches in flight cover, and buffer room.
-func (c *Copier) pickAheadLocked(led []*partition, fetchBytes int32, maxAhead int) (fetchPart, bool) {
+func (c *Copier) pickAheadLocked(led []*partition, fetchBytes int32, maxInFlight int) (fetchPart, bool) {
 	if c.rate.Load() > 0 {
 		return fetchPart{}, false // a rate limit paces the fetches; read-ahead would only burst
 	}
 	for _, p := range led {
-		if !(p.fetching || p.coveredAhead(p.fetchOffset)) || len(p.ahead) >= maxAhead || p.bytesPerOffset <= 0 ||
+		if !(p.fetching || p.coveredAhead(p.fetchOffset)) || p.fetchesInFlight() >= maxInFlight || p.bytesPerOffset <= 0 ||
 			p.gap != nil || p.bigFirst || p.progress.SourceLastStable <= 0 {
 			continue
 		}
-		// Bounded by the copy's budget (collect checked it) and maxAhead, not by
+		// Bounded by the copy's budget (collect checked it) and fetch.max.in.flight, not by
 		// the partition's share of the budget (partitionBufferLimit): read-ahead
 		// runs only when the source's goroutines have nothing else to fetch, and
 		// its answers are applied, freeing the budget, within a round trip or two.
@@ -178,7 +219,12 @@ func (c *Copier) applyAheadLocked(p *partition) {
 		p.ahead = p.ahead[1:]
 		c.reserved -= e.held
 		p.progress.ReadAheadAnswers++
+		// An answer kept for a gap is older than the gap's answer applied before
+		// it: what it says of the source's offsets must not set them back.
+		hw, lso, start := p.progress.SourceHighWatermark, p.progress.SourceLastStable, p.progress.SourceLogStart
 		c.handlePartitionFetchLocked(p, e.resp)
+		pr := &p.progress
+		pr.SourceHighWatermark, pr.SourceLastStable, pr.SourceLogStart = max(pr.SourceHighWatermark, hw), max(pr.SourceLastStable, lso), max(pr.SourceLogStart, start)
 	}
 }
 

@@ -53,8 +53,8 @@ func TestRealReadAheadOfALonePartitionStaysExact(t *testing.T) {
 	}
 	pr, _ := c.Progress(topic, 0)
 	t.Logf("read-ahead answers applied %d, of them after a gap %d; bytes re-read %d", pr.ReadAheadAnswers, pr.ReadAheadGaps, pr.RereadBytes)
-	// Records of random sizes make the guesses miss both ways (84 answers, 36
-	// of them after a gap, 605 kB re-read when written): both paths must have
+	// Records of random sizes make the guesses miss both ways (161 answers, 10
+	// of them after a gap, 1.3 MB re-read when written): both paths must have
 	// run for the check below to mean anything.
 	if pr.ReadAheadAnswers == 0 || pr.ReadAheadGaps == 0 || pr.RereadBytes == 0 {
 		t.Fatal("the copy did not read ahead both short of and past where answers ended")

@@ -36,6 +36,7 @@ type fetchPart struct {
 	offset      int64
 	leaderEpoch int32       // read under the lock: the admin goroutine updates it
 	ahead       *aheadFetch // a read-ahead Fetch (ahead.go); nil: the cursor's own
+	maxBytes    int32       // the partition's fetch size when not the request's (a gap's, ahead.go)
 }
 
 // source is the fetch side of one source broker: FetchesInFlight goroutines
@@ -121,6 +122,9 @@ func (s *source) request(fetch []fetchPart, reservation int64, partMax int32) *k
 		fp := kmsg.NewFetchRequestTopicPartition()
 		fp.Partition, fp.CurrentLeaderEpoch = f.p.tp.partition, f.leaderEpoch
 		fp.FetchOffset, fp.PartitionMaxBytes = f.offset, partMax
+		if f.maxBytes > 0 {
+			fp.PartitionMaxBytes = f.maxBytes
+		}
 		t.Partitions = append(t.Partitions, fp)
 	})
 	return req
@@ -140,30 +144,6 @@ func (s *source) failedLocked(fetch []fetchPart, err error) {
 		}
 	}
 	signal(s.c.adminWake)
-}
-
-// PartitionFetchBytes is the fetch size of each of n partitions fetched from one leader,
-// for a copy with the given fetch.max.bytes, fetch.response.max.bytes and copy buffer:
-// fetch.max.bytes, or more when fewer partitions share a response than the response limit
-// has room for. Each Fetch costs both brokers and the copier a fixed amount of work; a lone
-// partition fetched 1 MiB at a time spent a source broker 1–7 CPU s per GB copied, 0.2–2.5
-// at 8 MiB (bench/mirror, none/1), and the copy's own CPU fell by a fifth. Capped at an
-// eighth of the copy buffer, so that several fetches of a partition still overlap its
-// produces within the memory bound.
-func PartitionFetchBytes(fetchMax, responseMax int32, buffer int64, n int) int32 {
-	share := int64(responseMax) / int64(max(n, 1))
-	return int32(max(int64(fetchMax), min(share, buffer/8)))
-}
-
-func (c *Copier) partitionFetchBytes(n int) int32 {
-	return PartitionFetchBytes(c.cfg.FetchMaxBytes, c.cfg.FetchResponseMaxBytes, c.cfg.MaxBufferedBytes, n)
-}
-
-// partitionBufferLimit is how many fetched bytes a partition may hold before its next
-// fetch of fetchBytes: a few fetches' worth, so that one partition's fetches overlap its
-// produces.
-func (c *Copier) partitionBufferLimit(fetchBytes int32) int64 {
-	return min(c.cfg.MaxBufferedBytes, 4*int64(fetchBytes))
 }
 
 // collect picks the partitions this broker should fetch now and reserves
@@ -213,7 +193,7 @@ func (s *source) collect() ([]fetchPart, int64, int32) {
 		}
 		want = next
 		p.fetching = true
-		out = append(out, fetchPart{p: p, offset: p.fetchOffset, leaderEpoch: p.srcLeaderEpoch})
+		out = append(out, fetchPart{p: p, offset: p.fetchOffset, leaderEpoch: p.srcLeaderEpoch, maxBytes: p.gapFetchBytes(partMax)})
 	}
 	if len(out) == share && len(ps) > share {
 		signal(s.wake) // more to fetch: another of the source's goroutines takes it
@@ -221,7 +201,7 @@ func (s *source) collect() ([]fetchPart, int64, int32) {
 	if len(out) == 0 && len(led) < c.cfg.FetchesInFlight && c.reserved+int64(partMax) <= c.cfg.MaxBufferedBytes {
 		// Nothing else to fetch, and fewer partitions than Fetches in flight
 		// (more fill them by themselves): read ahead of a partition in flight.
-		if f, ok := c.pickAheadLocked(led, partMax, c.cfg.FetchesInFlight-1); ok {
+		if f, ok := c.pickAheadLocked(led, partMax, c.cfg.FetchesInFlight); ok {
 			out, want = append(out, f), int64(partMax)
 		}
 	}
@@ -230,35 +210,6 @@ func (s *source) collect() ([]fetchPart, int64, int32) {
 	}
 	c.reserved += want
 	return out, want, partMax
-}
-
-// throttleLocked charges a fetch response's bytes to the rate limit.
-func (c *Copier) throttleLocked(resp *kmsg.FetchResponse) {
-	r := c.rate.Load()
-	if r <= 0 {
-		return
-	}
-	var n int64
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			n += int64(len(p.RecordBatches))
-		}
-	}
-	now := time.Now()
-	if c.nextFetch.Before(now) {
-		c.nextFetch = now
-	}
-	c.nextFetch = c.nextFetch.Add(time.Duration(float64(n) / float64(r) * float64(time.Second)))
-}
-
-// throttleWait is how long fetching must wait for the rate limit.
-func (c *Copier) throttleWait() time.Duration {
-	if c.rate.Load() <= 0 {
-		return 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Until(c.nextFetch)
 }
 
 // handleLocked hands each partition its part of the answer.
@@ -298,26 +249,8 @@ func (s *source) handleLocked(fetch []fetchPart, resp *kmsg.FetchResponse) {
 }
 
 func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseTopicPartition) {
-	err := kerr.ErrorForCode(r.ErrorCode)
-	switch {
-	case err == nil:
-	case errors.Is(err, kerr.OffsetOutOfRange):
-		// Below the log start (retention) or above the high watermark
-		// (source truncation): the admin loop lists the source offsets.
-		p.needOffsets = true
-		signal(c.adminWake)
-		return
-	case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.FencedLeaderEpoch),
-		errors.Is(err, kerr.UnknownLeaderEpoch), errors.Is(err, kerr.UnknownTopicID),
-		errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.LeaderNotAvailable),
-		errors.Is(err, kerr.KafkaStorageError), errors.Is(err, kerr.OffsetNotAvailable),
-		errors.Is(err, kerr.InconsistentTopicID), errors.Is(err, kerr.ReplicaNotAvailable):
-		p.srcLeader = -1
-		c.retryLocked(p, fmt.Errorf("fetch %s/%d: %w", p.tp.topic, p.tp.partition, err))
-		signal(c.adminWake)
-		return
-	default:
-		c.retryLocked(p, fmt.Errorf("fetch %s/%d: %w", p.tp.topic, p.tp.partition, err))
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		c.fetchFailedLocked(p, err)
 		return
 	}
 	p.errStreak = 0
@@ -333,8 +266,14 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 	it := NewBatchIterator(r.RecordBatches)
 	var b Batch
 	n, from, applied := 0, p.fetchOffset, 0
+	var first, end, maxOffsets int64
+	maxBytes := 0
 	for it.Next(&b) {
+		if n == 0 {
+			first = b.BaseOffset
+		}
 		n++
+		end, maxOffsets, maxBytes = b.NextOffset(), max(maxOffsets, b.NextOffset()-b.BaseOffset), max(maxBytes, len(b.Raw))
 		if b.NextOffset() <= p.fetchOffset {
 			p.progress.RereadBytes += int64(len(b.Raw))
 			continue // a batch before the fetch offset (already queued or written)
@@ -366,6 +305,9 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 	}
 	p.bigFirst = n == 0 && it.Remaining() > 0
 	p.learnSpan(applied, p.fetchOffset-from)
+	if it.Remaining() > 0 && p.blocked == nil {
+		p.learnAnswer(first, end, maxOffsets, maxBytes) // cut by its size: what a full answer covers
+	}
 	if c.log.Enabled(c.ctx, slog.LevelDebug) {
 		// Guarded: the arguments alone are allocations, for every partition of
 		// every Fetch answer, most of them empty at idle.
@@ -377,6 +319,27 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 		c.queueFillLocked(p, p.gap.logStart, p.gap.logStart)
 	}
 	c.kickLocked(p)
+}
+
+// fetchFailedLocked handles a partition's error in a Fetch answer.
+func (c *Copier) fetchFailedLocked(p *partition, err error) {
+	switch {
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		// Below the log start (retention) or above the high watermark
+		// (source truncation): the admin loop lists the source offsets.
+		p.needOffsets = true
+		signal(c.adminWake)
+	case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.FencedLeaderEpoch),
+		errors.Is(err, kerr.UnknownLeaderEpoch), errors.Is(err, kerr.UnknownTopicID),
+		errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.LeaderNotAvailable),
+		errors.Is(err, kerr.KafkaStorageError), errors.Is(err, kerr.OffsetNotAvailable),
+		errors.Is(err, kerr.InconsistentTopicID), errors.Is(err, kerr.ReplicaNotAvailable):
+		p.srcLeader = -1
+		c.retryLocked(p, fmt.Errorf("fetch %s/%d: %w", p.tp.topic, p.tp.partition, err))
+		signal(c.adminWake)
+	default:
+		c.retryLocked(p, fmt.Errorf("fetch %s/%d: %w", p.tp.topic, p.tp.partition, err))
+	}
 }
 
 // queueFillLocked ends the pending gap: it queues filler offsets from the

@@ -43,8 +43,9 @@ func (l link) set(f *faultnet.Front) error {
 		}
 	}
 	if l.capMB > 0 {
-		// Toxiproxy's rate is in KB/s of 1000 bytes (bytes per millisecond).
-		return f.Bandwidth(l.capMB * 1000)
+		// Toxiproxy's rate is in KB/s of 1000 bytes (bytes per millisecond); one
+		// cap for all of the proxy's connections, as a link has.
+		return f.SharedBandwidth(l.capMB * 1000)
 	}
 	return nil
 }

@@ -314,9 +314,17 @@ func (f *Front) Latency(rttMs, jitterMs int) error {
 	return nil
 }
 
-// Bandwidth caps each proxy's downstream (broker to client) at kbps KB/s.
+// Bandwidth caps each proxy's downstream (broker to client) at kbps KB/s, each
+// connection on its own.
 func (f *Front) Bandwidth(kbps int) error {
 	return f.AddAll(Toxic{Name: "bandwidth_downstream", Type: "bandwidth", Stream: "downstream",
+		Attributes: map[string]any{"rate": kbps}})
+}
+
+// SharedBandwidth caps each proxy's downstream at kbps KB/s for all of its
+// connections together (SharedBandwidthToxic): a link of that bandwidth.
+func (f *Front) SharedBandwidth(kbps int) error {
+	return f.AddAll(Toxic{Name: "shared_bandwidth_downstream", Type: sharedBandwidth, Stream: "downstream",
 		Attributes: map[string]any{"rate": kbps}})
 }
 
