@@ -33,7 +33,7 @@ func TestSharedBandwidthSchedulesEveryConnectionOnOneLink(t *testing.T) {
 	if got := last.Sub(began); got < 200*time.Millisecond {
 		t.Fatalf("200,000 bytes at 1,000 KB/s scheduled to be sent within %v: the connections are not sharing the link", got)
 	}
-	if (&SharedBandwidthToxic{}).schedule(1 << 20) != 0 {
+	if (&SharedBandwidthToxic{}).schedule(1<<20) != 0 {
 		t.Fatal("a rate of 0 must not delay")
 	}
 }
