@@ -40,10 +40,11 @@ type aheadFetch struct {
 	leader      int32 // the source broker and leader epoch it was asked under
 	leaderEpoch int32
 	answered    bool
-	gap         bool                              // counted as a gap (ReadAheadGaps) once
+	gapCounted  bool                              // counted in ReadAheadGaps (once)
 	dropped     bool                              // given up before its answer came
 	resp        *kmsg.FetchResponseTopicPartition // the answer, kept until applied
 	held        int64                             // resp's bytes, counted in Copier.reserved
+	end         int64                             // the offset after resp's last whole batch; 0: none
 }
 
 // readAhead is a partition's read-ahead state (fetchPosition).
@@ -131,25 +132,24 @@ func (p *partition) nextAheadOffset(fetchBytes int32) int64 {
 	span := p.expectedSpan(fetchBytes)
 	if n := len(p.ahead); n > 0 {
 		last := p.ahead[n-1]
-		if last.answered {
-			if end, ok := answerEnd(last.resp); ok {
-				return end
-			}
+		if last.end > 0 {
+			return last.end
 		}
 		return last.offset + span
 	}
 	return p.fetchOffset + span
 }
 
-// answerEnd is the offset after the last whole batch of an answer.
-func answerEnd(r *kmsg.FetchResponseTopicPartition) (int64, bool) {
+// answerEnd is the offset after the last whole batch of an answer, 0 if it
+// holds none.
+func answerEnd(r *kmsg.FetchResponseTopicPartition) int64 {
 	it := NewBatchIterator(r.RecordBatches)
 	var b Batch
-	end, ok := int64(0), false
+	end := int64(0)
 	for it.Next(&b) {
-		end, ok = b.NextOffset(), true
+		end = b.NextOffset()
 	}
-	return end, ok
+	return end
 }
 
 // pickAheadLocked picks a partition of led to read ahead, and the offset: one
@@ -192,7 +192,7 @@ func (c *Copier) aheadAnsweredLocked(f fetchPart, r *kmsg.FetchResponseTopicPart
 		c.dropAheadLocked(p)
 		return
 	}
-	e.answered, e.resp, e.held = true, r, int64(len(r.RecordBatches))
+	e.answered, e.resp, e.held, e.end = true, r, int64(len(r.RecordBatches)), answerEnd(r)
 	c.reserved += e.held
 	c.applyAheadLocked(p)
 }
@@ -203,8 +203,8 @@ func (c *Copier) aheadAnsweredLocked(f fetchPart, r *kmsg.FetchResponseTopicPart
 func (c *Copier) applyAheadLocked(p *partition) {
 	for len(p.ahead) > 0 {
 		e := p.ahead[0]
-		if e.answered && e.offset > p.fetchOffset && !e.gap {
-			e.gap = true
+		if e.answered && e.offset > p.fetchOffset && !e.gapCounted {
+			e.gapCounted = true
 			p.progress.ReadAheadGaps++
 		}
 		if !e.answered || e.offset > p.fetchOffset {

@@ -205,7 +205,7 @@ func (s *source) collect() ([]fetchPart, int64, int32) {
 			out, want = append(out, f), int64(partMax)
 		}
 	}
-	if len(out) == 1 && out[0].p.progress.SourceLastStable > out[0].p.fetchOffset {
+	if len(out) == 1 && len(led) < c.cfg.FetchesInFlight && out[0].p.progress.SourceLastStable > out[0].p.fetchOffset {
 		signal(s.wake) // a backlog behind a lone Fetch: another goroutine may read ahead
 	}
 	c.reserved += want
