@@ -186,7 +186,7 @@ func BenchmarkMirror(b *testing.B) {
 				base := fillBaseline(ctx, b, e, s)
 				for _, path := range roundPaths(round, turn) {
 					b.Run(fmt.Sprintf("%s/p%d/r%d/%s", c.name, parts, round, path), func(b *testing.B) {
-						settle()
+						settle(s.bytes)
 						load := loadAvg()
 						var r result
 						switch path {
@@ -211,12 +211,25 @@ func BenchmarkMirror(b *testing.B) {
 	fmt.Print(table(results, loadBefore, uptime()))
 }
 
-// settle writes the dirty pages of what ran before (the fill, the previous
-// path's copy) to disk before a path runs. Otherwise their write-back, tens
-// of MB a second later, lands in whichever path runs next: kmirror's copies
-// right after a fill ran at 0.52-0.71 of raw produce in rounds where the
-// copies after raw produce ran at 0.81-1.14.
-func settle() { syscall.Sync() }
+// settle makes the machine the same for every path before it runs: it
+// writes the dirty pages of what ran before (the fill, the previous path's
+// copy) to disk, and it warms the free pages the copy of bytes will write
+// into (warmFreePages).
+//
+// Without the sync, the write-back of what ran before, tens of MB a second
+// later, lands in whichever path runs next: kmirror's copies right after a
+// fill ran at 0.52-0.71 of raw produce in rounds where the copies after raw
+// produce ran at 0.81-1.14.
+func settle(bytes int64) {
+	syscall.Sync()
+	warmFor(bytes)
+}
+
+// warmFor warms the free pages a copy of bytes writes into: the destination
+// log and the copier's buffers, with room to spare. kmirror's copies call it
+// again just before AddTopicsToMirror, since starting the process takes a
+// second or two in which the host may take the pages settle warmed.
+func warmFor(bytes int64) { warmFreePages(2*bytes + 256<<20) }
 
 // roundPaths is the order of a round's paths. They take turns going first,
 // so none always meets the brokers right after the fill, and each pair runs in

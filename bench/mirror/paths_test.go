@@ -98,6 +98,8 @@ func copyKmirror(ctx context.Context, b *testing.B, e *env, s spec, bin, path st
 	add := protocol.NewPtrAddTopicsToMirrorRequest()
 	add.MirrorName = mirror
 	add.Topics = []protocol.AddTopicsToMirrorRequestTopic{{Name: s.topic, NumPartitions: -1}}
+	rec := startBrokerRecording(b, e, path, s.topic)
+	warmFor(s.bytes)
 	began := time.Now()
 	cpuAdd, err := cpuOf(k.pid())
 	if err != nil {
@@ -108,6 +110,7 @@ func copyKmirror(ctx context.Context, b *testing.B, e *env, s spec, bin, path st
 	}
 	dstCl := e.dst.Client(b)
 	w, err := watchCopy(ctx, e, dstCl, s.topic, s.partitions, k.pid(), k.exited)
+	rec.stop(b)
 	r.copiedRec = w.copied
 	if err != nil {
 		r.failure = fmt.Sprintf("%v; kmirror says: %s", err, describe(ctx, adm, mirror))

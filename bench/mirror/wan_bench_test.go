@@ -125,7 +125,7 @@ func wanRun(ctx context.Context, b *testing.B, e *env, front *faultnet.Front, l 
 	defer front.Reset()
 	var r result
 	b.Run(fmt.Sprintf("%s/p%d/r%d/%s", l.name, parts, round, path), func(b *testing.B) {
-		settle()
+		settle(s.bytes)
 		load := loadAvg()
 		if path == "mirrormaker2" {
 			r = runMM2(ctx, b, e, s)
