@@ -137,12 +137,10 @@ func (c *Copier) planBatchLocked(p *partition, b *Batch) (blocked, fatal error) 
 		c.planMarkersLocked(p, from, next) // every record of the batch was compacted away
 		return nil, nil
 	}
+	// A dense batch (a record for every offset of its range) goes whole, its
+	// records untouched: the destination takes it as the source did and
+	// serves each record at the same offset (CheckCopyable says why).
 	dense := b.NumRecords > 0 && int64(b.NumRecords) == int64(b.LastOffsetDelta)+1
-	if dense && b.Compression() == CompressionNone {
-		if err := checkDenseDeltas(b.Raw[batchHeaderSize:], b.NumRecords); err != nil {
-			return nil, fmt.Errorf("%w: %s/%d: batch at offset %d: %v", ErrCorruptBatch, p.tp.topic, p.tp.partition, b.BaseOffset, err)
-		}
-	}
 	if dense && b.BaseOffset == from {
 		begin()
 		c.pushLocked(p, &op{kind: opAppend, base: from, n: int64(b.NumRecords), raw: b.Raw, txn: x,

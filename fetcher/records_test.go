@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"testing"
 )
@@ -268,4 +269,37 @@ func TestEntriesOfEmptyControlBatch(t *testing.T) {
 	if err != nil || len(got) != 1 || !got[0].Control || !got[0].Commit {
 		t.Fatalf("a COMMIT marker read as %v, %v", got, err)
 	}
+}
+
+// checkDenseDeltas walks uncompressed v2 records (length varint, attributes,
+// timestampDelta varint, offsetDelta varint, ...) and checks offset deltas
+// are 0..n-1 and that exactly n records fill the section.
+func checkDenseDeltas(records []byte, n int32) error {
+	for i := int32(0); i < n; i++ {
+		length, k := binary.Varint(records)
+		if k <= 0 || length < 0 || int64(len(records)-k) < length {
+			return fmt.Errorf("record %d is truncated", i)
+		}
+		rec := records[k : k+int(length)]
+		records = records[k+int(length):]
+		if len(rec) < 1 {
+			return fmt.Errorf("record %d is empty", i)
+		}
+		rec = rec[1:] // attributes
+		_, k = binary.Varint(rec)
+		if k <= 0 {
+			return fmt.Errorf("record %d has a bad timestamp delta", i)
+		}
+		delta, k2 := binary.Varint(rec[k:])
+		if k2 <= 0 {
+			return fmt.Errorf("record %d has a bad offset delta", i)
+		}
+		if delta != int64(i) {
+			return fmt.Errorf("record %d has offset delta %d (offset hole)", i, delta)
+		}
+	}
+	if len(records) != 0 {
+		return fmt.Errorf("%d bytes after the last record", len(records))
+	}
+	return nil
 }
