@@ -201,6 +201,7 @@ func NewCopier(cfg Config) (*Copier, error) {
 	dst := c.lanes[0]
 	c.dst, c.dstAdm = dst, kadm.NewClient(dst)
 	c.txn = newTxnClient(dst, c.dstAdm)
+	c.txn.lease = c.lease
 	c.wg.Add(2)
 	go c.adminLoop()
 	go c.eventLoop()

@@ -189,12 +189,16 @@ func (c *Copier) newPartition(task Task, onEvent func(datapath.Event), sp startP
 	return p, nil
 }
 
+// errLeaseLapsed marks a write not made because this instance's ownership
+// lease lapsed: another instance may own the partitions now.
+var errLeaseLapsed = errors.New("not writing to the destination")
+
 func (c *Copier) lease() error {
 	if c.cfg.Lease == nil {
 		return nil
 	}
 	if err := c.cfg.Lease(); err != nil {
-		return fmt.Errorf("not writing to the destination: %w", err)
+		return fmt.Errorf("%w: %w", errLeaseLapsed, err)
 	}
 	return nil
 }

@@ -105,6 +105,19 @@ type txnClient struct {
 	cl           *kgo.Client
 	adm          *kadm.Client
 	coordinators *lru.Cache[string, int32] // transactional id -> coordinator node
+	// lease, when set, is asked right before every request that changes a
+	// transaction (atNode): the copy's own requests. A control operation
+	// checks the lease once when it starts, but its requests follow one
+	// another over round trips (DescribeTransactions, FindCoordinator,
+	// InitProducerId), and a process frozen in between (SIGSTOP, a paused VM)
+	// wakes up with requests still to send after another owner took the
+	// partition over. One of them fenced the new owner:
+	// TestFrozenInstanceWakesUpAsZombie's woken instance had read
+	// "transactional id not found" before it froze, and its InitProducerId
+	// afterwards aborted the new owner's open transaction on that id, an ABORT
+	// marker where the source has a COMMIT (INVALID_TXN_STATE for the new
+	// owner's EndTxn 26 ms after the wake-up).
+	lease func() error
 }
 
 // retryTxn runs a transaction coordinator request until it succeeds, fails
@@ -121,6 +134,9 @@ func retryTxn(ctx context.Context, what string, do func() error) error {
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: %w", what, ctx.Err())
+		}
+		if errors.Is(err, errLeaseLapsed) {
+			return fmt.Errorf("%s: %w", what, err) // the control operation retries once the lease is back
 		}
 		var kafkaErr *kerr.Error
 		if errors.As(err, &kafkaErr) && !kafkaErr.Retriable && !errors.Is(err, kerr.ConcurrentTransactions) {

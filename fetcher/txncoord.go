@@ -75,6 +75,11 @@ func (t txnClient) atCoordinator(ctx context.Context, id string, req kmsg.Reques
 // atNode sends req to coordinator node for the transactional ids ids; a
 // request that does not reach it forgets their coordinator.
 func (t txnClient) atNode(ctx context.Context, node int32, req kmsg.Request, ids ...string) (kmsg.Response, error) {
+	if _, readOnly := req.(*kmsg.DescribeTransactionsRequest); !readOnly && t.lease != nil {
+		if err := t.lease(); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := t.cl.Broker(int(node)).Request(ctx, req)
 	if err != nil {
 		for _, id := range ids {
