@@ -94,9 +94,15 @@ func (c *Copier) beginTxn(p *partition, x *destTxn) error {
 	id := identityLocked(x)
 	c.mu.Unlock()
 	if !id.known {
-		open, err := c.txn.identify(c.ctx, &id, p.tp.topic, p.tp.partition)
+		open, adopted, err := c.txn.identify(c.ctx, &id, p.tp.topic, p.tp.partition)
 		if err != nil {
 			return err
+		}
+		if adopted {
+			// Rare (a hand-over, a restart) and what a zombie's writes would
+			// start from: said at info so that a failure can be traced to it.
+			c.log.Info("adopted a destination transactional id as its coordinator has it", "topic", p.tp.topic, "partition", p.tp.partition,
+				"transactional_id", id.id, "producer_id", id.pid, "producer_epoch", id.epoch, "open_with_partition", open)
 		}
 		c.mu.Lock()
 		p.know(x, id.pid, id.epoch)

@@ -132,7 +132,7 @@ func (f *txnFactsRun) emptyAbortedTransaction() (x *destTxn, epoch, next int16) 
 	t, e, tc, topic := f.t, f.e, f.tc, f.topic
 	t.Helper()
 	x = &destTxn{id: "facts-empty"}
-	if _, err := tc.identify(e.ctx, x, topic, 0); err != nil {
+	if _, _, err := tc.identify(e.ctx, x, topic, 0); err != nil {
 		t.Fatal(err)
 	}
 	epoch = x.epoch
@@ -180,7 +180,7 @@ func (f *txnFactsRun) reinitialiseOpenTransaction() {
 	t.Helper()
 	// Re-initialising an id whose transaction is open aborts it.
 	y := &destTxn{id: "facts-reinit"}
-	if _, err := tc.identify(e.ctx, y, topic, 0); err != nil {
+	if _, _, err := tc.identify(e.ctx, y, topic, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := tc.add(e.ctx, y, topic, 0); err != nil {

@@ -140,7 +140,7 @@ func TestRealTxnCoordinatorCrash(t *testing.T) {
 	x := &destTxn{id: "coordinator-crash-p1"}
 	begin := func(x *destTxn) error {
 		if !x.known {
-			if _, err := tc.identify(e.ctx, x, topic, 0); err != nil {
+			if _, _, err := tc.identify(e.ctx, x, topic, 0); err != nil {
 				return err
 			}
 		}

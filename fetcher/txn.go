@@ -261,9 +261,9 @@ func (t txnClient) end(ctx context.Context, x *destTxn, commit bool) (pid int64,
 
 // identify makes x's producer id and epoch known: an unknown id is
 // initialised; a known one is adopted as the coordinator has it (waiting out
-// a commit or abort in progress). It reports whether x's transaction is open
-// with the partition in it.
-func (t txnClient) identify(ctx context.Context, x *destTxn, topic string, partition int32) (open bool, err error) {
+// a commit or abort in progress), and adopted says so. It reports whether x's
+// transaction is open with the partition in it.
+func (t txnClient) identify(ctx context.Context, x *destTxn, topic string, partition int32) (open, adopted bool, err error) {
 	// Markers take milliseconds; a coordinator that keeps one id preparing for minutes is
 	// answered with a retriable error (the operation is tried again later) rather than a
 	// partition that waits here forever.
@@ -271,33 +271,33 @@ func (t txnClient) identify(ctx context.Context, x *destTxn, topic string, parti
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
 		d, found, err := t.describe(ctx, x.id)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		if !found {
 			pid, epoch, err := t.initialise(ctx, x.id)
 			if err != nil {
-				return false, err
+				return false, false, err
 			}
 			x.pid, x.epoch, x.known = pid, epoch, true
-			return false, nil
+			return false, false, nil
 		}
 		switch d.State {
 		case "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
 			// Markers are being written: the epoch settles when they are.
 			if time.Now().After(deadline) {
-				return false, fmt.Errorf("destination transaction %s is still in %s after 2m: %w", x.id, d.State, kerr.ConcurrentTransactions)
+				return false, false, fmt.Errorf("destination transaction %s is still in %s after 2m: %w", x.id, d.State, kerr.ConcurrentTransactions)
 			}
 			if err := sleepCtx(ctx, wait); err != nil {
-				return false, err
+				return false, false, err
 			}
 			continue
 		}
 		x.pid, x.epoch, x.known = d.ProducerID, d.ProducerEpoch, true
 		if d.State == "Ongoing" {
 			_, in := d.Topics[topic][partition]
-			return in, nil
+			return in, true, nil
 		}
-		return false, nil
+		return false, true, nil
 	}
 }
 

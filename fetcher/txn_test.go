@@ -52,7 +52,7 @@ func (e *env) markerOnly(id, topic string, partition int32, commit bool) {
 	e.t.Helper()
 	tc := newTxnClient(e.src, e.srcAdm)
 	x := &destTxn{id: id}
-	if _, err := tc.identify(e.ctx, x, topic, partition); err != nil {
+	if _, _, err := tc.identify(e.ctx, x, topic, partition); err != nil {
 		e.t.Fatal(err)
 	}
 	if err := tc.add(e.ctx, x, topic, partition); err != nil {
