@@ -111,12 +111,10 @@ type txnClient struct {
 	// another over round trips (DescribeTransactions, FindCoordinator,
 	// InitProducerId), and a process frozen in between (SIGSTOP, a paused VM)
 	// wakes up with requests still to send after another owner took the
-	// partition over. One of them fenced the new owner:
-	// TestFrozenInstanceWakesUpAsZombie's woken instance had read
-	// "transactional id not found" before it froze, and its InitProducerId
-	// afterwards aborted the new owner's open transaction on that id, an ABORT
-	// marker where the source has a COMMIT (INVALID_TXN_STATE for the new
-	// owner's EndTxn 26 ms after the wake-up).
+	// partition over: an InitProducerId of an id it read as new fences the
+	// new owner's open transaction on it. TestFrozenInstanceWakesUpAsZombie
+	// saw the new owner's transaction aborted 26 ms after the other instance
+	// woke up with its lease lapsed (docs/DESIGN.md, "Owners and zombies").
 	lease func() error
 }
 
