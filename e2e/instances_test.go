@@ -291,10 +291,10 @@ func TestFrozenInstanceWakesUpAsZombie(t *testing.T) {
 	// At info (the flag's last value wins): this test failed twice in CI with an ABORT
 	// marker of the copy's own transactional id where a committed record belongs, and
 	// warn-level logs could not say which instance's request wrote it. With them and the
-	// destination broker's log, a run that failed here on 2026-12-05 showed the woken
-	// instance fencing the new owner with an InitProducerId it had decided on before it
-	// froze (docs/DESIGN.md, "Owners and zombies"; fetcher's
-	// TestFakeLapsedLeaseSendsNoTransactionWrite).
+	// destination broker's log, a run that failed here on 2026-12-05 showed the new
+	// owner's transaction aborted 26 ms after the woken instance, its lease lapsed, came
+	// back: by a request decided before it froze (docs/DESIGN.md, "Owners and zombies";
+	// fetcher's TestFakeLapsedLeaseSendsNoTransactionWrite).
 	a := startProcessWith(t, bin, "a", dst, []string{"--log-level", "info"}, nil)
 	b := startProcessWith(t, bin, "b", dst, []string{"--log-level", "info"}, nil)
 	cl := admin(t, b.addr)
