@@ -89,33 +89,23 @@ func (c *Copier) stopRequested(p *partition) bool {
 func (c *Copier) fillPass(p *partition, fillers []*destTxn, n int64) error {
 	var tickets atomic.Int64
 	tickets.Store(n)
-	errs := make([]error, len(fillers))
-	var wg sync.WaitGroup
-	for j, f := range fillers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for tickets.Add(-1) >= 0 {
-				if c.stopRequested(p) {
-					errs[j] = errFillYielded
-					return
-				}
-				if err := c.lease(); err != nil {
-					errs[j] = err
-					return
-				}
-				if err := c.emptyAbort(p, f); err != nil {
-					errs[j] = err
-					return
-				}
-				c.mu.Lock()
-				p.progress.FillerMarkers++
-				c.mu.Unlock()
+	// No lease check here: every AddPartitionsToTxn and EndTxn asks it right
+	// before it is sent (txnClient.atNode).
+	err := eachAtOnce(len(fillers), func(j int) error {
+		for tickets.Add(-1) >= 0 {
+			if c.stopRequested(p) {
+				return errFillYielded
 			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+			if err := c.emptyAbort(p, fillers[j]); err != nil {
+				return err
+			}
+			c.mu.Lock()
+			p.progress.FillerMarkers++
+			c.mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	ids := make([]string, len(fillers))
@@ -153,20 +143,30 @@ func (c *Copier) settleFillers(p *partition) error {
 		}
 	}
 	c.mu.Unlock()
-	errs := make([]error, len(unknown))
+	return eachAtOnce(len(unknown), func(i int) error {
+		f := unknown[i]
+		pid, epoch, err := c.txn.initialise(c.ctx, f.id)
+		if err != nil {
+			return fmt.Errorf("fencing filler transaction %s before filling: %w", f.id, err)
+		}
+		c.mu.Lock()
+		f.known, f.pid, f.epoch = true, pid, epoch
+		c.mu.Unlock()
+		return nil
+	})
+}
+
+// eachAtOnce runs do(0) … do(n-1) on goroutines of their own and returns all
+// their errors joined (errors.Is sees each: a fill that yielded in one filler
+// and failed in another reports both).
+func eachAtOnce(n int, do func(i int) error) error {
+	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i, f := range unknown {
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pid, epoch, err := c.txn.initialise(c.ctx, f.id)
-			if err != nil {
-				errs[i] = fmt.Errorf("fencing filler transaction %s before filling: %w", f.id, err)
-				return
-			}
-			c.mu.Lock()
-			f.known, f.pid, f.epoch = true, pid, epoch
-			c.mu.Unlock()
+			errs[i] = do(i)
 		}()
 	}
 	wg.Wait()
