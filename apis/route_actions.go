@@ -170,20 +170,21 @@ func (a SwitchActions) CopiedEnds(ctx context.Context, _ string, topics []string
 // groupCommits reads every primary group's committed offsets of the topics
 // (groups committing none of them are left out) with one batched
 // OffsetFetch: Groups runs every poll of GROUPS_QUIET. It returns the
-// primary's admin client for the caller's further reads.
-func (a SwitchActions) groupCommits(ctx context.Context, mirror string, topics []string) (*kadm.Client, map[string]kadm.OffsetResponses, error) {
+// primary's admin client and its group listing for the caller's further
+// reads.
+func (a SwitchActions) groupCommits(ctx context.Context, mirror string, topics []string) (*kadm.Client, kadm.ListedGroups, map[string]kadm.OffsetResponses, error) {
 	src, err := a.sourceAdmin(ctx, mirror)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	out, err := commitsOf(ctx, src, "primary", topics)
-	return src, out, err
+	listed, out, err := commitsOf(ctx, src, "primary", topics)
+	return src, listed, out, err
 }
 
 // StandbyGroups lists the groups with offsets of the topics on the standby
 // (the group sync's copies, clamped to what was copied), one member each.
 func (a SwitchActions) StandbyGroups(ctx context.Context, _ string, topics []string) (map[string]int, error) {
-	commits, err := commitsOf(ctx, a.B.Destination, "standby", topics)
+	_, commits, err := commitsOf(ctx, a.B.Destination, "standby", topics)
 	if err != nil || len(commits) == 0 {
 		return nil, err
 	}
@@ -195,17 +196,17 @@ func (a SwitchActions) StandbyGroups(ctx context.Context, _ string, topics []str
 }
 
 // commitsOf reads the committed offsets of the topics of every group of a
-// cluster (side names it in errors).
-func commitsOf(ctx context.Context, adm *kadm.Client, side string, topics []string) (map[string]kadm.OffsetResponses, error) {
+// cluster (side names it in errors), and returns the cluster's groups too.
+func commitsOf(ctx context.Context, adm *kadm.Client, side string, topics []string) (kadm.ListedGroups, map[string]kadm.OffsetResponses, error) {
 	listed, err := adm.ListGroups(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing the %s's groups: %w", side, err)
+		return nil, nil, fmt.Errorf("listing the %s's groups: %w", side, err)
 	}
 	fetched := adm.FetchManyOffsets(ctx, listed.Groups()...)
 	out := map[string]kadm.OffsetResponses{}
 	for g, f := range fetched {
 		if f.Err != nil {
-			return nil, fmt.Errorf("reading group %s's offsets on the %s: %w", g, side, f.Err)
+			return nil, nil, fmt.Errorf("reading group %s's offsets on the %s: %w", g, side, f.Err)
 		}
 		mine := kadm.OffsetResponses{}
 		f.Fetched.Each(func(o kadm.OffsetResponse) {
@@ -217,12 +218,23 @@ func commitsOf(ctx context.Context, adm *kadm.Client, side string, topics []stri
 			out[g] = mine
 		}
 	}
-	return out, nil
+	return listed, out, nil
 }
 
-// Groups reads the groups of the topics on the primary.
+// Groups reads the groups of the topics on the primary: every group that
+// committed offsets of them, and every group whose live members are assigned
+// partitions of them. The second kind matters for a consumer that started
+// reading shortly before the switch and has not committed yet (kcat's first
+// auto-commit comes 5 s after it starts): with no commit to copy, it would
+// read the partitions again from its reset position on the standby. A
+// partition counts as reached when the group committed its drain target, or
+// when the target is 0 (nothing to read).
 func (a SwitchActions) Groups(ctx context.Context, mirror string, topics []string, targets []statetopic.DrainTarget) ([]routeswitch.GroupCommits, error) {
-	_, commits, err := a.groupCommits(ctx, mirror, topics)
+	src, listed, commits, err := a.groupCommits(ctx, mirror, topics)
+	if err != nil {
+		return nil, err
+	}
+	assigned, err := liveAssignments(ctx, src, listed, topics)
 	if err != nil {
 		return nil, err
 	}
@@ -230,18 +242,86 @@ func (a SwitchActions) Groups(ctx context.Context, mirror string, topics []strin
 	for _, t := range targets {
 		end[routeswitch.TopicPartition{Topic: t.Topic, Partition: t.Partition}] = t.Offset
 	}
+	names := slices.Sorted(maps.Keys(commits))
+	for g := range assigned {
+		if _, ok := commits[g]; !ok {
+			names = append(names, g)
+		}
+	}
+	slices.Sort(names)
 	var out []routeswitch.GroupCommits
-	for _, g := range slices.Sorted(maps.Keys(commits)) {
+	for _, g := range names {
 		atEnd := true
 		var fp []string
+		committed := map[routeswitch.TopicPartition]bool{}
 		commits[g].Each(func(o kadm.OffsetResponse) {
+			tp := routeswitch.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+			committed[tp] = true
 			fp = append(fp, fmt.Sprintf("%s/%d=%d", o.Topic, o.Partition, o.At))
-			if e, ok := end[routeswitch.TopicPartition{Topic: o.Topic, Partition: o.Partition}]; !ok || o.At < e {
+			if e, ok := end[tp]; !ok || o.At < e {
 				atEnd = false
 			}
 		})
+		for _, tp := range assigned[g] {
+			if !committed[tp] && end[tp] > 0 {
+				atEnd = false
+			}
+		}
 		slices.Sort(fp)
 		out = append(out, routeswitch.GroupCommits{Name: g, AtLogEnd: atEnd, Fingerprint: strings.Join(fp, ",")})
+	}
+	return out, nil
+}
+
+// liveAssignments reads, for every group on the primary with live members,
+// the partitions of the topics its members are assigned: classic groups
+// with DescribeGroups, KIP-848 consumer groups with ConsumerGroupDescribe.
+// Groups of other protocols (Connect, share groups) assign no partitions of
+// a consumer's kind and are left out.
+func liveAssignments(ctx context.Context, adm *kadm.Client, listed kadm.ListedGroups, topics []string) (map[string][]routeswitch.TopicPartition, error) {
+	var classic, consumer []string
+	for _, g := range listed.Sorted() {
+		if strings.EqualFold(g.State, "Empty") || strings.EqualFold(g.State, "Dead") {
+			continue // no members
+		}
+		switch {
+		case (g.GroupType == "" || g.GroupType == "classic") && g.ProtocolType == "consumer":
+			classic = append(classic, g.Group)
+		case g.GroupType == "consumer":
+			consumer = append(consumer, g.Group)
+		}
+	}
+	out := map[string][]routeswitch.TopicPartition{}
+	add := func(group string, set kadm.TopicsSet) {
+		for _, tp := range set.Sorted() {
+			for _, p := range tp.Partitions {
+				if slices.Contains(topics, tp.Topic) {
+					out[group] = append(out[group], routeswitch.TopicPartition{Topic: tp.Topic, Partition: p})
+				}
+			}
+		}
+	}
+	if len(classic) > 0 {
+		described, err := adm.DescribeGroups(ctx, classic...)
+		if err != nil {
+			return nil, fmt.Errorf("describing the primary's groups: %w", err)
+		}
+		for g, d := range described {
+			if d.Err == nil { // a group gone meanwhile has no members to wait for
+				add(g, d.AssignedPartitions())
+			}
+		}
+	}
+	if len(consumer) > 0 {
+		described, err := adm.DescribeConsumerGroups(ctx, consumer...)
+		if err != nil {
+			return nil, fmt.Errorf("describing the primary's consumer groups: %w", err)
+		}
+		for g, d := range described {
+			if d.Err == nil {
+				add(g, d.AssignedPartitions())
+			}
+		}
 	}
 	return out, nil
 }
@@ -251,7 +331,7 @@ func (a SwitchActions) Groups(ctx context.Context, mirror string, topics []strin
 // that had members on the primary with their member counts. The commits on
 // the primary are frozen by then, so these are final.
 func (a SwitchActions) CopyGroups(ctx context.Context, mirror string, topics []string) (map[string]int, error) {
-	src, commits, err := a.groupCommits(ctx, mirror, topics)
+	src, _, commits, err := a.groupCommits(ctx, mirror, topics)
 	if err != nil {
 		return nil, err
 	}
