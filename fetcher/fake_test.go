@@ -177,3 +177,39 @@ func TestFakeStartWaitsForLease(t *testing.T) {
 		t.Fatalf("start without a lease: %v, want the lease's refusal", err)
 	}
 }
+
+// TestFakeIdleFetchConnectionsAreOpenedAhead: a lone partition leaves all but
+// one of its source's Fetch goroutines idle until its first answer is in, and
+// then they read ahead over connections never used before; each one setting
+// its connection up then cost 2-4 round trips (a half-second stall across a
+// 150 ms link). Each idle goroutine sends the broker an empty Fetch at once,
+// so that its connection is open before it is needed.
+func TestFakeIdleFetchConnectionsAreOpenedAhead(t *testing.T) {
+	p := &pair{src: kafkatest.Start(t, kafkatest.Fake()), dst: kafkatest.Start(t, kafkatest.Fake())}
+	e := newEnv(t, p)
+	e.createSource("lone", 1, nil)
+	e.produce("lone", 0, 20, 10, kgo.NoCompression(), "l")
+	e.ensureDestination("lone")
+	var mu sync.Mutex
+	empty, named := 0, 0
+	fake := p.src.Fake()
+	fake.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(kr.(*kmsg.FetchRequest).Topics) == 0 {
+			empty++
+		} else {
+			named++
+		}
+		return nil, nil, false
+	})
+	c := e.newCopier(Config{FetchesInFlight: 4})
+	defer c.Close()
+	e.copyToEnd(c, Task{Topic: "lone", Partition: 0, TransactionalID: "mirror-lone-0"}).noFailures()
+	polltest.Eventually(t, 10*time.Second, "the three idle goroutines' empty Fetches", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return empty >= 3, fmt.Sprintf("%d empty Fetches, %d naming partitions", empty, named)
+	})
+}

@@ -19,6 +19,7 @@ package fetcher
 // own replica fetchers (num.replica.fetchers) have a connection each too.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,6 +65,7 @@ func (s *source) start() {
 func (s *source) run(cl *kgo.Client) {
 	c := s.c
 	defer c.wg.Done()
+	var sent time.Time // this goroutine's last request to the broker
 	for {
 		if wait := c.throttleWait(); wait > 0 {
 			if !c.sleep(s.wake, wait) {
@@ -73,11 +75,17 @@ func (s *source) run(cl *kgo.Client) {
 		}
 		fetch, reservation, partMax := s.collect()
 		if len(fetch) == 0 {
+			if time.Since(sent) >= warmEvery {
+				s.warm(cl)
+				sent = time.Now()
+				continue
+			}
 			if !c.sleep(s.wake, 250*time.Millisecond) {
 				return
 			}
 			continue
 		}
+		sent = time.Now()
 		kresp, err := cl.Broker(int(s.id)).Request(c.ctx, s.request(fetch, reservation, partMax))
 		if c.ctx.Err() != nil {
 			return
@@ -97,6 +105,35 @@ func (s *source) run(cl *kgo.Client) {
 		}
 		c.mu.Unlock()
 		signal(s.wake) // the partitions are free for this source's other goroutines
+	}
+}
+
+// warmEvery is how often a goroutine with nothing to fetch sends an empty
+// Fetch: below franz-go's 20 s idle timeout, after which it closes the
+// connection.
+const warmEvery = 10 * time.Second
+
+// warmWait bounds an empty Fetch: a broker that does not answer it is met by
+// the next real one.
+const warmWait = 5 * time.Second
+
+// warm sends the broker an empty Fetch over cl, so that cl's Fetch connection
+// is open before a Fetch needs it, and stays open while idle. A goroutine
+// that only reads ahead of a lone partition sends its first Fetch when the
+// partition's first answer is in; setting its connection up then (metadata,
+// dial, ApiVersions) took 2-4 round trips, and across a 150 ms link the copy
+// stalled for about half a second after its first answer (bench/README.md,
+// "WAN"). Synchronous, so that a source never has more than FetchesInFlight
+// Fetches in flight. Its errors are left to the next real Fetch.
+func (s *source) warm(cl *kgo.Client) {
+	ctx, cancel := context.WithTimeout(s.c.ctx, warmWait)
+	defer cancel()
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 0, 1
+	req.SessionID, req.SessionEpoch = 0, -1 // sessionless, naming no partition
+	_, err := cl.Broker(int(s.id)).Request(ctx, req)
+	if err != nil && s.c.ctx.Err() == nil {
+		s.c.log.Debug("an empty Fetch to keep the connection open failed", "broker", s.id, "err", err)
 	}
 }
 
