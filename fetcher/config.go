@@ -26,12 +26,12 @@ type Config struct {
 	FetchMaxWait time.Duration
 	// FetchesInFlight is how many Fetch requests may be in flight to one
 	// source broker at once, each for a disjoint share of its partitions
-	// and each over a connection of its own (default 4): enough bytes in
+	// and each over a connection of its own (default 8): enough bytes in
 	// flight to fill a long link, still bounded by MaxBufferedBytes
 	// (source.go). The copier clones Source for the extra connections.
 	FetchesInFlight int
 	// MaxBufferedBytes bounds fetched-but-unwritten bytes over all
-	// partitions (default 64 MiB). A broker may return one batch larger than
+	// partitions (default 128 MiB). A broker may return one batch larger than
 	// the fetch limits (to make progress), so the bound can be exceeded by at
 	// most one destination max.message.bytes per source broker.
 	MaxBufferedBytes int64

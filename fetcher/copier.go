@@ -141,10 +141,10 @@ func NewCopier(cfg Config) (*Copier, error) {
 		cfg.FetchMaxWait = 500 * time.Millisecond
 	}
 	if cfg.FetchesInFlight <= 0 {
-		cfg.FetchesInFlight = 4
+		cfg.FetchesInFlight = 8
 	}
 	if cfg.MaxBufferedBytes <= 0 {
-		cfg.MaxBufferedBytes = 64 << 20
+		cfg.MaxBufferedBytes = 128 << 20
 	}
 	if cfg.ProduceTimeout <= 0 {
 		cfg.ProduceTimeout = 30 * time.Second
