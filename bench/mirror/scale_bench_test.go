@@ -29,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/coordinator/mirrorconfig"
 	"github.com/kmirror/kmirror/instance/instancetest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/metricstest"
@@ -258,7 +259,7 @@ func scaleIdle(ctx context.Context, b *testing.B, e *env, ks []*kmirrorProc, d t
 		cpu, _ := cpuOf(k.pid())
 		rss, _ := statusBytes(k.pid(), "VmRSS")
 		out = append(out, scaleFigure{fmt.Sprintf("instance %d CPU at idle (share of a core)", i+1), fmt.Sprintf("%.1f %%", 100*(cpu-cpu0[i]).Seconds()/took.Seconds()), "≤ 3 %"},
-			scaleFigure{fmt.Sprintf("instance %d RSS at idle", i+1), fmt.Sprintf("%.0f MiB", float64(rss)/(1<<20)), "≤ 256 MiB + copy buffer (64 MiB)"})
+			scaleFigure{fmt.Sprintf("instance %d RSS at idle", i+1), fmt.Sprintf("%.0f MiB", float64(rss)/(1<<20)), fmt.Sprintf("≤ 256 MiB + copy buffer (%d MiB)", mirrorconfig.Parse(nil).BufferMaxBytes>>20)})
 	}
 	return out
 }
