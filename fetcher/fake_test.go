@@ -147,11 +147,7 @@ func (f *refusingProduce) control(req *kmsg.ProduceRequest) (kmsg.Response, erro
 // failing (and waiting out the retry back-off); a lease that never comes
 // still fails it, with the lease's reason.
 func TestFakeStartWaitsForLease(t *testing.T) {
-	p := &pair{src: kafkatest.Start(t, kafkatest.Fake()), dst: kafkatest.Start(t, kafkatest.Fake())}
-	e := newEnv(t, p)
-	e.createSource("lease", 1, nil)
-	e.produce("lease", 0, 20, 10, kgo.NoCompression(), "l")
-	e.ensureDestination("lease")
+	_, e := fakeLonePartition(t, "lease")
 
 	granted := time.Now().Add(300 * time.Millisecond)
 	c := e.newCopier(Config{Lease: func() error {
@@ -185,11 +181,7 @@ func TestFakeStartWaitsForLease(t *testing.T) {
 // 150 ms link). Each idle goroutine sends the broker an empty Fetch at once,
 // so that its connection is open before it is needed.
 func TestFakeIdleFetchConnectionsAreOpenedAhead(t *testing.T) {
-	p := &pair{src: kafkatest.Start(t, kafkatest.Fake()), dst: kafkatest.Start(t, kafkatest.Fake())}
-	e := newEnv(t, p)
-	e.createSource("lone", 1, nil)
-	e.produce("lone", 0, 20, 10, kgo.NoCompression(), "l")
-	e.ensureDestination("lone")
+	p, e := fakeLonePartition(t, "lone")
 	var mu sync.Mutex
 	empty, named := 0, 0
 	fake := p.src.Fake()
@@ -212,4 +204,15 @@ func TestFakeIdleFetchConnectionsAreOpenedAhead(t *testing.T) {
 		defer mu.Unlock()
 		return empty >= 3, fmt.Sprintf("%d empty Fetches, %d naming partitions", empty, named)
 	})
+}
+
+// fakeLonePartition starts a kfake pair with a one-partition source topic of
+// 20 records and its destination topic.
+func fakeLonePartition(t *testing.T, topic string) (*pair, *env) {
+	p := &pair{src: kafkatest.Start(t, kafkatest.Fake()), dst: kafkatest.Start(t, kafkatest.Fake())}
+	e := newEnv(t, p)
+	e.createSource(topic, 1, nil)
+	e.produce(topic, 0, 20, 10, kgo.NoCompression(), "l")
+	e.ensureDestination(topic)
+	return p, e
 }
