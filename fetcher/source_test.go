@@ -1,6 +1,9 @@
 package fetcher
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestPartitionFetchBytes: a partition alone on its leader fetches a large share of the
 // response limit, many partitions fetch fetch.max.bytes each, and the share never passes an
@@ -77,5 +80,29 @@ func TestCollectSplitsPartitionsOverFetches(t *testing.T) {
 	c.reserved = 0
 	if fetch, _, _ := s.collect(); len(fetch) != len(fetches[0]) {
 		t.Fatalf("after an answer, %d partitions fetchable again, want %d", len(fetch), len(fetches[0]))
+	}
+}
+
+// TestNoReadAheadUnderASourceQuota: a lone partition whose cursor is in flight
+// is read ahead, unless the broker throttled a Fetch lately: under a source
+// quota, read-ahead would spend the quota on partial batches sent twice.
+func TestNoReadAheadUnderASourceQuota(t *testing.T) {
+	const mib = 1 << 20
+	c := &Copier{cfg: Config{FetchMaxBytes: mib, FetchResponseMaxBytes: 10 * mib, MaxBufferedBytes: 128 * mib,
+		FetchesInFlight: 4, hooks: noHooks{}}, parts: map[topicPartition]*partition{}}
+	p := &partition{}
+	p.tp, p.srcLeader, p.state = topicPartition{"t", 0}, 1, stateRunning
+	p.fetching, p.bytesPerOffset, p.progress.SourceLastStable = true, 512, 1_000_000
+	c.parts[p.tp] = p
+	s := &source{c: c, id: 1, wake: make(chan struct{}, 1)}
+
+	s.quotaUntil = time.Now().Add(time.Minute)
+	if fetch, _, _ := s.collect(); len(fetch) != 0 {
+		t.Fatalf("throttled lately, the source fetched %+v; want nothing read ahead", fetch)
+	}
+	s.quotaUntil = time.Time{}
+	fetch, _, _ := s.collect()
+	if len(fetch) != 1 || fetch[0].ahead == nil || fetch[0].offset <= 0 {
+		t.Fatalf("not throttled, the source fetched %+v; want one Fetch read ahead of the cursor", fetch)
 	}
 }
