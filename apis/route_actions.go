@@ -242,7 +242,7 @@ func (a SwitchActions) Groups(ctx context.Context, mirror string, topics []strin
 	for _, t := range targets {
 		end[routeswitch.TopicPartition{Topic: t.Topic, Partition: t.Partition}] = t.Offset
 	}
-	names := slices.Sorted(maps.Keys(commits))
+	names := slices.Collect(maps.Keys(commits))
 	for g := range assigned {
 		if _, ok := commits[g]; !ok {
 			names = append(names, g)
@@ -293,11 +293,9 @@ func liveAssignments(ctx context.Context, adm *kadm.Client, listed kadm.ListedGr
 	}
 	out := map[string][]routeswitch.TopicPartition{}
 	add := func(group string, set kadm.TopicsSet) {
-		for _, tp := range set.Sorted() {
-			for _, p := range tp.Partitions {
-				if slices.Contains(topics, tp.Topic) {
-					out[group] = append(out[group], routeswitch.TopicPartition{Topic: tp.Topic, Partition: p})
-				}
+		for _, t := range topics {
+			for p := range set[t] {
+				out[group] = append(out[group], routeswitch.TopicPartition{Topic: t, Partition: p})
 			}
 		}
 	}

@@ -2,9 +2,8 @@ package apis_test
 
 import (
 	"context"
-	"time"
-
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
