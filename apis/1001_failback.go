@@ -33,6 +33,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/protocol"
 )
 
@@ -53,13 +54,9 @@ func (a *adder) askSource(ctx context.Context, topic string, partitions int32) (
 	if err != nil {
 		return out, err
 	}
-	opts, err := a.b.Sources.Options(a.m.Name, a.m.Config.Configs)
+	cl, err := a.b.sourceKmirrorClient(a.m)
 	if err != nil {
 		return out, err
-	}
-	cl, err := kgo.NewClient(append(opts, kgo.MaxVersions(protocol.KgoMaxVersions(nil)), kgo.RequestRetries(2))...)
-	if err != nil {
-		return out, fmt.Errorf("source client: %w", err)
 	}
 	defer cl.Close()
 	req := protocol.NewPtrLastMirroredOffsetsRequest()
@@ -105,12 +102,36 @@ func (a *adder) localClusterID(ctx context.Context) (string, error) {
 	if a.clusterID != "" {
 		return a.clusterID, nil
 	}
-	m, err := a.b.Destination.BrokerMetadata(ctx)
+	id, err := a.b.destinationClusterID(ctx)
+	if err != nil {
+		return "", err
+	}
+	a.clusterID = id
+	return id, nil
+}
+
+// destinationClusterID is the destination cluster's id.
+func (b *Backend) destinationClusterID(ctx context.Context) (string, error) {
+	m, err := b.Destination.BrokerMetadata(ctx)
 	if err != nil {
 		return "", fmt.Errorf("destination cluster id: %w", err)
 	}
-	a.clusterID = m.Cluster
-	return a.clusterID, nil
+	return m.Cluster, nil
+}
+
+// sourceKmirrorClient is a new client of the mirror's source, with its connection configs and
+// credentials, that may send kmirror's mirror RPCs: a source that is a kmirror answers them
+// (failback, a route's switch back). The caller closes it.
+func (b *Backend) sourceKmirrorClient(m *statetopic.Mirror) (*kgo.Client, error) {
+	opts, err := b.Sources.Options(m.Name, m.Config.Configs)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.MaxVersions(protocol.KgoMaxVersions(nil)), kgo.RequestRetries(2))...)
+	if err != nil {
+		return nil, fmt.Errorf("source client: %w", err)
+	}
+	return cl, nil
 }
 
 // failbackPlan is the decision for a topic the destination holds records of.

@@ -2,6 +2,7 @@ package apis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/coordinator/routeswitch"
@@ -19,12 +19,41 @@ import (
 )
 
 // SwitchActions are a route switch driver's reads and writes
-// (routeswitch.Actions, docs/cutover.md): the primary is the mirror's
-// source, reached with the mirror's own client and credentials; the
-// standby is the destination.
-type SwitchActions struct{ B *Backend }
+// (routeswitch.Actions, docs/cutover.md): the primary is the route's
+// mirror's source, reached with the mirror's own client and credentials;
+// the standby is the destination. A switch to the standby leaves the
+// primary; a switch back (Back set) leaves the standby, and its mirror back
+// to the primary lives on the kmirror in front of the primary, the route's
+// mirror's source (route_back.go).
+type SwitchActions struct {
+	B *Backend
+	// Back is, on a switch back, the mirror copying the standby to the
+	// primary on the primary's kmirror ("" on a switch to the standby).
+	Back string
+}
 
 var _ routeswitch.Actions = SwitchActions{}
+
+// side is one cluster of a switch: its admin client and its name in errors.
+type side struct {
+	adm  *kadm.Client
+	name string
+}
+
+// sides are the cluster the switch leaves (its writes are frozen, drained and its groups
+// read) and the one it leads to (its log ends show the copy's progress, the groups are
+// written there).
+func (a SwitchActions) sides(ctx context.Context, mirror string) (from, to side, err error) {
+	src, err := a.sourceAdmin(ctx, mirror)
+	if err != nil {
+		return side{}, side{}, err
+	}
+	primary, standby := side{src, "primary"}, side{a.B.Destination, "standby"}
+	if a.Back != "" {
+		return standby, primary, nil
+	}
+	return primary, standby, nil
+}
 
 // source returns the mirror's source client (the mirror's own, cached).
 func (a SwitchActions) source(ctx context.Context, mirror string) (*kgo.Client, error) {
@@ -45,28 +74,27 @@ func (a SwitchActions) sourceAdmin(ctx context.Context, mirror string) (*kadm.Cl
 }
 
 // openProducers lists the producers with a transaction open on the topics'
-// partitions of the primary.
-func (a SwitchActions) openProducers(ctx context.Context, mirror string, topics []string) (*kgo.Client, []kadm.DescribedProducer, error) {
-	cl, err := a.source(ctx, mirror)
+// partitions of the cluster the switch leaves.
+func (a SwitchActions) openProducers(ctx context.Context, mirror string, topics []string) (side, []kadm.DescribedProducer, error) {
+	from, _, err := a.sides(ctx, mirror)
 	if err != nil {
-		return nil, nil, err
+		return from, nil, err
 	}
-	src := kadm.NewClient(cl)
 	set := kadm.TopicsSet{}
-	ends, err := src.ListEndOffsets(ctx, topics...)
+	ends, err := from.adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing the primary's partitions: %w", err)
+		return from, nil, fmt.Errorf("listing the %s's partitions: %w", from.name, err)
 	}
 	ends.Each(func(o kadm.ListedOffset) { set.Add(o.Topic, o.Partition) })
-	described, err := src.DescribeProducers(ctx, set)
+	described, err := from.adm.DescribeProducers(ctx, set)
 	if err != nil {
-		return nil, nil, fmt.Errorf("DescribeProducers on the primary: %w", err)
+		return from, nil, fmt.Errorf("DescribeProducers on the %s: %w", from.name, err)
 	}
 	var open []kadm.DescribedProducer
 	for _, t := range described {
 		for _, p := range t.Partitions {
 			if p.Err != nil {
-				return nil, nil, fmt.Errorf("DescribeProducers on the primary, %s/%d: %w", p.Topic, p.Partition, p.Err)
+				return from, nil, fmt.Errorf("DescribeProducers on the %s, %s/%d: %w", from.name, p.Topic, p.Partition, p.Err)
 			}
 			for _, pr := range p.ActiveProducers {
 				if pr.CurrentTxnStartOffset >= 0 {
@@ -75,7 +103,7 @@ func (a SwitchActions) openProducers(ctx context.Context, mirror string, topics 
 			}
 		}
 	}
-	return cl, open, nil
+	return from, open, nil
 }
 
 // OpenTransactions counts the open transactions (one per producer and partition).
@@ -86,35 +114,30 @@ func (a SwitchActions) OpenTransactions(ctx context.Context, mirror string, topi
 
 // AbortTransactions writes an ABORT marker for each open transaction at its
 // partition's leader, as Kafka's `kafka-transactions abort` does (KIP-664).
-// It needs CLUSTER_ACTION on the primary's cluster for the mirror's source
-// principal (WriteTxnMarkers is otherwise the brokers' own request); without
-// it the abort fails permanently and the switch rolls back, naming it.
+// It needs CLUSTER_ACTION on the cluster the switch leaves for the principal
+// that reaches it (the mirror's source principal on the primary, kmirror's
+// own on the standby): WriteTxnMarkers is otherwise the brokers' own request;
+// without it the abort fails permanently and the switch rolls back, naming it.
 func (a SwitchActions) AbortTransactions(ctx context.Context, mirror string, topics []string) error {
-	src, open, err := a.openProducers(ctx, mirror, topics)
+	from, open, err := a.openProducers(ctx, mirror, topics)
 	if err != nil {
 		return err
 	}
 	for _, p := range open {
-		req := kmsg.NewPtrWriteTxnMarkersRequest()
-		m := kmsg.NewWriteTxnMarkersRequestMarker()
-		m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = p.ProducerID, p.ProducerEpoch, false, p.CoordinatorEpoch
-		t := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-		t.Topic, t.Partitions = p.Topic, []int32{p.Partition}
-		m.Topics = append(m.Topics, t)
-		req.Markers = append(req.Markers, m)
-		resp, err := req.RequestWith(ctx, src.Broker(int(p.Leader)))
+		marker := kadm.TxnMarkers{ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch, CoordinatorEpoch: p.CoordinatorEpoch,
+			Topics: kadm.TopicsSet{p.Topic: {p.Partition: struct{}{}}}}
+		resps, err := from.adm.WriteTxnMarkers(ctx, marker)
 		if err != nil {
-			return fmt.Errorf("aborting the transaction of producer %d on %s/%d: %w", p.ProducerID, p.Topic, p.Partition, err)
+			return fmt.Errorf("aborting the transaction of producer %d on %s/%d on the %s: %w", p.ProducerID, p.Topic, p.Partition, from.name, err)
 		}
-		for _, rm := range resp.Markers {
-			for _, rt := range rm.Topics {
+		for _, r := range resps {
+			for _, rt := range r.Topics {
 				for _, rp := range rt.Partitions {
-					kerrOf := kerr.ErrorForCode(rp.ErrorCode)
-					if kerrOf == nil {
+					if rp.Err == nil {
 						continue
 					}
-					err := fmt.Errorf("aborting the transaction of producer %d on %s/%d: %w", p.ProducerID, p.Topic, p.Partition, kerrOf)
-					if !kerr.IsRetriable(kerrOf) {
+					err := fmt.Errorf("aborting the transaction of producer %d on %s/%d on the %s: %w", p.ProducerID, p.Topic, p.Partition, from.name, rp.Err)
+					if !kerr.IsRetriable(rp.Err) {
 						return datapath.Permanent(err)
 					}
 					return err
@@ -125,21 +148,21 @@ func (a SwitchActions) AbortTransactions(ctx context.Context, mirror string, top
 	return nil
 }
 
-// LogEnds reads the primary's log ends.
+// LogEnds reads the log ends of the cluster the switch leaves.
 func (a SwitchActions) LogEnds(ctx context.Context, mirror string, topics []string) ([]statetopic.DrainTarget, error) {
-	src, err := a.sourceAdmin(ctx, mirror)
+	from, _, err := a.sides(ctx, mirror)
 	if err != nil {
 		return nil, err
 	}
-	ends, err := src.ListEndOffsets(ctx, topics...)
+	ends, err := from.adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
-		return nil, fmt.Errorf("reading the primary's log ends: %w", err)
+		return nil, fmt.Errorf("reading the %s's log ends: %w", from.name, err)
 	}
 	var out []statetopic.DrainTarget
 	var perr error
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
-			perr = fmt.Errorf("reading the primary's log end of %s/%d: %w", o.Topic, o.Partition, o.Err)
+			perr = fmt.Errorf("reading the %s's log end of %s/%d: %w", from.name, o.Topic, o.Partition, o.Err)
 		}
 		out = append(out, statetopic.DrainTarget{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
 	})
@@ -152,11 +175,16 @@ func (a SwitchActions) LogEnds(ctx context.Context, mirror string, topics []stri
 	return out, perr
 }
 
-// CopiedEnds reads the standby's log ends (the copy keeps source offsets).
-func (a SwitchActions) CopiedEnds(ctx context.Context, _ string, topics []string) (map[routeswitch.TopicPartition]int64, error) {
-	ends, err := a.B.Destination.ListEndOffsets(ctx, topics...)
+// CopiedEnds reads the log ends of the cluster the switch leads to (the copy
+// keeps source offsets).
+func (a SwitchActions) CopiedEnds(ctx context.Context, mirror string, topics []string) (map[routeswitch.TopicPartition]int64, error) {
+	_, to, err := a.sides(ctx, mirror)
 	if err != nil {
-		return nil, fmt.Errorf("reading the standby's log ends: %w", err)
+		return nil, err
+	}
+	ends, err := to.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("reading the %s's log ends: %w", to.name, err)
 	}
 	out := map[routeswitch.TopicPartition]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
@@ -167,24 +195,29 @@ func (a SwitchActions) CopiedEnds(ctx context.Context, _ string, topics []string
 	return out, nil
 }
 
-// groupCommits reads every primary group's committed offsets of the topics
-// (groups committing none of them are left out) with one batched
-// OffsetFetch: Groups runs every poll of GROUPS_QUIET. It returns the
-// primary's admin client and its group listing for the caller's further
-// reads.
-func (a SwitchActions) groupCommits(ctx context.Context, mirror string, topics []string) (*kadm.Client, kadm.ListedGroups, map[string]kadm.OffsetResponses, error) {
-	src, err := a.sourceAdmin(ctx, mirror)
+// groupCommits reads the committed offsets of the topics of every group of
+// the cluster the switch leaves (groups committing none of them are left
+// out) with one batched OffsetFetch: Groups runs every poll of
+// GROUPS_QUIET. It returns both sides and the group listing for the
+// caller's further reads.
+func (a SwitchActions) groupCommits(ctx context.Context, mirror string, topics []string) (from, to side, listed kadm.ListedGroups, commits map[string]kadm.OffsetResponses, err error) {
+	from, to, err = a.sides(ctx, mirror)
 	if err != nil {
-		return nil, nil, nil, err
+		return from, to, nil, nil, err
 	}
-	listed, out, err := commitsOf(ctx, src, "primary", topics)
-	return src, listed, out, err
+	listed, commits, err = commitsOf(ctx, from, topics)
+	return from, to, listed, commits, err
 }
 
-// StandbyGroups lists the groups with offsets of the topics on the standby
-// (the group sync's copies, clamped to what was copied), one member each.
-func (a SwitchActions) StandbyGroups(ctx context.Context, _ string, topics []string) (map[string]int, error) {
-	_, commits, err := commitsOf(ctx, a.B.Destination, "standby", topics)
+// StandbyGroups lists the groups with offsets of the topics on the cluster
+// the switch leads to (the group sync's copies, clamped to what was
+// copied), one member each.
+func (a SwitchActions) StandbyGroups(ctx context.Context, mirror string, topics []string) (map[string]int, error) {
+	_, to, err := a.sides(ctx, mirror)
+	if err != nil {
+		return nil, err
+	}
+	_, commits, err := commitsOf(ctx, to, topics)
 	if err != nil || len(commits) == 0 {
 		return nil, err
 	}
@@ -196,17 +229,17 @@ func (a SwitchActions) StandbyGroups(ctx context.Context, _ string, topics []str
 }
 
 // commitsOf reads the committed offsets of the topics of every group of a
-// cluster (side names it in errors), and returns the cluster's groups too.
-func commitsOf(ctx context.Context, adm *kadm.Client, side string, topics []string) (kadm.ListedGroups, map[string]kadm.OffsetResponses, error) {
-	listed, err := adm.ListGroups(ctx)
+// cluster, and returns the cluster's groups too.
+func commitsOf(ctx context.Context, c side, topics []string) (kadm.ListedGroups, map[string]kadm.OffsetResponses, error) {
+	listed, err := c.adm.ListGroups(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing the %s's groups: %w", side, err)
+		return nil, nil, fmt.Errorf("listing the %s's groups: %w", c.name, err)
 	}
-	fetched := adm.FetchManyOffsets(ctx, listed.Groups()...)
+	fetched := c.adm.FetchManyOffsets(ctx, listed.Groups()...)
 	out := map[string]kadm.OffsetResponses{}
 	for g, f := range fetched {
 		if f.Err != nil {
-			return nil, nil, fmt.Errorf("reading group %s's offsets on the %s: %w", g, side, f.Err)
+			return nil, nil, fmt.Errorf("reading group %s's offsets on the %s: %w", g, c.name, f.Err)
 		}
 		mine := kadm.OffsetResponses{}
 		f.Fetched.Each(func(o kadm.OffsetResponse) {
@@ -230,11 +263,11 @@ func commitsOf(ctx context.Context, adm *kadm.Client, side string, topics []stri
 // partition counts as reached when the group committed its drain target, or
 // when the target is 0 (nothing to read).
 func (a SwitchActions) Groups(ctx context.Context, mirror string, topics []string, targets []statetopic.DrainTarget) ([]routeswitch.GroupCommits, error) {
-	src, listed, commits, err := a.groupCommits(ctx, mirror, topics)
+	from, _, listed, commits, err := a.groupCommits(ctx, mirror, topics)
 	if err != nil {
 		return nil, err
 	}
-	assigned, err := liveAssignments(ctx, src, listed, topics)
+	assigned, err := liveAssignments(ctx, from, listed, topics)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +311,7 @@ func (a SwitchActions) Groups(ctx context.Context, mirror string, topics []strin
 // with DescribeGroups, KIP-848 consumer groups with ConsumerGroupDescribe.
 // Groups of other protocols (Connect, share groups) assign no partitions of
 // a consumer's kind and are left out.
-func liveAssignments(ctx context.Context, adm *kadm.Client, listed kadm.ListedGroups, topics []string) (map[string][]routeswitch.TopicPartition, error) {
+func liveAssignments(ctx context.Context, c side, listed kadm.ListedGroups, topics []string) (map[string][]routeswitch.TopicPartition, error) {
 	var classic, consumer []string
 	for _, g := range listed.Sorted() {
 		if strings.EqualFold(g.State, "Empty") || strings.EqualFold(g.State, "Dead") {
@@ -300,9 +333,9 @@ func liveAssignments(ctx context.Context, adm *kadm.Client, listed kadm.ListedGr
 		}
 	}
 	if len(classic) > 0 {
-		described, err := adm.DescribeGroups(ctx, classic...)
+		described, err := c.adm.DescribeGroups(ctx, classic...)
 		if err != nil {
-			return nil, fmt.Errorf("describing the primary's groups: %w", err)
+			return nil, fmt.Errorf("describing the %s's groups: %w", c.name, err)
 		}
 		for g, d := range described {
 			if d.Err == nil { // a group gone meanwhile has no members to wait for
@@ -311,9 +344,9 @@ func liveAssignments(ctx context.Context, adm *kadm.Client, listed kadm.ListedGr
 		}
 	}
 	if len(consumer) > 0 {
-		described, err := adm.DescribeConsumerGroups(ctx, consumer...)
+		described, err := c.adm.DescribeConsumerGroups(ctx, consumer...)
 		if err != nil {
-			return nil, fmt.Errorf("describing the primary's consumer groups: %w", err)
+			return nil, fmt.Errorf("describing the %s's consumer groups: %w", c.name, err)
 		}
 		for g, d := range described {
 			if d.Err == nil {
@@ -324,12 +357,15 @@ func liveAssignments(ctx context.Context, adm *kadm.Client, listed kadm.ListedGr
 	return out, nil
 }
 
-// CopyGroups commits every primary group's offsets of the topics on the
-// standby (leader epoch -1: docs/KAFKA-FACTS.md) and returns the groups
-// that had members on the primary with their member counts. The commits on
-// the primary are frozen by then, so these are final.
+// CopyGroups commits the offsets of the topics of every group of the
+// cluster the switch leaves on the one it leads to (leader epoch -1:
+// docs/KAFKA-FACTS.md) and returns the groups that had members with their
+// member counts. The commits are frozen by then, so these are final. A
+// group that still has members where it is copied to refuses the commit
+// (members left there by a switch back within their session timeout of the
+// switch before): the error names it.
 func (a SwitchActions) CopyGroups(ctx context.Context, mirror string, topics []string) (map[string]int, error) {
-	src, _, commits, err := a.groupCommits(ctx, mirror, topics)
+	from, to, _, commits, err := a.groupCommits(ctx, mirror, topics)
 	if err != nil {
 		return nil, err
 	}
@@ -337,9 +373,9 @@ func (a SwitchActions) CopyGroups(ctx context.Context, mirror string, topics []s
 		return nil, nil
 	}
 	groups := slices.Sorted(maps.Keys(commits))
-	described, err := src.DescribeGroups(ctx, groups...)
+	described, err := from.adm.DescribeGroups(ctx, groups...)
 	if err != nil {
-		return nil, fmt.Errorf("describing the primary's groups: %w", err)
+		return nil, fmt.Errorf("describing the %s's groups: %w", from.name, err)
 	}
 	held := map[string]int{}
 	for _, g := range groups {
@@ -347,12 +383,16 @@ func (a SwitchActions) CopyGroups(ctx context.Context, mirror string, topics []s
 		commits[g].Each(func(o kadm.OffsetResponse) {
 			os.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.At, LeaderEpoch: -1, Metadata: o.Metadata})
 		})
-		resp, err := a.B.Destination.CommitOffsets(ctx, g, os)
+		resp, err := to.adm.CommitOffsets(ctx, g, os)
 		if err == nil {
 			err = resp.Error()
 		}
+		if errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration) {
+			return nil, fmt.Errorf("committing group %s's offsets on the %s: %w: the group still has members there "+
+				"(those a switch leaves behind stay until their session timeout ends): switch again once they are gone", g, to.name, err)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("committing group %s's offsets on the standby: %w", g, err)
+			return nil, fmt.Errorf("committing group %s's offsets on the %s: %w", g, to.name, err)
 		}
 		if d, ok := described[g]; ok && len(d.Members) > 0 {
 			held[g] = len(d.Members)
@@ -367,6 +407,9 @@ func (a SwitchActions) FailOver(ctx context.Context, mirror string, topics []str
 	if len(topics) == 0 {
 		// Failing over nothing would lead the route's clients to read-only topics.
 		return false, fmt.Errorf("mirror %s: no topics to fail over in this instance's view", mirror)
+	}
+	if a.Back != "" {
+		return a.failOverBack(ctx, mirror, topics)
 	}
 	m, err := a.B.Mirror(ctx, mirror)
 	if err != nil {
@@ -406,6 +449,9 @@ const atRiskWait = 3 * time.Second
 func (a SwitchActions) RecordsAtRisk(ctx context.Context, mirror string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, atRiskWait)
 	defer cancel()
+	if a.Back != "" {
+		return a.backAtRisk(ctx, mirror)
+	}
 	m, err := a.B.Mirror(ctx, mirror)
 	if err != nil {
 		return -1, err

@@ -21,10 +21,16 @@ import (
 // -1 ("not known") it resends the batch unchanged, forever (found by
 // TestRealRouteSwitchEveryClient: its producer was stuck, UNKNOWN_PRODUCER_ID once a second).
 //
-// By topic and partition, the mirror's writer there.
-type MirrorWriters map[string]map[int32]Writer
+// A switch back to the primary meets the same clash with the writer of the mirror that copied
+// the standby back, on the primary: there the guard holds every producer the primary knows on
+// the partition (DescribeProducers), since which of them is that mirror's writer is the
+// primary's kmirror's to know; a producer of the application refused so takes a new id or
+// epoch as above, where the primary would have answered it OUT_OF_ORDER_SEQUENCE_NUMBER.
+//
+// By topic and partition, the mirror's writer there (on a switch back, every producer).
+type MirrorWriters map[string]map[int32][]Writer
 
-// Writer is a producer id and epoch the standby gave a mirror's writer.
+// Writer is a producer id and epoch the cluster gave a mirror's writer.
 type Writer struct {
 	ProducerID int64
 	Epoch      int16
@@ -44,12 +50,14 @@ func (w MirrorWriters) Produce(ctx context.Context, version int16, body []byte) 
 		return ProduceDecision{Forward: body}, nil
 	}
 	d, err := splitProduce(ctx, version, body, namedOnly, func(topic string, p *kmsg.ProduceRequestTopicPartition) (int16, string) {
-		wr, ok := w[topic][p.Partition]
+		b, ok := producerBatch(p.Records)
 		if !ok {
 			return 0, ""
 		}
-		if b, ok := producerBatch(p.Records); ok && b.ProducerID == wr.ProducerID && b.Epoch <= wr.Epoch {
-			return clashCode, "this producer id is the one the standby gave kmirror's mirror writer on this partition; take a new one (the route was switched)"
+		for _, wr := range w[topic][p.Partition] {
+			if b.ProducerID == wr.ProducerID && b.Epoch <= wr.Epoch {
+				return clashCode, "this producer id is one the cluster gave kmirror's mirror writer on this partition; take a new one (the route was switched)"
+			}
 		}
 		return 0, ""
 	})

@@ -12,7 +12,7 @@ import (
 // writer's, is refused with UNKNOWN_PRODUCER_ID; other ids, later epochs, other partitions
 // and batches of no idempotent producer are forwarded, each partition on its own.
 func TestMirrorWritersRefuseAClashingProducerID(t *testing.T) {
-	w := MirrorWriters{"orders": {0: {ProducerID: 7, Epoch: 1}, 1: {ProducerID: 9, Epoch: 0}}}
+	w := MirrorWriters{"orders": {0: {{ProducerID: 7, Epoch: 1}}, 1: {{ProducerID: 3, Epoch: 0}, {ProducerID: 9, Epoch: 0}}}}
 	for _, c := range []struct {
 		name      string
 		partition int32
@@ -24,6 +24,8 @@ func TestMirrorWritersRefuseAClashingProducerID(t *testing.T) {
 		{"the writer's id, a later epoch", 0, idempotentBatch(7, 2, 0, 1), false},
 		{"another id", 0, idempotentBatch(8, 1, 100, 5), false},
 		{"another partition's writer's id", 1, idempotentBatch(7, 1, 100, 5), false},
+		{"one of several producers held on a partition", 1, idempotentBatch(9, 0, 40, 5), true},
+		{"the first of several", 1, idempotentBatch(3, 0, 40, 5), true},
 		{"a partition with no writer", 2, idempotentBatch(7, 1, 100, 5), false},
 		{"no producer id", 0, idempotentBatch(-1, -1, -1, 5), false},
 	} {

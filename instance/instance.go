@@ -21,6 +21,7 @@ import (
 
 	"github.com/kmirror/kmirror/apis"
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/coordinator/routeswitch"
 	"github.com/kmirror/kmirror/coordinator/secrets"
 	"github.com/kmirror/kmirror/coordinator/sourceclient"
 	"github.com/kmirror/kmirror/coordinator/syncjobs"
@@ -147,6 +148,8 @@ func New(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	in.rpo = apis.NewRPOSampler(in.Backend, 0)
 	in.routes = newRouteDriver(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Coord.OwnsRoute, in.Coord.LiveMembers,
 		in.routeNames, in.routeMirror, apis.SwitchActions{B: in.Backend}, log)
+	in.routes.back = func(back string) routeswitch.Actions { return apis.SwitchActions{B: in.Backend, Back: back} }
+	in.routes.findBack = apis.SwitchActions{B: in.Backend}.FindBack
 	in.Backend.Routes = in.Proxy.Routes
 	if err := in.registerMetrics(); err != nil {
 		return nil, err
@@ -281,6 +284,7 @@ func (in *Instance) Run(ctx context.Context) error {
 		parts.run("route switches", func() {
 			a := newRouteApplier(in.Coord.Store(), in.Coord.Write, in.Coord.MemberID, in.Coord.Ready, in.Proxy, in.log)
 			a.sourceClient = in.sources.Client
+			a.destClient = func() (*kgo.Client, error) { return in.dstCl, nil }
 			a.run(mctx)
 		})
 		parts.run("route switch driver", func() { in.routes.run(mctx) })

@@ -1,12 +1,14 @@
 package instance
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator"
@@ -44,8 +46,11 @@ type routeApplier struct {
 	// which resent writes the primary already holds (primaryProducers). Nil: none is asked,
 	// and every frozen write is refused.
 	sourceClient func(mirror string, configs map[string]string) (*kgo.Client, error)
-	log          *slog.Logger
-	now          func() time.Time
+	// destClient is the client of the destination, a route's standby: a switch back's freeze
+	// asks it (as sourceClient above) while the route leads there. Nil: none is asked.
+	destClient func() (*kgo.Client, error)
+	log        *slog.Logger
+	now        func() time.Time
 	// freezeWait bounds a freeze's wait for writes forwarded before it
 	// (proxy.FreezeRoute): an instance that cannot drain them does not ack,
 	// and the driver rolls the switch back after its own ack timeout.
@@ -73,6 +78,7 @@ type routeProxy interface {
 	Routes() []proxy.RouteStatus
 	FreezeRoute(ctx context.Context, name string, f *enforcement.Freeze) error
 	SwitchRoute(ctx context.Context, name string, hold proxy.FetchHold) error
+	SwitchRouteBack(ctx context.Context, name string, hold proxy.FetchHold) error
 	RememberPrimary(name, clusterID string, topicIDs map[string][16]byte) error
 	GuardMirrorWriters(name string, w enforcement.MirrorWriters) error
 	OpenRoute(name string) error
@@ -95,9 +101,9 @@ func primaryOf(m *statetopic.Mirror) primaryIdentity {
 			continue
 		}
 		if id.writers[p.Topic] == nil {
-			id.writers[p.Topic] = map[int32]enforcement.Writer{}
+			id.writers[p.Topic] = map[int32][]enforcement.Writer{}
 		}
-		id.writers[p.Topic][pid.Partition] = enforcement.Writer{ProducerID: p.DataWriter.ID, Epoch: p.DataWriter.Epoch}
+		id.writers[p.Topic][pid.Partition] = []enforcement.Writer{{ProducerID: p.DataWriter.ID, Epoch: p.DataWriter.Epoch}}
 	}
 	if m.Config != nil {
 		id.clusterID = m.Config.SourceClusterID
@@ -117,10 +123,11 @@ type mirrorSource struct {
 
 // appliedRoute is what this instance has applied of a route's record.
 type appliedRoute struct {
-	attempt  int32
-	freeze   freezeLevel
-	topics   []string // the frozen topics, sorted
-	switched bool
+	attempt int32
+	freeze  freezeLevel
+	topics  []string // the frozen topics, sorted
+	// serving is the upstream the route leads to here (the primary until a switch).
+	serving statetopic.Upstream
 	// acked names the steps acknowledged for attempt, with the member id
 	// they were written under.
 	acked map[statetopic.RouteStep]string
@@ -209,7 +216,6 @@ func (a *routeApplier) applyAll(ctx context.Context) (failed map[string]bool) {
 	for _, r := range a.routes.Routes() {
 		var rec *statetopic.RouteSwitch
 		var topics []string
-		var primary primaryIdentity
 		var source mirrorSource
 		a.view.Read(func(v *statetopic.View) {
 			rec = v.RouteSwitch(r.Name)
@@ -220,14 +226,20 @@ func (a *routeApplier) applyAll(ctx context.Context) (failed map[string]bool) {
 					if m.Config != nil {
 						source.configs = m.Config.Configs
 					}
-					if rec.Step == statetopic.RouteSwitching || rec.Step == statetopic.RouteSwitched {
-						primary = primaryOf(m) // only a switch uses it; this runs on every view change
-					}
 				}
 			}
 		})
 		if rec == nil {
 			continue
+		}
+		// Only a switch uses the primary's identity: it is not read on every view change.
+		primary := func() (id primaryIdentity) {
+			a.view.Read(func(v *statetopic.View) {
+				if m := v.Mirror(rec.Mirror); m != nil {
+					id = primaryOf(m)
+				}
+			})
+			return id
 		}
 		if err := a.apply(ctx, r.Name, rec, topics, primary, source); err != nil {
 			failed[r.Name] = true
@@ -239,50 +251,37 @@ func (a *routeApplier) applyAll(ctx context.Context) (failed map[string]bool) {
 }
 
 // apply brings one route to what its record asks and acknowledges it.
-func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.RouteSwitch, topics []string, primary primaryIdentity, source mirrorSource) error {
+func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.RouteSwitch, topics []string, primary func() primaryIdentity, source mirrorSource) error {
 	st := a.applied[route]
 	if st == nil || st.attempt != rec.Attempt {
 		prev := st
-		st = &appliedRoute{attempt: rec.Attempt, acked: map[statetopic.RouteStep]string{}}
+		st = &appliedRoute{attempt: rec.Attempt, acked: map[statetopic.RouteStep]string{}, serving: statetopic.UpstreamPrimary}
 		if prev != nil {
-			st.freeze, st.topics, st.switched = prev.freeze, prev.topics, prev.switched
+			st.freeze, st.topics, st.serving = prev.freeze, prev.topics, prev.serving
 		}
 		a.applied[route] = st
 	}
 	if !rec.Step.Known() {
 		return nil // a newer kmirror's step: left to its writer
 	}
-	if rec.Step == statetopic.RouteSwitching || rec.Step == statetopic.RouteSwitched {
-		if rec.Upstream != statetopic.UpstreamStandby {
-			return fmt.Errorf("the record leads the route to its %s: switching a route back is not built (docs/cutover.md)", rec.Upstream)
+	// The route leads where the record says: the new upstream from SWITCHING on, the one a
+	// switch starts from before (a switch back starts from the standby, where an instance
+	// started meanwhile does not lead yet).
+	switching := rec.Step == statetopic.RouteSwitching || rec.Step == statetopic.RouteSwitched
+	if want := cmp.Or(rec.Upstream, statetopic.UpstreamPrimary); st.serving != want {
+		if err := a.switchTo(ctx, route, rec, want, switching, topics, primary, source); err != nil {
+			return err
 		}
-		if !st.switched {
-			// A forced switch's members may hold positions past what the standby has: their
-			// commits wait for their rejoin too (proxy/route_hold.go).
-			hold := proxy.FetchHold{Topics: map[string]bool{}, Groups: rec.HeldGroups, Commits: rec.Forced}
-			for _, t := range topics {
-				hold.Topics[t] = true
-			}
-			if err := a.routes.RememberPrimary(route, primary.clusterID, primary.topicIDs); err != nil {
-				return fmt.Errorf("giving the route the primary's ids: %w", err)
-			}
-			if err := a.routes.GuardMirrorWriters(route, primary.writers); err != nil {
-				return fmt.Errorf("giving the route the mirror writers' producer ids: %w", err)
-			}
-			if err := a.routes.SwitchRoute(ctx, route, hold); err != nil {
-				return fmt.Errorf("switching to the standby: %w", err)
-			}
-			st.switched, st.freeze, st.topics = true, freezeNone, nil // SwitchRoute lifts the freeze
-			a.endSweep(route)
-			a.log.Info("route switch: this instance serves the standby", "route", route, "attempt", rec.Attempt)
+		st.serving = want
+		if switching {
+			st.freeze, st.topics = freezeNone, nil // the switch lifts the freeze
 		}
+	}
+	if switching {
 		if rec.Step == statetopic.RouteSwitching {
 			return a.ack(ctx, route, st, statetopic.RouteSwitching)
 		}
 		return nil
-	}
-	if st.switched {
-		return nil // a switched route stays switched; a later attempt leads back (not built)
 	}
 	want := freezeNone
 	switch {
@@ -292,7 +291,7 @@ func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.
 		want = freezeProduce
 	}
 	if want != st.freeze || (want != freezeNone && !slices.Equal(topics, st.topics)) {
-		if err := a.freeze(ctx, route, want, topics, source); err != nil {
+		if err := a.freeze(ctx, route, want, topics, st.serving, source); err != nil {
 			return err
 		}
 		st.freeze, st.topics = want, topics
@@ -308,18 +307,110 @@ func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.
 	return nil
 }
 
-// freeze installs the freeze level on the route (freezeNone lifts it).
-func (a *routeApplier) freeze(ctx context.Context, route string, level freezeLevel, topics []string, source mirrorSource) error {
+// switchTo makes the route lead to upstream. The switch of the record's attempt (switching)
+// holds the fetches of the groups it copied (rec.HeldGroups) until they rejoin there; an
+// instance that only catches up with an earlier switch holds none.
+func (a *routeApplier) switchTo(ctx context.Context, route string, rec *statetopic.RouteSwitch, upstream statetopic.Upstream,
+	switching bool, topics []string, primary func() primaryIdentity, source mirrorSource) error {
+	hold := proxy.FetchHold{Topics: map[string]bool{}}
+	if switching {
+		// A forced switch's members may hold positions past what the cluster switched to has:
+		// their commits wait for their rejoin too (proxy/route_hold.go).
+		hold.Groups, hold.Commits = rec.HeldGroups, rec.Forced
+	}
+	for _, t := range topics {
+		hold.Topics[t] = true
+	}
+	if upstream == statetopic.UpstreamPrimary {
+		writers, err := a.primaryWriters(ctx, topics, source)
+		if err != nil {
+			return fmt.Errorf("reading the primary's producers, which the route keeps applications from writing under: %w", err)
+		}
+		if err := a.routes.GuardMirrorWriters(route, writers); err != nil {
+			return fmt.Errorf("giving the route the primary's producer ids: %w", err)
+		}
+		if err := a.routes.SwitchRouteBack(ctx, route, hold); err != nil {
+			return fmt.Errorf("switching back to the primary: %w", err)
+		}
+		a.endSweep(route)
+		a.log.Info("route switch: this instance serves the primary again", "route", route, "attempt", rec.Attempt)
+		return nil
+	}
+	id := primary()
+	if err := a.routes.RememberPrimary(route, id.clusterID, id.topicIDs); err != nil {
+		return fmt.Errorf("giving the route the primary's ids: %w", err)
+	}
+	if err := a.routes.GuardMirrorWriters(route, id.writers); err != nil {
+		return fmt.Errorf("giving the route the mirror writers' producer ids: %w", err)
+	}
+	if err := a.routes.SwitchRoute(ctx, route, hold); err != nil {
+		return fmt.Errorf("switching to the standby: %w", err)
+	}
+	a.endSweep(route)
+	a.log.Info("route switch: this instance serves the standby", "route", route, "attempt", rec.Attempt)
+	return nil
+}
+
+// primaryWriters are the producers the primary knows on the topics' partitions
+// (DescribeProducers), which a route switched back keeps applications from writing under
+// (enforcement.MirrorWriters): the writer of the mirror that copied the standby back is among
+// them. None without a source client.
+func (a *routeApplier) primaryWriters(ctx context.Context, topics []string, source mirrorSource) (enforcement.MirrorWriters, error) {
+	if a.sourceClient == nil || source.name == "" {
+		return nil, nil
+	}
+	cl, err := a.sourceClient(source.name, source.configs)
+	if err != nil {
+		return nil, err
+	}
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	set := kadm.TopicsSet{}
+	ends.Each(func(o kadm.ListedOffset) { set.Add(o.Topic, o.Partition) })
+	described, err := adm.DescribeProducers(ctx, set)
+	if err != nil {
+		return nil, err
+	}
+	w := enforcement.MirrorWriters{}
+	for _, t := range described {
+		for _, p := range t.Partitions {
+			if p.Err != nil {
+				return nil, fmt.Errorf("%s/%d: %w", p.Topic, p.Partition, p.Err)
+			}
+			for _, pr := range p.ActiveProducers {
+				if w[p.Topic] == nil {
+					w[p.Topic] = map[int32][]enforcement.Writer{}
+				}
+				w[p.Topic][p.Partition] = append(w[p.Topic][p.Partition], enforcement.Writer{ProducerID: pr.ProducerID, Epoch: pr.ProducerEpoch})
+			}
+		}
+	}
+	return w, nil
+}
+
+// freeze installs the freeze level on the route (freezeNone lifts it); the route leads to
+// serving, whose producers the freeze asks about resent writes.
+func (a *routeApplier) freeze(ctx context.Context, route string, level freezeLevel, topics []string, serving statetopic.Upstream, source mirrorSource) error {
 	a.endSweep(route)
 	if level == freezeNone {
 		return a.routes.FreezeRoute(ctx, route, nil)
 	}
 	f := &enforcement.Freeze{Topics: map[string]bool{}, Commits: level == freezeCommits}
-	if a.sourceClient != nil && source.name != "" {
+	var client func() (*kgo.Client, error)
+	switch {
+	case serving == statetopic.UpstreamStandby:
+		client = a.destClient
+	case a.sourceClient != nil && source.name != "":
 		configs := source.configs
+		client = func() (*kgo.Client, error) { return a.sourceClient(source.name, configs) }
+	}
+	if client != nil {
 		sctx, stop := context.WithCancel(ctx)
 		a.stopSweep[route] = stop
-		pp := newPrimaryProducers(sctx, func() (*kgo.Client, error) { return a.sourceClient(source.name, configs) }, a.log.With("route", route))
+		pp := newPrimaryProducers(sctx, client, a.log.With("route", route))
 		pp.sweep(topics)
 		f.Written = pp.Written
 	}

@@ -3,6 +3,7 @@ package instance
 import (
 	"context"
 	"errors"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -48,6 +49,7 @@ type fakeRoutes struct {
 	names     []string
 	freezes   []*enforcement.Freeze
 	switches  []proxy.FetchHold
+	backs     []proxy.FetchHold // SwitchRouteBack
 	opened    []string
 	freezeErr error
 	// what RememberPrimary was told last
@@ -111,6 +113,13 @@ func (f *fakeRoutes) SwitchRoute(_ context.Context, _ string, h proxy.FetchHold)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.switches = append(f.switches, h)
+	return nil
+}
+
+func (f *fakeRoutes) SwitchRouteBack(_ context.Context, _ string, h proxy.FetchHold) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.backs = append(f.backs, h)
 	return nil
 }
 
@@ -252,7 +261,7 @@ func TestRouteApplierPlannedSwitch(t *testing.T) {
 		t.Fatalf("RememberPrimary got %q %v, want prim-ary %v", w.routes.primaryCluster, w.routes.primaryIDs, wantIDs)
 	}
 	// And the producer ids of the mirror's writers, which the standby gave.
-	if want := (enforcement.MirrorWriters{"orders": {0: {ProducerID: 5, Epoch: 1}}, "payments": {0: {ProducerID: 0, Epoch: 0}}}); !reflect.DeepEqual(w.routes.writers, want) {
+	if want := (enforcement.MirrorWriters{"orders": {0: {{ProducerID: 5, Epoch: 1}}}, "payments": {0: {{ProducerID: 0, Epoch: 0}}}}); !reflect.DeepEqual(w.routes.writers, want) {
 		t.Fatalf("GuardMirrorWriters got %v, want %v", w.routes.writers, want)
 	}
 	if len(w.routes.freezes) != 2 {
@@ -301,15 +310,59 @@ func TestRouteApplierFreezeFailureAndRollback(t *testing.T) {
 		t.Fatalf("attempt 2 did not freeze again: %v", w.routes.freezes)
 	}
 
-	// A forced switch freezes nothing; switching back to the primary is not
-	// built and is refused, not half-applied.
-	w.record(statetopic.RouteSwitching, 3, func(r *statetopic.RouteSwitch) { r.Upstream, r.FreezeStartMs = statetopic.UpstreamPrimary, 0 })
-	w.a.applyAll(ctx)
-	if len(w.routes.switches) != 0 {
-		t.Fatalf("switched towards the primary: %v", w.routes.switches)
-	}
-	if err := w.a.apply(ctx, "pay", &statetopic.RouteSwitch{Step: statetopic.RouteSwitching, Upstream: statetopic.UpstreamPrimary, Attempt: 3}, nil, primaryIdentity{}, mirrorSource{}); err == nil {
-		t.Fatal("a switch back to the primary gave no error")
+}
+
+// A switch back: a route switched to the standby is frozen there by the next attempt (the
+// standby's producers are asked about resends), then led back to the primary with the held
+// groups, and acked; a rollback of a switch back leaves it on the standby, unfrozen. An
+// instance that starts during a switch back first leads the route to the standby, holding no
+// group, and freezes it there.
+func TestRouteApplierSwitchBack(t *testing.T) {
+	ctx := context.Background()
+	for _, rollBack := range []bool{false, true} {
+		w := newRouteApplierWorld(t)
+		asked := 0
+		w.a.destClient = func() (*kgo.Client, error) { asked++; return nil, errors.New("no standby here") }
+		onStandby := func(r *statetopic.RouteSwitch) {
+			r.Upstream, r.Target = statetopic.UpstreamStandby, statetopic.UpstreamPrimary
+		}
+		w.record(statetopic.RouteSwitched, 1, func(r *statetopic.RouteSwitch) { r.Upstream = statetopic.UpstreamStandby })
+		w.a.applyAll(ctx)
+		w.record(statetopic.RouteFreezing, 2, onStandby)
+		w.a.applyAll(ctx)
+		if n := len(w.routes.freezes); n != 1 || !w.routes.freezes[0].Frozen() || w.routes.freezes[0].Written == nil {
+			t.Fatalf("the switch back's freeze on the standby: %v", w.routes.freezes)
+		}
+		if got := w.acked(statetopic.RouteFreezing, 2); !reflect.DeepEqual(got, []string{"m-1"}) {
+			t.Fatalf("attempt 2's FREEZING acks %v", got)
+		}
+		if rollBack {
+			w.record(statetopic.RouteRolledBack, 2, onStandby)
+			w.a.applyAll(ctx)
+			if len(w.routes.backs) != 0 || len(w.routes.switches) != 1 || w.routes.freezes[len(w.routes.freezes)-1] != nil {
+				t.Fatalf("a rolled back switch back: switches %v, backs %v, freezes %v", w.routes.switches, w.routes.backs, w.routes.freezes)
+			}
+			continue
+		}
+		w.record(statetopic.RouteSwitching, 2, func(r *statetopic.RouteSwitch) {
+			r.Upstream, r.Target, r.HeldGroups = statetopic.UpstreamPrimary, statetopic.UpstreamPrimary, map[string]int{"billing": 2}
+		})
+		w.a.applyAll(ctx)
+		w.a.applyAll(ctx) // applied once
+		if len(w.routes.backs) != 1 || w.routes.backs[0].Groups["billing"] != 2 || !w.routes.backs[0].Topics["orders"] {
+			t.Fatalf("switched back %v", w.routes.backs)
+		}
+		if got := w.acked(statetopic.RouteSwitching, 2); !reflect.DeepEqual(got, []string{"m-1"}) {
+			t.Fatalf("attempt 2's SWITCHING acks %v", got)
+		}
+
+		// An instance started during the switch back: led to the standby first, then frozen.
+		late := newRouteApplierWorld(t)
+		late.record(statetopic.RouteFreezing, 2, onStandby)
+		late.a.applyAll(ctx)
+		if len(late.routes.switches) != 1 || len(late.routes.switches[0].Groups) != 0 || len(late.routes.freezes) != 1 {
+			t.Fatalf("a late instance: switches %v, freezes %v", late.routes.switches, late.routes.freezes)
+		}
 	}
 }
 
@@ -337,9 +390,10 @@ func TestRouteApplierOpensRoutesOnceApplied(t *testing.T) {
 	w.a.retry = 10 * time.Millisecond
 	w.setReady(errors.New("catching up with __mirror_state: partition 3 at 10 of 12"))
 	w.record(statetopic.RouteSwitched, 1, func(r *statetopic.RouteSwitch) { r.Upstream = statetopic.UpstreamStandby })
-	// web's record asks for what this instance cannot apply: a route led back.
-	w.view.put(coordinator.Record{Key: statetopic.RouteSwitchKey("web"), Value: &statetopic.RouteSwitch{Route: "web", Mirror: "dr",
-		Step: statetopic.RouteSwitched, Attempt: 2, Upstream: statetopic.UpstreamPrimary, Target: statetopic.UpstreamPrimary}})
+	// web's record asks for what this instance cannot apply: a freeze of a mirror it does not
+	// know yet.
+	w.view.put(coordinator.Record{Key: statetopic.RouteSwitchKey("web"), Value: &statetopic.RouteSwitch{Route: "web", Mirror: "not-read-yet",
+		Step: statetopic.RouteFreezing, Attempt: 1, Upstream: statetopic.UpstreamPrimary, Target: statetopic.UpstreamStandby, FreezeStartMs: 1}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.a.run(ctx); close(done) }()

@@ -34,6 +34,11 @@ type routeDriver struct {
 	routes   func() []string                         // the routes this instance serves
 	mirrorOf func(route string) string               // the mirror from a route's primary to its standby
 	acts     routeswitch.Actions
+	// back gives the actions of a switch back to the primary, whose mirror back (named) lives
+	// on the primary's kmirror, and findBack finds that mirror (apis.SwitchActions.FindBack);
+	// nil: switching back is refused.
+	back     func(backMirror string) routeswitch.Actions
+	findBack func(ctx context.Context, mirror string, topics []string) (string, error)
 	policy   routeswitch.Policy
 	now      func() time.Time
 	log      *slog.Logger
@@ -280,16 +285,9 @@ func (d *routeDriver) serveMailbox(ctx context.Context, route string, rec *state
 		answer = &statetopic.RouteRequest{ID: req.ID, Forced: req.Forced, AtMs: req.AtMs}
 		if age := d.now().Sub(time.UnixMilli(req.AtMs)); age > apis.SwitchRequestExpiry {
 			answer.Refused = fmt.Sprintf("route %q: the switch request expired unanswered (%s old; its caller gave up after %s): ask again", route, age.Round(time.Second), apis.SwitchRequestExpiry)
+		} else if call, err := d.requestOf(ctx, route, rec, req.Forced); err != nil {
+			answer.Refused = err.Error()
 		} else {
-			mirror := ""
-			if rec == nil || rec.Upstream == statetopic.UpstreamPrimary {
-				mirror = d.mirrorOf(route) // only the route's mirror leads from its primary to its standby
-			}
-			call := &switchCall{route: route, req: routeswitch.Request{Forced: req.Forced, Mirror: mirror, RecordsAtRisk: -1}, reply: make(chan error, 1)}
-			if req.Forced && mirror != "" {
-				call.req.RecordsAtRisk = d.recordsAtRisk(ctx, route, mirror)
-				call.req.HeldGroups = d.standbyGroups(ctx, route, mirror)
-			}
 			d.drive(ctx, route, call)
 			if err := <-call.reply; err != nil {
 				answer.Refused = err.Error()
@@ -312,11 +310,43 @@ func (d *routeDriver) serveMailbox(ctx context.Context, route string, rec *state
 	return d.now(), true
 }
 
+// requestOf is an operator's switch request of route as the machine takes it: the route's
+// mirror, and on a route that leads to its standby the mirror back to the primary (found on
+// the primary's kmirror); a forced switch's records at risk and the groups it holds.
+func (d *routeDriver) requestOf(ctx context.Context, route string, rec *statetopic.RouteSwitch, forced bool) (*switchCall, error) {
+	mirror, back := d.mirrorOf(route), ""
+	if rec != nil && rec.Upstream == statetopic.UpstreamStandby && mirror != "" {
+		if d.findBack == nil {
+			return nil, fmt.Errorf("route %q: switching back to the primary is not available on this instance", route)
+		}
+		var topics []string
+		d.view.Read(func(v *statetopic.View) { topics = mirrorTopics(v, mirror) })
+		var err error
+		if back, err = d.findBack(ctx, mirror, topics); err != nil {
+			return nil, fmt.Errorf("route %q: switching back to the primary: %w", route, err)
+		}
+	}
+	call := &switchCall{route: route, req: routeswitch.Request{Forced: forced, Mirror: mirror, Back: back, RecordsAtRisk: -1}, reply: make(chan error, 1)}
+	if forced && mirror != "" {
+		call.req.RecordsAtRisk = d.recordsAtRisk(ctx, route, mirror, back)
+		call.req.HeldGroups = d.standbyGroups(ctx, route, mirror, back)
+	}
+	return call, nil
+}
+
+// actsFor are the actions of a switch whose mirror back is back ("": a switch to the standby).
+func (d *routeDriver) actsFor(back string) routeswitch.Actions {
+	if back == "" || d.back == nil {
+		return d.acts
+	}
+	return d.back(back)
+}
+
 // recordsAtRisk is what a forced switch of route records as its RPO: describe's records at
 // risk of the mirror, -1 when the primary does not answer (it is gone: the last describe or
 // the kmirror_mirror_at_risk_records gauge before it went is the figure then).
-func (d *routeDriver) recordsAtRisk(ctx context.Context, route, mirror string) int64 {
-	n, err := d.acts.RecordsAtRisk(ctx, mirror)
+func (d *routeDriver) recordsAtRisk(ctx context.Context, route, mirror, back string) int64 {
+	n, err := d.actsFor(back).RecordsAtRisk(ctx, mirror)
 	if err != nil {
 		d.log.Warn("route switch: a forced switch cannot tell what it loses; the last describe before the primary went says it",
 			"route", route, "mirror", mirror, "err", err)
@@ -331,14 +361,17 @@ func (d *routeDriver) recordsAtRisk(ctx context.Context, route, mirror string) i
 // without members on the primary (nobody would rejoin them, and the hold would wait out its
 // bound for them); a group the group sync has no record of is held. None when the standby does
 // not answer, which the switch then cannot wait for anyway.
-func (d *routeDriver) standbyGroups(ctx context.Context, route, mirror string) map[string]int {
+func (d *routeDriver) standbyGroups(ctx context.Context, route, mirror, back string) map[string]int {
 	var topics []string
 	d.view.Read(func(v *statetopic.View) { topics = mirrorTopics(v, mirror) })
-	held, err := d.acts.StandbyGroups(ctx, mirror, topics)
+	held, err := d.actsFor(back).StandbyGroups(ctx, mirror, topics)
 	if err != nil {
-		d.log.Warn("route switch: a forced switch cannot list the standby's groups; their consumers may fetch before they rejoin",
+		d.log.Warn("route switch: a forced switch cannot list the groups of the cluster it leads to; their consumers may fetch before they rejoin",
 			"route", route, "mirror", mirror, "err", err)
 		return nil
+	}
+	if back != "" {
+		return held // the group sync's records are of the route's mirror, not of the mirror back
 	}
 	d.view.Read(func(v *statetopic.View) {
 		m := v.Mirror(mirror)
@@ -388,14 +421,14 @@ func (d *routeDriver) start(ctx context.Context, route string, st *drivenRoute, 
 		return
 	}
 	st.busy = true
-	step, attempt, mirror := rec.Step, rec.Attempt, rec.Mirror
+	step, attempt, mirror, acts := rec.Step, rec.Attempt, rec.Mirror, d.actsFor(rec.BackMirror)
 	targets := slices.Clone(rec.DrainTargets)
 	go func() {
 		var sets []func(*routeswitch.Input)
 		var err error
 		for _, a := range mine {
 			var set func(*routeswitch.Input)
-			set, err = d.act(ctx, route, st, a, mirror, topics, targets)
+			set, err = d.act(ctx, acts, route, st, a, mirror, topics, targets)
 			if err != nil {
 				err = fmt.Errorf("%s: %w", a, err)
 				break
@@ -418,21 +451,21 @@ func (d *routeDriver) start(ctx context.Context, route string, st *drivenRoute, 
 }
 
 // act runs one action and returns how it changes the facts.
-func (d *routeDriver) act(ctx context.Context, route string, st *drivenRoute, a routeswitch.Action, mirror string, topics []string, targets []statetopic.DrainTarget) (func(*routeswitch.Input), error) {
+func (d *routeDriver) act(ctx context.Context, acts routeswitch.Actions, route string, st *drivenRoute, a routeswitch.Action, mirror string, topics []string, targets []statetopic.DrainTarget) (func(*routeswitch.Input), error) {
 	switch a {
 	case routeswitch.ActCheckTransactions:
-		n, err := d.acts.OpenTransactions(ctx, mirror, topics)
+		n, err := acts.OpenTransactions(ctx, mirror, topics)
 		return func(in *routeswitch.Input) { in.TransactionsChecked, in.OpenTransactions = true, n }, err
 	case routeswitch.ActAbortTransactions:
-		return nil, d.acts.AbortTransactions(ctx, mirror, topics)
+		return nil, acts.AbortTransactions(ctx, mirror, topics)
 	case routeswitch.ActReadDrainTargets:
-		ends, err := d.acts.LogEnds(ctx, mirror, topics)
+		ends, err := acts.LogEnds(ctx, mirror, topics)
 		return func(in *routeswitch.Input) { in.TargetsRead, in.DrainTargets = true, ends }, err
 	case routeswitch.ActWaitDrain:
-		ends, err := d.acts.CopiedEnds(ctx, mirror, topics)
+		ends, err := acts.CopiedEnds(ctx, mirror, topics)
 		return func(in *routeswitch.Input) { in.LMOs = ends }, err
 	case routeswitch.ActCheckGroups:
-		gs, err := d.acts.Groups(ctx, mirror, topics, targets)
+		gs, err := acts.Groups(ctx, mirror, topics, targets)
 		now := d.now()
 		return func(in *routeswitch.Input) {
 			in.GroupsChecked, in.Groups = true, nil
@@ -448,10 +481,10 @@ func (d *routeDriver) act(ctx context.Context, route string, st *drivenRoute, a 
 			}
 		}, err
 	case routeswitch.ActCopyGroupOffsets:
-		held, err := d.acts.CopyGroups(ctx, mirror, topics)
+		held, err := acts.CopyGroups(ctx, mirror, topics)
 		return func(in *routeswitch.Input) { in.GroupsCopied, in.HeldGroups = true, held }, err
 	case routeswitch.ActFailOver:
-		done, err := d.acts.FailOver(ctx, mirror, topics)
+		done, err := acts.FailOver(ctx, mirror, topics)
 		return func(in *routeswitch.Input) { in.FailedOver = done }, err
 	}
 	return nil, fmt.Errorf("route %s: the driver has no %s action", route, a)

@@ -123,11 +123,19 @@ func describeRoute(t *testing.T, ctx context.Context, in *instance.Instance, rou
 // printed; an error fails the test.
 func mirrorsCLI(t *testing.T, ctx context.Context, in *instance.Instance, args ...string) string {
 	t.Helper()
-	var out, errOut strings.Builder
-	if err := mirrorcli.Mirrors(ctx, append([]string{"--bootstrap-server", in.Proxy.Addr()}, args...), &out, &errOut); err != nil {
-		t.Fatalf("kmirror mirrors %v: %v (%s)", args, err, errOut.String())
+	out, errOut, err := mirrorsCLIErr(ctx, in, args...)
+	if err != nil {
+		t.Fatalf("kmirror mirrors %v: %v (%s)", args, err, errOut)
 	}
-	return out.String()
+	return out
+}
+
+// mirrorsCLIErr runs `kmirror mirrors` with args against the instance and returns what it
+// printed and its error.
+func mirrorsCLIErr(ctx context.Context, in *instance.Instance, args ...string) (string, string, error) {
+	var out, errOut strings.Builder
+	err := mirrorcli.Mirrors(ctx, append([]string{"--bootstrap-server", in.Proxy.Addr()}, args...), &out, &errOut)
+	return out.String(), errOut.String(), err
 }
 
 // routeMetadata asks a route for the metadata of every topic on a connection of its own.
@@ -164,7 +172,13 @@ func startRouteWorld(t *testing.T, ctx context.Context, topics ...string) (prima
 // the switch record says SWITCHED; a rollback fails the test.
 func switchRoute(t *testing.T, ctx context.Context, in *instance.Instance, args ...string) *statetopic.RouteSwitch {
 	t.Helper()
-	if out := mirrorsCLI(t, ctx, in, args...); !strings.Contains(out, "switch of route app (attempt 1)") {
+	return switchRouteAttempt(t, ctx, in, 1, args...)
+}
+
+// switchRouteAttempt is switchRoute of the route's attempt-th switch.
+func switchRouteAttempt(t *testing.T, ctx context.Context, in *instance.Instance, attempt int, args ...string) *statetopic.RouteSwitch {
+	t.Helper()
+	if out := mirrorsCLI(t, ctx, in, args...); !strings.Contains(out, fmt.Sprintf("switch of route app (attempt %d)", attempt)) {
 		t.Fatalf("kmirror mirrors %v said %q", args, out)
 	}
 	var rec *statetopic.RouteSwitch
@@ -176,9 +190,21 @@ func switchRoute(t *testing.T, ctx context.Context, in *instance.Instance, args 
 		if rec.Step == statetopic.RouteRolledBack {
 			t.Fatalf("the switch rolled back: %s", rec.Reason)
 		}
-		return rec.Step == statetopic.RouteSwitched, rec.Step.String() + " " + rec.Reason
+		return rec.Step == statetopic.RouteSwitched && rec.Attempt == int32(attempt), rec.Step.String() + " " + rec.Reason
 	})
 	return rec
+}
+
+// freezeBesides is how long a switch's writes were frozen (from FREEZING to SWITCHED), less the
+// time spent in step skip.
+func freezeBesides(r *statetopic.RouteSwitch, skip statetopic.RouteStep) time.Duration {
+	var ms int64
+	for i, s := range r.Steps {
+		if i+1 < len(r.Steps) && s.Step != skip && s.Step != statetopic.RouteSwitched {
+			ms += r.Steps[i+1].AtMs - s.AtMs
+		}
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 func stepsOf(r *statetopic.RouteSwitch) string {
@@ -197,10 +223,17 @@ func stepsOf(r *statetopic.RouteSwitch) string {
 // adds topics to it.
 func createMirror(t *testing.T, ctx context.Context, in *instance.Instance, primary *kafkatest.Cluster, name string, topics ...string) {
 	t.Helper()
+	createMirrorFrom(t, ctx, in, primary.BootstrapString(), name, topics...)
+}
+
+// createMirrorFrom is createMirror from the source at bootstrap (a cluster, or a kmirror in
+// front of one).
+func createMirrorFrom(t *testing.T, ctx context.Context, in *instance.Instance, bootstrap, name string, topics ...string) {
+	t.Helper()
 	cl := kafkatest.NewClient(t, []string{in.Proxy.Addr()}, kgo.MaxVersions(protocol.KgoMaxVersions(nil)))
 	create := protocol.NewPtrCreateMirrorRequest()
 	create.MirrorName = name
-	for k, v := range map[string]string{"bootstrap.servers": primary.BootstrapString(), "metadata.refresh.interval.ms": "1000"} {
+	for k, v := range map[string]string{"bootstrap.servers": bootstrap, "metadata.refresh.interval.ms": "1000"} {
 		create.Configs = append(create.Configs, protocol.CreateMirrorRequestConfig{Name: k, Value: kmsg.StringPtr(v)})
 	}
 	resp, err := cl.Request(ctx, create)

@@ -512,7 +512,9 @@ Actions (exactly one):
         and exits 1. Implies --wait; takes names, not a pattern.
   --switch --route R [--force]
         switch route R (docs/cutover.md): applications bootstrapped to the route
-        keep their address while it moves from the primary to the standby. A
+        keep their address while it moves from the primary to the standby, or,
+        switched, back to the primary (once the kmirror in front of the primary
+        runs a mirror of the standby's topics: a failback). A
         planned switch freezes the route's writes to the mirror's topics, drains
         the mirror (nothing at risk), copies the consumer groups' offsets, fails
         the topics over and switches; it rolls back, unfrozen, if a step cannot

@@ -47,13 +47,31 @@ func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16
 			forward, err := s.routeApiVersions(h, frame)
 			return nil, forward, err
 		}
-		if f := rt.freeze.Load(); f.Frozen() || !rt.switched.Load() {
-			return s.enforceFreeze(f, h, frame, pr, acks)
+		// A route leading to the standby shares its guard (SwitchRoute); one leading to its
+		// primary has none (the primary's topics are not this kmirror's to guard). A switched
+		// route refuses the producer ids of the mirror's writers on the cluster it leads to
+		// (MirrorWriters), in either direction. A freeze comes first: what it lets through
+		// still meets the guard and the writers (a switch back freezes a route that leads to
+		// the standby).
+		f := rt.freeze.Load()
+		var w enforcement.MirrorWriters
+		if ws := rt.writers.Load(); ws != nil {
+			w = *ws
 		}
-		// Switched: the route leads to the standby, whose guard it shares (SwitchRoute), and
-		// its mirror's writers' producer ids are the standby's (MirrorWriters).
-		if w := rt.writers.Load(); h.key == 0 && w != nil && len(*w) > 0 {
-			return s.enforceProduce(s.p.guard.Load(), *w, h, frame, pr, acks)
+		g := s.p.guard.Load()
+		if h.key == 0 && (f.Frozen() || s.refusedFrozen.Load()) {
+			return s.freezeProduce(f, g, w, h, frame, pr, acks)
+		}
+		if f.Frozen() && (h.key == 8 || h.key == 28) {
+			if local, err := s.freezeCommit(f, h, frame); err != nil || local != nil {
+				return local, nil, err
+			}
+		}
+		if h.key == 0 && (g != nil || len(w) > 0) {
+			return s.enforceProduce(g, w, h, frame, pr, acks)
+		}
+		if g == nil {
+			return nil, frame, nil
 		}
 	}
 	g := s.p.guard.Load()
@@ -91,8 +109,18 @@ func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16
 // enforceProduce applies the guard g (nil: none) and a switched route's mirror writers w
 // (nil: none) to a Produce request, and answers or forwards what is left.
 func (s *session) enforceProduce(g *enforcement.Guard, w enforcement.MirrorWriters, h requestHeader, frame []byte, pr *pending, acks int16) (local, forward []byte, err error) {
-	body := frame[4+h.bodyOff:]
+	d, err := s.produceDecision(g, w, h, frame[4+h.bodyOff:])
+	if err != nil {
+		return nil, nil, err
+	}
+	local, forward = produceOutcome(h, frame, pr, acks, d)
+	return local, forward, nil
+}
+
+// produceDecision decides a Produce body against the guard g and the mirror writers w.
+func (s *session) produceDecision(g *enforcement.Guard, w enforcement.MirrorWriters, h requestHeader, body []byte) (enforcement.ProduceDecision, error) {
 	d := enforcement.ProduceDecision{Forward: body}
+	var err error
 	switch {
 	case g == nil:
 	case g.ProduceTouches(h.version, h.flexible, body):
@@ -112,25 +140,29 @@ func (s *session) enforceProduce(g *enforcement.Guard, w enforcement.MirrorWrite
 		}
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("checking Produce against mirror topics: %w", err)
+		return d, fmt.Errorf("checking Produce against mirror topics: %w", err)
 	}
 	if d.Forward != nil && len(w) > 0 {
 		dw, err := w.Produce(s.ctx, h.version, d.Forward)
 		if err != nil {
-			return nil, nil, fmt.Errorf("route %s: checking Produce against the mirror's writers: %w", s.p.appRoute.name, err)
+			return d, fmt.Errorf("route %s: checking Produce against the mirror's writers: %w", s.p.appRoute.name, err)
 		}
 		if dw.Refused != nil {
 			s.p.metrics.refusal(h.key, refusedWriterClash)
-			if d.Refused == nil {
-				d.Refused = dw.Refused
-			} else {
-				enforcement.MergeProduce(d.Refused, dw.Refused)
-			}
+			d.Refused = mergeDecisions(d.Refused, dw.Refused)
 			d.Forward = dw.Forward
 		}
 	}
-	local, forward = produceOutcome(h, frame, pr, acks, d)
-	return local, forward, nil
+	return d, nil
+}
+
+// mergeDecisions adds the refusals b to a (either may be nil).
+func mergeDecisions(a, b *kmsg.ProduceResponse) *kmsg.ProduceResponse {
+	if a == nil {
+		return b
+	}
+	enforcement.MergeProduce(a, b)
+	return a
 }
 
 // produceOutcome turns a Produce decision into the proxy's answer: the request

@@ -32,7 +32,7 @@ func (p *Proxy) answerLocally(s *session, h requestHeader, frame []byte) (chan [
 	case p.versionCapped(h.key) && h.version > kmax:
 		return nil, fmt.Errorf("%s v%d is newer than this proxy supports (max v%d) and was not advertised", kmsg.NameForKey(h.key), h.version, kmax)
 	}
-	if p.appRoute != nil && p.appRoute.switched.Load() {
+	if p.appRoute != nil && p.appRoute.hold.Load() != nil { // a switch in either direction
 		switch h.key {
 		case 1:
 			return s.holdFetch(h, frame)

@@ -60,7 +60,9 @@ type Proxy struct {
 	// has not closed yet, must not teach the route those addresses again: new connections
 	// would lead to the old primary, and the next ones learn it from there (seen under load
 	// in TestRouteSwitchDriverKilledAtEachStep: the route flipped back every 30 s).
-	retired   map[string]bool
+	// The value is the role of the cluster an address was retired from: a switch back to that
+	// cluster makes its addresses right again.
+	retired   map[string]string
 	nextUp    int // round robin over upstream addresses for bootstrap connections
 	metricsLn net.Listener
 	metricsSv *http.Server
@@ -360,7 +362,7 @@ func (p *Proxy) advertise(node int32, host string, port int32) (int32, bool) {
 		b = &brokerEntry{}
 		p.brokers[node] = b
 	}
-	if host != "" && b.addr != real && !p.retired[real] {
+	if host != "" && b.addr != real && p.retired[real] == "" {
 		if b.addr != "" {
 			p.log.Info("broker address changed", "node", node, "old", b.addr, "new", real)
 		}

@@ -180,8 +180,10 @@ type routeIdentity struct {
 	// after it (a forced switch cannot ask a primary that is gone).
 	idsMu sync.Mutex
 	ids   map[string][16]byte
-	// switched: the route leads to the standby (SwitchRoute).
+	// switched: the route leads to the standby (SwitchRoute; SwitchRouteBack clears it).
 	switched atomic.Bool
+	// primary is the route's own upstream (routes[].primary), for a switch back.
+	primary *upstreamSet
 	// freeze is the write freeze of a switch in progress (nil: none).
 	freeze atomic.Pointer[enforcement.Freeze]
 	// writers are the mirror's writers on the switched topics' partitions, whose producer
@@ -289,7 +291,8 @@ func (p *Proxy) routeProxy(rc RouteConfig) *Proxy {
 	if !p.routesClosed {
 		close(r.appRoute.opened)
 	}
-	r.up.Store(&upstreamSet{role: upstreamPrimary, bootstrap: rc.Primary.Bootstrap, tls: rc.Primary.TLS, sasl: rc.Primary.SASL})
+	r.appRoute.primary = &upstreamSet{role: upstreamPrimary, bootstrap: rc.Primary.Bootstrap, tls: rc.Primary.TLS, sasl: rc.Primary.SASL}
+	r.up.Store(r.appRoute.primary)
 	r.auditLog.Store(p.auditLog.Load())
 	return r
 }
@@ -517,10 +520,12 @@ func (r *Proxy) awaitProduceAnswers(ctx context.Context) (int, error) {
 	}
 }
 
-// enforceFreeze is a route's enforce: Produce to frozen topics and, once commits are frozen,
-// their groups' commits are answered with retriable errors; everything else passes.
-func (s *session) enforceFreeze(f *enforcement.Freeze, h requestHeader, frame []byte, pr *pending, acks int16) (local, forward []byte, err error) {
-	if !f.Frozen() && h.key == 0 && s.refusedFrozen.Load() {
+// freezeProduce applies a route's write freeze f to a Produce request; what the freeze lets
+// through (other topics, resends the cluster being left holds) then meets the guard g and the
+// mirror writers w (nil: none). A connection whose Produce the freeze refused closes at its
+// next Produce once the freeze is lifted.
+func (s *session) freezeProduce(f *enforcement.Freeze, g *enforcement.Guard, w enforcement.MirrorWriters, h requestHeader, frame []byte, pr *pending, acks int16) (local, forward []byte, err error) {
+	if !f.Frozen() {
 		// The freeze refused an earlier Produce of this connection and was lifted before
 		// FreezeRoute's sweep closed it: this one may be pipelined behind the refused one
 		// (see FreezeRoute), so the connection closes rather than forward it out of order.
@@ -528,33 +533,39 @@ func (s *session) enforceFreeze(f *enforcement.Freeze, h requestHeader, frame []
 		// lifting the freeze and the sweep.
 		return nil, nil, errRouteUnfrozen
 	}
-	if !f.Frozen() || (h.key != 0 && h.key != 8 && h.key != 28) {
-		return nil, frame, nil
-	}
-	body := frame[4+h.bodyOff:]
-	if h.key == 0 {
-		ctx, cancel := context.WithTimeout(s.ctx, guardTimeout) // Written may ask the primary
-		d, err := f.Produce(ctx, h.version, body)
-		cancel()
-		if err != nil {
-			return nil, nil, fmt.Errorf("route %s: checking Produce against the freeze: %w", s.p.appRoute.name, err)
-		}
-		if d.Refused != nil {
-			s.p.metrics.refusal(h.key, refusedRouteFrozen)
-			s.refusedFrozen.Store(true)
-		}
-		local, forward = produceOutcome(h, frame, pr, acks, d)
-		return local, forward, nil
-	}
-	resp, err := f.Commit(h.key, h.version, body)
+	ctx, cancel := context.WithTimeout(s.ctx, guardTimeout) // Written may ask the cluster being left
+	d, err := f.Produce(ctx, h.version, frame[4+h.bodyOff:])
+	cancel()
 	if err != nil {
-		return nil, nil, fmt.Errorf("route %s: checking %s against the freeze: %w", s.p.appRoute.name, kmsg.NameForKey(h.key), err)
+		return nil, nil, fmt.Errorf("route %s: checking Produce against the freeze: %w", s.p.appRoute.name, err)
+	}
+	if d.Refused != nil {
+		s.p.metrics.refusal(h.key, refusedRouteFrozen)
+		s.refusedFrozen.Store(true)
+	}
+	if d.Forward != nil && (g != nil || len(w) > 0) {
+		rest, err := s.produceDecision(g, w, h, d.Forward)
+		if err != nil {
+			return nil, nil, err
+		}
+		d.Forward, d.Refused = rest.Forward, mergeDecisions(d.Refused, rest.Refused)
+	}
+	local, forward = produceOutcome(h, frame, pr, acks, d)
+	return local, forward, nil
+}
+
+// freezeCommit answers an OffsetCommit or TxnOffsetCommit the freeze refuses (nil: it does
+// not).
+func (s *session) freezeCommit(f *enforcement.Freeze, h requestHeader, frame []byte) ([]byte, error) {
+	resp, err := f.Commit(h.key, h.version, frame[4+h.bodyOff:])
+	if err != nil {
+		return nil, fmt.Errorf("route %s: checking %s against the freeze: %w", s.p.appRoute.name, kmsg.NameForKey(h.key), err)
 	}
 	if resp == nil {
-		return nil, frame, nil
+		return nil, nil
 	}
 	s.p.metrics.refusal(h.key, refusedRouteFrozen)
-	return appendResponseFrame(nil, h.corrID, responseHeaderVersion(h.key, h.version), resp.AppendTo(nil)), nil, nil
+	return appendResponseFrame(nil, h.corrID, responseHeaderVersion(h.key, h.version), resp.AppendTo(nil)), nil
 }
 
 // RememberPrimary tells the route named name the primary's cluster id and topic ids by topic
@@ -604,7 +615,7 @@ func (p *Proxy) GuardMirrorWriters(name string, w enforcement.MirrorWriters) err
 
 // errRouteSwitched closes a route's client connections at a switch: clients reconnect to the
 // same addresses and reach the standby.
-var errRouteSwitched = errors.New("the route was switched to its standby; the client reconnects there")
+var errRouteSwitched = errors.New("the route was switched to its other cluster; the client reconnects there")
 
 // errRouteUnfrozen closes a connection whose Produce a lifted freeze refused (FreezeRoute).
 var errRouteUnfrozen = errors.New("the route's write freeze was lifted; the client reconnects and resends its writes in order")
@@ -624,14 +635,36 @@ func (p *Proxy) SwitchRoute(ctx context.Context, name string, hold FetchHold) er
 	if r == nil {
 		return fmt.Errorf("no route %q on this instance", name)
 	}
-	if r.appRoute.switched.Load() {
+	cur := p.upstream()
+	return r.switchTo(ctx, &upstreamSet{role: upstreamStandby, bootstrap: cur.bootstrap, tls: cur.tls, sasl: cur.sasl}, p.guard.Load(), hold)
+}
+
+// SwitchRouteBack makes the route named name, switched to the standby, lead to its primary
+// again (a switch back, docs/cutover.md "Switching back"): the same as SwitchRoute in the
+// other direction. The primary's own TLS and SASL from the route's configuration apply, the
+// destination's read-only guard no longer does (the primary's topics are not this kmirror's to
+// guard), and the cluster id and topic ids the clients know are the primary's own again. The
+// mirror writers (GuardMirrorWriters) are then those of the mirror that copied the standby
+// back to the primary. Switching a route that leads to its primary does nothing.
+func (p *Proxy) SwitchRouteBack(ctx context.Context, name string, hold FetchHold) error {
+	r := p.routeNamed(name)
+	if r == nil {
+		return fmt.Errorf("no route %q on this instance", name)
+	}
+	return r.switchTo(ctx, r.appRoute.primary, nil, hold)
+}
+
+// switchTo makes route r lead to next, whose guard is g (nil: none), with hold as its fetch
+// hold; nothing when it leads there already.
+func (r *Proxy) switchTo(ctx context.Context, next *upstreamSet, g *enforcement.Guard, hold FetchHold) error {
+	if r.upstream().role == next.role {
 		return nil
 	}
 	if f := r.appRoute.freeze.Load(); f.Frozen() && f.Written != nil {
-		// Resends the primary holds were forwarded to it during the freeze (enforcement.Freeze):
-		// their answers must reach their clients before the connections close, or the clients
-		// resend them to the standby, which writes them again. None is forwarded from here on,
-		// and the switch waits for the answers of those that were.
+		// Resends the cluster being left holds were forwarded to it during the freeze
+		// (enforcement.Freeze): their answers must reach their clients before the connections
+		// close, or the clients resend them to the other cluster, which writes them again. None
+		// is forwarded from here on, and the switch waits for the answers of those that were.
 		final := *f
 		final.Written = nil
 		r.appRoute.freeze.Store(&final)
@@ -639,40 +672,44 @@ func (p *Proxy) SwitchRoute(ctx context.Context, name string, hold FetchHold) er
 		waiting, err := r.awaitProduceAnswers(wctx)
 		cancel()
 		if err != nil {
-			r.log.Warn("switching with resent writes still unanswered by the primary: their clients may write them again on the standby",
+			r.log.Warn("switching with resent writes still unanswered by the cluster left: their clients may write them again on the other",
 				"connections", waiting, "err", err)
 		}
 	}
-	cur := p.upstream()
-	standby := &upstreamSet{role: upstreamStandby, bootstrap: cur.bootstrap, tls: cur.tls, sasl: cur.sasl}
-	r.guard.Store(p.guard.Load())
+	left := r.upstream().role
+	r.guard.Store(g)
 	r.mu.Lock()
 	// switched before the standby is reachable: a Metadata answer of the standby read with
 	// switched still false would teach the route the standby's topic ids as the primary's and
 	// pass them through, and franz-go takes a topic whose id changes for re-created and fails
 	// its buffered writes with UNKNOWN_TOPIC_ID for good.
-	r.appRoute.switched.Store(true)
-	r.up.Store(standby)
+	r.appRoute.switched.Store(next.role == upstreamStandby)
+	r.up.Store(next)
+	for addr, from := range r.retired {
+		if from == next.role {
+			delete(r.retired, addr) // the cluster led to again: its addresses are right again
+		}
+	}
 	for _, b := range r.brokers {
 		if b.addr != "" {
 			if r.retired == nil {
-				r.retired = map[string]bool{}
+				r.retired = map[string]string{}
 			}
-			r.retired[b.addr] = true
+			r.retired[b.addr] = left
 		}
-		b.addr = "" // the standby's discovery or Metadata gives each node id its address
+		b.addr = "" // the new upstream's discovery or Metadata gives each node id its address
 	}
 	r.mu.Unlock()
 	r.installFetchHold(hold)
 	if err := r.discover(ctx); err != nil {
-		// Not fatal: the standby's Metadata answers to the reconnecting clients advertise
+		// Not fatal: the new upstream's Metadata answers to the reconnecting clients advertise
 		// its brokers too.
-		r.log.Warn("broker discovery on the standby failed at the switch; broker listeners learn their addresses from clients' metadata", "err", err)
+		r.log.Warn("broker discovery failed at the switch; broker listeners learn their addresses from clients' metadata", "to", next.role, "err", err)
 	}
-	// Every connection with an upstream connection closes: it leads to the primary. One
+	// Every connection with an upstream connection closes: it leads to the cluster left. One
 	// without (held by a route not yet open, or still dialing: connectUpstream dials again
-	// when the route switched meanwhile) makes its first to the standby; closed before its
-	// first answer, franz-go would take it for a TLS mistake and fail its records
+	// when the route switched meanwhile) makes its first to the new upstream; closed before
+	// its first answer, franz-go would take it for a TLS mistake and fail its records
 	// (kgo.ErrFirstReadEOF: seen at connections a restarted instance's closed route held
 	// through a switch).
 	closed, kept := 0, 0
@@ -690,7 +727,7 @@ func (p *Proxy) SwitchRoute(ctx context.Context, name string, hold FetchHold) er
 		return true
 	})
 	r.appRoute.freeze.Store(nil)
-	r.log.Info("route switched to the standby", "standby", standby.bootstrap, "connections_closed", closed, "connections_kept", kept)
+	r.log.Info("route switched", "to", next.role, "bootstrap", next.bootstrap, "connections_closed", closed, "connections_kept", kept)
 	return nil
 }
 

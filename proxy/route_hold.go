@@ -126,10 +126,10 @@ func (r *Proxy) installFetchHold(hold FetchHold) {
 		waiting, err := r.awaitGroupsRejoined(h, groups)
 		switch {
 		case len(waiting) == 0:
-			r.log.Info("fetch hold lifted: every consumer group rejoined on the standby", "groups", len(groups), "after", time.Since(began).Round(time.Millisecond))
+			r.log.Info("fetch hold lifted: every consumer group rejoined on the cluster switched to", "groups", len(groups), "after", time.Since(began).Round(time.Millisecond))
 		case r.ctx.Err() != nil:
 		default:
-			r.log.Warn("fetch hold lifted by its bound: some consumer groups have not rejoined on the standby; their members read from where they are",
+			r.log.Warn("fetch hold lifted by its bound: some consumer groups have not rejoined on the cluster switched to; their members read from where they are",
 				"after", time.Since(began).Round(time.Millisecond), "groups_waiting", strings.Join(waiting, ", "), "last_error", err)
 		}
 	}()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -30,33 +31,10 @@ func TestKfakeRouteSwitchKeepsClients(t *testing.T) {
 	const topic = "orders"
 	primary := startKfakeTopics(t, 2, 2, topic)
 	standby := startKfakeTopics(t, 2, 2, topic)
-	p, r := routedProxyTo(t, primary.ListenAddrs(), standby.ListenAddrs(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s := &switchRun{topic: topic, p: p, r: r, acked: map[string]bool{}, seen: map[string]int{}}
-	s.primAdm, s.standAdm = adminFor(t, primary.ListenAddrs()), adminFor(t, standby.ListenAddrs())
-	primaryIDs := topicIDs(t, ctx, r.Addr(), topic)
-
-	// The applications: a producer and a consumer group, through the route only.
-	var err error
-	s.prod, err = kgo.NewClient(kgo.SeedBrokers(r.Addr()), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.prod.Close()
-	s.cons, err = kgo.NewClient(kgo.SeedBrokers(r.Addr()), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.cons.Close()
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	s.startLoad(ctx, loadCtx)
-	polltest.Until(t, 30*time.Second, "records produced and consumed through the route", func() bool {
-		a, seen := s.count()
-		return a > 100 && seen > 50
-	})
+	s, stopLoad := startSwitchRun(t, ctx, primary, standby, topic)
+	p, primaryIDs := s.p, s.primaryIDs
 
 	// 1. Freeze writes; 2. the consumer commits the log end; 3. freeze commits too.
 	ends := freezeForSwitch(t, ctx, p, s.primAdm, "g", topic, 30*time.Second, func() string { return "" })
@@ -76,12 +54,94 @@ func TestKfakeRouteSwitchKeepsClients(t *testing.T) {
 	s.checkStandby(t, ctx, standby.ListenAddrs(), offs, primaryIDs)
 }
 
+// TestKfakeRouteSwitchesBack: a route switched to the standby is switched back to its primary
+// the same way (docs/cutover.md, "Switching back"), with the clients running throughout: the
+// freeze on the switched route, the standby's records copied back to the primary at the same
+// offsets and the group's offsets with them, then SwitchRouteBack. Every record the producer
+// was acknowledged across both switches is on the primary once; the group read each once; the
+// route's topic id stayed the primary's; and the route learns the primary's broker addresses
+// again though the first switch had retired them.
+func TestKfakeRouteSwitchesBack(t *testing.T) {
+	const topic = "orders"
+	primary := startKfakeTopics(t, 2, 2, topic)
+	standby := startKfakeTopics(t, 2, 2, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The member left on the primary at the first switch is gone by the switch back.
+	s, stopLoad := startSwitchRun(t, ctx, primary, standby, topic, kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond))
+	p, r, primaryIDs := s.p, s.r, s.primaryIDs
+
+	// To the standby.
+	ends := freezeForSwitch(t, ctx, p, s.primAdm, "g", topic, 30*time.Second, func() string { return "" })
+	copyTopic(t, ctx, primary.ListenAddrs(), standby.ListenAddrs(), topic, ends)
+	copyGroup(t, ctx, s.primAdm, s.standAdm, "g")
+	s.switchUnderLoad(t, ctx)
+
+	// And back, once the group's member left behind on the primary at the first switch is gone
+	// (a commit with no generation is refused while a group has members; kmirror's switch
+	// rolls back naming it): the primary's log still ends where the first freeze left it.
+	polltest.Until(t, 30*time.Second, "the primary's group has no members left", func() bool {
+		described, err := s.primAdm.DescribeGroups(ctx, "g")
+		return err == nil && described["g"].Err == nil && len(described["g"].Members) == 0
+	})
+	back := freezeForSwitch(t, ctx, p, s.standAdm, "g", topic, 30*time.Second, func() string { return "" })
+	copyTopicFrom(t, ctx, standby.ListenAddrs(), primary.ListenAddrs(), topic, ends, back)
+	offs := copyGroup(t, ctx, s.standAdm, s.primAdm, "g")
+	s.switchTo(t, ctx, "primary", s.standAdm, p.SwitchRouteBack)
+	stopLoad()
+	s.wg.Wait()
+	if len(s.errs) > 0 {
+		t.Fatalf("the producer saw %d errors (first: %v): a switch must only delay writes", len(s.errs), s.errs[0])
+	}
+	assertEndsUnchanged(t, ctx, s.standAdm, topic, back)
+	s.checkStandby(t, ctx, primary.ListenAddrs(), offs, primaryIDs)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, b := range r.brokers {
+		if b.addr != "" && !slices.Contains(primary.ListenAddrs(), b.addr) {
+			t.Errorf("after the switch back, node %d leads to %s, not a primary broker", id, b.addr)
+		}
+	}
+}
+
+// startSwitchRun starts route app from primary to standby and the application through it, a
+// producer and a consumer group (consumerOpts added), and returns once records flow; the
+// returned function stops the load.
+func startSwitchRun(t *testing.T, ctx context.Context, primary, standby *kfake.Cluster, topic string, consumerOpts ...kgo.Opt) (*switchRun, context.CancelFunc) {
+	t.Helper()
+	p, r := routedProxyTo(t, primary.ListenAddrs(), standby.ListenAddrs(), nil)
+	s := &switchRun{topic: topic, p: p, r: r, acked: map[string]bool{}, seen: map[string]int{}}
+	s.primAdm, s.standAdm = adminFor(t, primary.ListenAddrs()), adminFor(t, standby.ListenAddrs())
+	s.primaryIDs = topicIDs(t, ctx, r.Addr(), topic)
+	var err error
+	s.prod, err = kgo.NewClient(kgo.SeedBrokers(r.Addr()), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.prod.Close)
+	s.cons, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(r.Addr()), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200 * time.Millisecond)}, consumerOpts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.cons.Close)
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	s.startLoad(ctx, loadCtx)
+	polltest.Until(t, 30*time.Second, "records produced and consumed through the route", func() bool {
+		a, seen := s.count()
+		return a > 100 && seen > 50
+	})
+	return s, stopLoad
+}
+
 // switchRun is what TestKfakeRouteSwitchKeepsClients's steps share: the proxy and its route,
 // admin clients of both clusters, the application's producer and consumer, and what those
 // two were acknowledged and read. mu guards the maps and slices while the load runs.
 type switchRun struct {
 	topic             string
 	p, r              *Proxy
+	primaryIDs        [16]byte // the topic's id as the route's clients saw it first
 	primAdm, standAdm *kadm.Client
 	prod, cons        *kgo.Client
 	wg                sync.WaitGroup
@@ -141,12 +201,18 @@ func (s *switchRun) startLoad(ctx, loadCtx context.Context) {
 // members rejoin there, and waits until the producer has gone on through the switched route.
 func (s *switchRun) switchUnderLoad(t *testing.T, ctx context.Context) {
 	t.Helper()
+	s.switchTo(t, ctx, "standby", s.primAdm, s.p.SwitchRoute)
+}
+
+// switchTo is switchUnderLoad towards upstream (the cluster adm reaches is left) with switch.
+func (s *switchRun) switchTo(t *testing.T, ctx context.Context, upstream string, adm *kadm.Client, switchFn func(context.Context, string, FetchHold) error) {
+	t.Helper()
 	before, _ := s.count()
-	hold := FetchHold{Topics: map[string]bool{s.topic: true}, Groups: membersAt(t, ctx, s.primAdm, "g")}
-	if err := s.p.SwitchRoute(ctx, "app", hold); err != nil {
+	hold := FetchHold{Topics: map[string]bool{s.topic: true}, Groups: membersAt(t, ctx, adm, "g")}
+	if err := switchFn(ctx, "app", hold); err != nil {
 		t.Fatal(err)
 	}
-	if st := s.p.Routes(); len(st) != 1 || st[0].Upstream != "standby" {
+	if st := s.p.Routes(); len(st) != 1 || st[0].Upstream != upstream {
 		t.Errorf("route status after the switch: %+v", st)
 	}
 	polltest.Until(t, 60*time.Second, "the producer goes on through the switched route", func() bool {
@@ -161,7 +227,7 @@ func (s *switchRun) switchUnderLoad(t *testing.T, ctx context.Context) {
 func (s *switchRun) checkStandby(t *testing.T, ctx context.Context, standby []string, offs kadm.OffsetResponses, primaryIDs [16]byte) {
 	t.Helper()
 	topic := s.topic
-	onStandby := readAll(t, ctx, standby, topic)
+	onStandby := readAll(t, ctx, standby, topic) // the cluster switched to
 	for v := range s.acked {
 		if onStandby[v] != 1 {
 			t.Errorf("acknowledged %s is %d times on the standby", v, onStandby[v])
@@ -242,7 +308,23 @@ func topicIDs(t *testing.T, ctx context.Context, bootstrap, topic string) [16]by
 // does for real in the e2e tests).
 func copyTopic(t *testing.T, ctx context.Context, from, to []string, topic string, ends kadm.ListedOffsets) {
 	t.Helper()
-	src, err := kgo.NewClient(kgo.SeedBrokers(from...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	copyTopicFrom(t, ctx, from, to, topic, nil, ends)
+}
+
+// copyTopicFrom is copyTopic of the records from start (nil: the beginning) to ends, to a
+// topic whose log ends at start.
+func copyTopicFrom(t *testing.T, ctx context.Context, from, to []string, topic string, start, ends kadm.ListedOffsets) {
+	t.Helper()
+	at := map[int32]kgo.Offset{}
+	for _, ps := range ends {
+		for p := range ps {
+			at[p] = kgo.NewOffset().AtStart()
+			if o, ok := start.Lookup(topic, p); ok {
+				at[p] = kgo.NewOffset().At(o.Offset)
+			}
+		}
+	}
+	src, err := kgo.NewClient(kgo.SeedBrokers(from...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: at}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +336,7 @@ func copyTopic(t *testing.T, ctx context.Context, from, to []string, topic strin
 	defer dst.Close()
 	want := int64(0)
 	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
+	start.Each(func(o kadm.ListedOffset) { want -= o.Offset })
 	for n := int64(0); n < want; {
 		fs := src.PollFetches(ctx)
 		if err := fs.Err0(); err != nil {
@@ -433,8 +516,12 @@ func copyGroup(t *testing.T, ctx context.Context, from, to *kadm.Client, group s
 			ps[p] = o
 		}
 	}
-	if _, err := to.CommitOffsets(ctx, group, commits); err != nil {
-		t.Fatal(err)
+	resp, err := to.CommitOffsets(ctx, group, commits)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("copying group %s's offsets: %v", group, err)
 	}
 	return offs
 }

@@ -227,7 +227,7 @@ func (s *session) dispatch(frame []byte) error {
 		}
 	}
 
-	if h.key == keyHeartbeat && s.p.appRoute != nil && s.p.appRoute.switched.Load() {
+	if h.key == keyHeartbeat && s.p.appRoute != nil && s.p.appRoute.hold.Load() != nil {
 		s.watchHeartbeat(h, frame, p)
 	}
 	if local, err := s.p.answerLocally(s, h, frame); err != nil {

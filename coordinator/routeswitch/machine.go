@@ -85,11 +85,14 @@ func DefaultPolicy() Policy {
 // with the facts it has.
 type Request struct {
 	Forced bool
-	// Mirror is the mirror whose source is the route's current upstream and
-	// whose destination is the other: its topics are drained and failed
-	// over. "" when the route has none in that direction (a route on the
-	// standby has none unless a mirror back to the primary is configured).
+	// Mirror is the route's mirror, from its primary to its standby: a
+	// switch to the standby drains it and fails it over; a switch back
+	// takes its topics from it. "" when the route has none.
 	Mirror string
+	// Back is, for a switch back to the primary, the mirror that copies the
+	// standby back to the primary on the primary's kmirror: it is drained
+	// and failed over there. "" when there is none.
+	Back string
 	// RecordsAtRisk is describe's records at risk when a forced switch is
 	// asked for: the RPO it accepts, kept in the record. -1 unknown.
 	RecordsAtRisk int64
@@ -296,12 +299,15 @@ func (m *transition) start(req Request) (Step, bool) {
 	if m.cur != nil {
 		from, attempt = m.cur.Upstream, m.cur.Attempt+1
 	}
-	if req.Mirror == "" {
+	if req.Mirror == "" || (from == statetopic.UpstreamStandby && req.Back == "") {
 		m.refused = fmt.Errorf("route %s: switching from the %s to the %s: %w", m.route, from, from.Other(), ErrNoMirror)
 		return Step{}, false
 	}
 	m.rec = &statetopic.RouteSwitch{Route: m.route, Mirror: req.Mirror, Upstream: from, Target: from.Other(),
 		Driver: m.in.Driver, DriverTerm: 1, Attempt: attempt}
+	if from == statetopic.UpstreamStandby {
+		m.rec.BackMirror = req.Back
+	}
 	if req.Forced {
 		m.rec.Forced, m.rec.RecordsAtRisk, m.rec.HeldGroups = true, req.RecordsAtRisk, maps.Clone(req.HeldGroups)
 		return m.enter(statetopic.RouteFailingOver, "", m.now.Add(m.p.Poll), ActFailOver), true

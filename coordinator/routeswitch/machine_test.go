@@ -41,12 +41,12 @@ import (
 //	live ID...                        the live instances (i1 i2 i3 at the start)
 //	ack ID... [step=S] [attempt=N]    instances ack a step (the record's step and attempt by default)
 //	advance 2s                        move the clock on
-//	next [driver=ID] [request] [forced] [mirror=M] [at-risk=N] [busy]
+//	next [driver=ID] [request] [forced] [mirror=M] [back=M] [at-risk=N] [busy]
 //	     [err=(text)] [retriable] [txns=N] [targets=(t/p=off, ...)] [lmo=(t/p=off, ...)]
 //	     [groups=(name=end|name=+2s, ...)] [copied[=(group=members, ...)]] [failed-over]
 //	                                  one call of Next (driver i1 by default; request
 //	                                  is a switch request, mirror dr unless mirror= says
-//	                                  otherwise; groups: at the log end, or last changed at
+//	                                  otherwise, back= the mirror back of a switch back; groups: at the log end, or last changed at
 //	                                  that offset); prints the record written, the actions,
 //	                                  the retry time and a refusal
 //
@@ -185,6 +185,8 @@ func (s *scenario) next(t *testing.T, d *datadriven.TestData) string {
 			req.Forced = true
 		case "mirror":
 			req.Mirror = arg.SingleVal(t)
+		case "back":
+			req.Back = arg.SingleVal(t)
 		case "at-risk":
 			arg.Scan(t, 0, &req.RecordsAtRisk)
 		case "busy":
@@ -384,6 +386,9 @@ func (s *scenario) formatRecord(r *statetopic.RouteSwitch) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s attempt=%d term=%d driver=%s upstream=%s target=%s mirror=%s", r.Step, r.Attempt, r.DriverTerm, r.Driver, r.Upstream, r.Target, r.Mirror)
+	if r.BackMirror != "" {
+		fmt.Fprintf(&b, " back=%s", r.BackMirror)
+	}
 	if r.Forced {
 		fmt.Fprintf(&b, " forced at-risk=%d", r.RecordsAtRisk)
 	}

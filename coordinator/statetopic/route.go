@@ -149,10 +149,16 @@ func RouteAckKey(route, instance string, step RouteStep) Key {
 // the route's configuration, not here.
 type RouteSwitch struct {
 	Route string `json:"route"`
-	// Mirror is the mirror whose source is the upstream being left and
-	// whose destination is Target: its topics are drained and failed over.
-	Mirror string    `json:"mirror"`
-	Step   RouteStep `json:"step"`
+	// Mirror is the route's mirror (its source the primary, its destination
+	// the standby). A switch to the standby drains it and fails it over; a
+	// switch back to the primary takes its topics from it.
+	Mirror string `json:"mirror"`
+	// BackMirror, on a switch back to the primary, is the mirror copying the
+	// standby back to the primary: it lives on the kmirror in front of the
+	// primary (the route's mirror's source), which fails it over; it is
+	// drained by the primary's log ends (docs/cutover.md, "Switching back").
+	BackMirror string    `json:"back_mirror,omitempty"`
+	Step       RouteStep `json:"step"`
 	// Forced: no freeze, drain or final group copy (the primary is gone).
 	Forced bool `json:"forced,omitempty"`
 	// Upstream is where the route's connections lead now: every instance

@@ -47,13 +47,21 @@ type App struct {
 // switch must only delay writes.
 func Start(t *testing.T, ctx context.Context, seeds []string, topic, group string) *App {
 	t.Helper()
+	return StartWith(t, ctx, seeds, topic, group)
+}
+
+// StartWith is Start with more options for the consumer (a test that switches a route back
+// within franz-go's 45 s session timeout shortens it: the members a switch leaves behind keep
+// their group from taking the copied offsets until their session ends).
+func StartWith(t *testing.T, ctx context.Context, seeds []string, topic, group string, consumerOpts ...kgo.Opt) *App {
+	t.Helper()
 	a := &App{topic: topic, group: group, acked: map[int32][]string{}, at: map[string]int64{}, seen: map[string]int{}}
 	plog, clog := NewClientLog(topic+" producer"), NewClientLog(group+" consumer")
 	a.logs = []*ClientLog{plog, clog}
 	a.prod = kafkatest.NewClient(t, seeds, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
 		kgo.RecordDeliveryTimeout(2*time.Minute), plog.Opt())
-	cons := kafkatest.NewClient(t, seeds, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.AutoCommitInterval(500*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), clog.Opt())
+	cons := kafkatest.NewClient(t, seeds, append([]kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.AutoCommitInterval(500 * time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), clog.Opt()}, consumerOpts...)...)
 	pctx, stopProducing := context.WithCancel(ctx)
 	cctx, stopConsuming := context.WithCancel(ctx)
 	a.stopProducing, a.stopConsuming = stopProducing, stopConsuming
