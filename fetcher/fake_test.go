@@ -206,6 +206,34 @@ func TestFakeIdleFetchConnectionsAreOpenedAhead(t *testing.T) {
 	})
 }
 
+// TestFakeNoEmptyFetchesToABrokerThatLeadsNothing: once the copier runs no
+// partition the source broker leads (here, its one task stopped), its idle
+// goroutines stop sending the empty Fetches that keep their connections open:
+// those would be requests for nothing, forever.
+func TestFakeNoEmptyFetchesToABrokerThatLeadsNothing(t *testing.T) {
+	defer func(d time.Duration) { warmEvery = d }(warmEvery)
+	warmEvery = 20 * time.Millisecond
+	_, e := fakeLonePartition(t, "lone")
+	c := e.newCopier(Config{FetchesInFlight: 4, hooks: newHolds()})
+	defer c.Close()
+	e.copyToEnd(c, Task{Topic: "lone", Partition: 0, TransactionalID: "mirror-lone-0"}).noFailures()
+	polltest.Until(t, 10*time.Second, "idle goroutines keep their connections open", func() bool {
+		warm, _ := c.warmDecisions()
+		return warm >= 10
+	})
+	if _, err := c.Stop("lone", 0); err != nil {
+		t.Fatal(err)
+	}
+	warmBefore, coldBefore := c.warmDecisions()
+	polltest.Until(t, 10*time.Second, "every idle goroutine decides again, twice", func() bool {
+		_, cold := c.warmDecisions()
+		return cold >= coldBefore+8
+	})
+	if warm, _ := c.warmDecisions(); warm != warmBefore {
+		t.Fatalf("%d empty Fetches decided on for a broker that leads none of the copier's partitions", warm-warmBefore)
+	}
+}
+
 // fakeLonePartition starts a kfake pair with a one-partition source topic of
 // 20 records and its destination topic.
 func fakeLonePartition(t *testing.T, topic string) (*pair, *env) {

@@ -11,12 +11,16 @@ type hooks interface {
 	// opHeld: the partition's operation at destination offset base is
 	// neither sent nor run.
 	opHeld(tp topicPartition, base int64) bool
+	// warmDecided: an idle fetch goroutine of source broker id decided whether
+	// to send an empty Fetch (source.warmable).
+	warmDecided(id int32, warm bool)
 }
 
 type noHooks struct{}
 
 func (noHooks) fetchHeld(topicPartition) bool     { return false }
 func (noHooks) opHeld(topicPartition, int64) bool { return false }
+func (noHooks) warmDecided(int32, bool)           {}
 
 // hooksChanged makes the copier look at a partition again after a test
 // changed what its hooks hold.

@@ -8,6 +8,7 @@ type holds struct {
 	mu             sync.Mutex
 	fetch, produce map[topicPartition]bool
 	from           map[topicPartition]int64
+	warm, cold     int // idle goroutines' decisions to send an empty Fetch, or not
 }
 
 func newHolds() *holds {
@@ -18,6 +19,25 @@ func (h *holds) fetchHeld(tp topicPartition) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.fetch[tp]
+}
+
+func (h *holds) warmDecided(_ int32, warm bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if warm {
+		h.warm++
+	} else {
+		h.cold++
+	}
+}
+
+// warmDecisions are the idle goroutines' decisions so far: to send an empty
+// Fetch, and not to.
+func (c *Copier) warmDecisions() (warm, cold int) {
+	h := c.cfg.hooks.(*holds)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.warm, h.cold
 }
 
 func (h *holds) opHeld(tp topicPartition, base int64) bool {

@@ -64,13 +64,6 @@ func (s *source) noteThrottleLocked(resp *kmsg.FetchResponse) {
 	}
 }
 
-// throttledLately: the broker throttled a Fetch within aheadAfterThrottle.
-func (s *source) throttledLately() bool {
-	s.c.mu.Lock()
-	defer s.c.mu.Unlock()
-	return time.Now().Before(s.quotaUntil)
-}
-
 // aheadAfterThrottle is how long a source reads nothing ahead after the broker
 // throttled a Fetch: a source quota, not the round trip, paces the copy then,
 // and read-ahead would spend the quota on the partial batches every answer
@@ -101,8 +94,10 @@ func (s *source) run(cl *kgo.Client) {
 		}
 		fetch, reservation, partMax := s.collect()
 		if len(fetch) == 0 {
-			if time.Since(sent) >= warmEvery && !s.throttledLately() {
-				s.warm(cl)
+			if time.Since(sent) >= warmEvery {
+				if s.warmable() {
+					s.warm(cl)
+				}
 				sent = time.Now()
 				continue
 			}
@@ -138,8 +133,30 @@ func (s *source) run(cl *kgo.Client) {
 
 // warmEvery is how often a goroutine with nothing to fetch sends an empty
 // Fetch: below franz-go's 20 s idle timeout, after which it closes the
-// connection.
-const warmEvery = 10 * time.Second
+// connection. A variable for the tests.
+var warmEvery = 10 * time.Second
+
+// warmable: an idle goroutine's connection is worth keeping open. Not while
+// the broker throttles the source (below, warm), and not once the broker
+// leads none of the copier's running partitions (their leaders moved, or
+// their tasks stopped): its goroutines stay, since a partition may come back,
+// but an empty Fetch every warmEvery from each would be requests for nothing.
+func (s *source) warmable() bool {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	warm := false
+	if !time.Now().Before(s.quotaUntil) {
+		for _, p := range c.parts {
+			if p.srcLeader == s.id && p.state == stateRunning {
+				warm = true
+				break
+			}
+		}
+	}
+	c.cfg.hooks.warmDecided(s.id, warm)
+	return warm
+}
 
 // warmWait bounds an empty Fetch: a broker that does not answer it is met by
 // the next real one.
@@ -153,7 +170,7 @@ const warmWait = 5 * time.Second
 // stalled for about half a second after its first answer (bench/README.md,
 // "WAN"). Synchronous, so that a source never has more than FetchesInFlight
 // Fetches in flight. Its errors are left to the next real Fetch. None is sent
-// while the broker throttles the source (throttledLately): nothing is read
+// while the broker throttles the source (warmable): nothing is read
 // ahead then, so no connection needs to be open ahead, and a throttled
 // client id's requests are better few.
 func (s *source) warm(cl *kgo.Client) {
