@@ -128,6 +128,8 @@ type appliedRoute struct {
 	topics  []string // the frozen topics, sorted
 	// serving is the upstream the route leads to here (the primary until a switch).
 	serving statetopic.Upstream
+	// guarded: the attempt's switch gave the route the producer ids to refuse.
+	guarded bool
 	// acked names the steps acknowledged for attempt, with the member id
 	// they were written under.
 	acked map[statetopic.RouteStep]string
@@ -277,7 +279,19 @@ func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.
 			st.freeze, st.topics = freezeNone, nil // the switch lifts the freeze
 		}
 	}
+	if switching && st.serving == statetopic.UpstreamPrimary && rec.Attempt > 1 && !st.guarded {
+		// Switched back before this instance served the route (it started since): it leads to
+		// the primary already, and only needs the producer ids to refuse.
+		writers, err := a.primaryWriters(ctx, topics, source)
+		if err != nil {
+			return fmt.Errorf("reading the primary's producers, which the route keeps applications from writing under: %w", err)
+		}
+		if err := a.routes.GuardMirrorWriters(route, writers); err != nil {
+			return fmt.Errorf("giving the route the primary's producer ids: %w", err)
+		}
+	}
 	if switching {
+		st.guarded = true
 		if rec.Step == statetopic.RouteSwitching {
 			return a.ack(ctx, route, st, statetopic.RouteSwitching)
 		}
@@ -357,7 +371,7 @@ func (a *routeApplier) switchTo(ctx context.Context, route string, rec *statetop
 // them. None without a source client.
 func (a *routeApplier) primaryWriters(ctx context.Context, topics []string, source mirrorSource) (enforcement.MirrorWriters, error) {
 	if a.sourceClient == nil || source.name == "" {
-		return nil, nil
+		return enforcement.MirrorWriters{}, nil
 	}
 	cl, err := a.sourceClient(source.name, source.configs)
 	if err != nil {

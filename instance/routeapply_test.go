@@ -356,6 +356,15 @@ func TestRouteApplierSwitchBack(t *testing.T) {
 			t.Fatalf("attempt 2's SWITCHING acks %v", got)
 		}
 
+		// An instance started after the switch back leads to the primary already, and is
+		// given the producer ids to refuse (none here: no source client).
+		after := newRouteApplierWorld(t)
+		after.record(statetopic.RouteSwitched, 2, func(r *statetopic.RouteSwitch) { r.Upstream = statetopic.UpstreamPrimary })
+		after.a.applyAll(ctx)
+		if len(after.routes.switches)+len(after.routes.backs) != 0 || after.routes.writers == nil {
+			t.Fatalf("an instance started after the switch back: switches %v, backs %v, writers %v", after.routes.switches, after.routes.backs, after.routes.writers)
+		}
+
 		// An instance started during the switch back: led to the standby first, then frozen.
 		late := newRouteApplierWorld(t)
 		late.record(statetopic.RouteFreezing, 2, onStandby)
