@@ -73,8 +73,11 @@ func stepRoute(s statetopic.RouteStep) string {
 type routeKillWorld struct {
 	ctx              context.Context
 	primary, standby *kafkatest.Cluster
-	lb               routeLayout
-	procs            []*process
+	// primaryAddr is where the routes and their mirrors reach the primary (nil: the primary's
+	// brokers; a switch back needs a kmirror in front of it).
+	primaryAddr []string
+	lb          routeLayout
+	procs       []*process
 }
 
 // start runs the two kmirror processes (bin, with env) serving a route per step, and the
@@ -99,7 +102,7 @@ func (w *routeKillWorld) start(t *testing.T, bin string, env []string, steps []s
 		for j, s := range steps {
 			r := lb.Routes[j]
 			cfg += fmt.Sprintf("  - {name: %s, listen: \"%s:%d\", advertised_host: %s, broker_port_base: %d, broker_port_count: %d, mirror: %s, primary: {bootstrap: [%s]}}\n",
-				stepRoute(s), host, r.Bootstrap, lb.Host, r.BrokerFirst, r.BrokerLast-r.BrokerFirst+1, stepRoute(s), strings.Join(w.primary.Bootstrap(), ", "))
+				stepRoute(s), host, r.Bootstrap, lb.Host, r.BrokerFirst, r.BrokerLast-r.BrokerFirst+1, stepRoute(s), strings.Join(w.primaryAddrs(), ", "))
 		}
 		path := filepath.Join(t.TempDir(), name+".yaml")
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
@@ -120,6 +123,14 @@ func (w *routeKillWorld) start(t *testing.T, bin string, env []string, steps []s
 	}
 	balancer.waitStatus(t, allUp)
 	w.lb, w.procs = lb, procs
+}
+
+// primaryAddrs is where the routes and their mirrors reach the primary.
+func (w *routeKillWorld) primaryAddrs() []string {
+	if w.primaryAddr != nil {
+		return w.primaryAddr
+	}
+	return w.primary.Bootstrap()
 }
 
 // killDriverIn runs an application on route (the i-th), switches the route, kills its

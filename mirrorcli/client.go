@@ -113,6 +113,18 @@ func read[R kmsg.Response](ctx context.Context, c *client, req kmsg.Request) (R,
 	return checked[R](resp, err)
 }
 
+// sendAgain is send for a mirror RPC that has the same effect sent twice (a
+// failover, pause or resume of a topic that already has it is answered as
+// done), retried as read is. A failover asked while a destination broker
+// restarts (a state topic partition without its leader) is answered
+// COORDINATOR_NOT_AVAILABLE, "retry shortly": the command retries it within
+// --timeout, as Kafka's own tools retry retriable errors, rather than leave
+// the operator to (the soak's failover, asked in such an outage, failed at
+// its nine attempts within two seconds).
+func sendAgain[R kmsg.Response](ctx context.Context, c *client, req kmsg.Request) (R, error) {
+	return read[R](ctx, c, req)
+}
+
 func checked[R kmsg.Response](resp kmsg.Response, err error) (R, error) {
 	var zero R
 	if err != nil {
@@ -136,8 +148,8 @@ func topError(resp kmsg.Response) (int16, *string) {
 	return int16(code.Int()), msg.Interface().(*string)
 }
 
-// retryReads sends a read-only request, retrying while the proxy answers
-// with a retriable top-level error.
+// retryReads sends a request that may be sent again (a read, or sendAgain's),
+// retrying while the proxy answers with a retriable top-level error.
 func (c *client) retryReads(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	wait := 200 * time.Millisecond
 	for {

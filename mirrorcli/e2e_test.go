@@ -307,9 +307,15 @@ func (sc *endToEndScenario) failOverAndDelete(t *testing.T) {
 	r := mustRun(t, 1, sc.run(t, "--delete", "--mirror", "dr"))
 	mustContain(t, "delete busy mirror", r.stderr, "MIRROR_NOT_EMPTY:")
 
-	// Fail over: names, then a pattern; --wait reports the LMOs.
+	// Fail over: names, then a pattern; --wait reports the LMOs. The first two answers are
+	// COORDINATOR_NOT_AVAILABLE, as while a destination broker restarts: the command asks
+	// again (the soak's failover once failed at its first answer).
+	calls := sc.s.unavailableFirst(2)
 	r = mustRun(t, 0, sc.run(t, "--remove", "--mirror", "dr", "--topics", "orders,payments", "--wait", "--timeout", "30s"))
 	t.Logf("remove --wait:\n%s", r)
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("the failover was asked %d times, want 3 (two refusals, then the failover)", n)
+	}
 	mustContain(t, "remove --wait", r.stdout, "Topic orders: failover requested", "All 5 partitions of orders, payments STOPPED")
 	if !regexp.MustCompile(`(?m)^dr\s+orders\s+2\s+STOPPED\s+0\s+0\s+0\s+42\s+-\s+-\s*$`).MatchString(r.stdout) {
 		t.Fatalf("remove --wait does not show orders-2 STOPPED with LMO 42:\n%s", r)

@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/kmirror/kmirror/apis"
@@ -24,6 +26,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator/statetopic"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/leaktest"
+	"github.com/kmirror/kmirror/protocol"
 	"github.com/kmirror/kmirror/proxy"
 )
 
@@ -141,6 +144,25 @@ func startServer(t *testing.T) *server {
 		dstCl.Close()
 	})
 	return s
+}
+
+// unavailableFirst makes the server answer its next n RemoveTopicsFromMirror requests with
+// COORDINATOR_NOT_AVAILABLE, as while the state topic has no leader, and serve the rest; it
+// counts them.
+func (s *server) unavailableFirst(n int32) *atomic.Int32 {
+	var calls atomic.Int32
+	s.proxy.Handlers.Register(protocol.KeyRemoveTopicsFromMirror, func(ctx context.Context, req *proxy.MirrorRequest) (kmsg.Response, error) {
+		if calls.Add(1) <= n {
+			return nil, protocol.ErrCoordinatorNotAvailable.WithMessage("mirror state is not readable (test); retry shortly")
+		}
+		r := protocol.NewPtrRemoveTopicsFromMirrorRequest()
+		r.Version = req.Version
+		if err := r.ReadFrom(req.Body); err != nil {
+			return nil, err
+		}
+		return s.backend.RemoveTopicsFromMirror(ctx, r), nil
+	})
+	return &calls
 }
 
 // result is one CLI run.

@@ -268,7 +268,7 @@ func (r *runner) remove(ctx context.Context) error {
 	for _, n := range r.a.Topics.Names {
 		req.Topics = append(req.Topics, protocol.TopicName{Name: n})
 	}
-	rr, err := send[*protocol.RemoveTopicsFromMirrorResponse](ctx, r.c, req)
+	rr, err := sendAgain[*protocol.RemoveTopicsFromMirrorResponse](ctx, r.c, req)
 	if err != nil {
 		return err
 	}
@@ -554,7 +554,7 @@ func (r *runner) pauseResume(ctx context.Context) error {
 		req = &protocol.ResumeMirrorTopicsRequest{MirrorName: r.a.Mirror, Topics: topics}
 		verb = "resumed"
 	}
-	resp, err := send[kmsg.Response](ctx, r.c, req)
+	resp, err := sendAgain[kmsg.Response](ctx, r.c, req)
 	if err != nil {
 		return err
 	}
