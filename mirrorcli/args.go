@@ -479,9 +479,13 @@ Connection:
                                 ssl.truststore.location (PEM), ssl.certificate.location +
                                 ssl.key.location or ssl.keystore.location (PEM),
                                 ssl.endpoint.identification.algorithm, client.id
-  --timeout DURATION            give up after this long (default 60s); with --wait,
-                                how long to wait for STOPPED; with --wait-for-sync,
-                                how long to wait for sync, and then for STOPPED
+  --timeout DURATION            give up after this long (default 60s); reads, and
+                                --remove, --pause and --resume, are asked again
+                                within it while kmirror answers a retriable error
+                                (COORDINATOR_NOT_AVAILABLE while a broker restarts);
+                                with --wait, how long to wait for STOPPED; with
+                                --wait-for-sync, how long to wait for sync, and then
+                                for STOPPED
 
 Actions (exactly one):
   --create --mirror M --mirror-config FILE
