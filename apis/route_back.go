@@ -32,6 +32,9 @@ import (
 // the mirror a switch back drains and fails over. It says what to do when there is none, or
 // more than one.
 func (a SwitchActions) FindBack(ctx context.Context, mirror string, topics []string) (string, error) {
+	if len(topics) == 0 {
+		return "", datapath.Permanent(fmt.Errorf("mirror %s has no topics in this instance's view: nothing to switch back", mirror))
+	}
 	m, err := a.B.Mirror(ctx, mirror)
 	if err != nil {
 		return "", err
