@@ -94,30 +94,6 @@ func (w *routeKillWorld) killBackDriverIn(t *testing.T, atPrimary *process, i in
 	if out := mirrorsOf(t, ctx, w.procs[0].addr, "--switch", "--route", route); !strings.Contains(out, "(attempt 2)") {
 		t.Fatalf("the switch back of %s: %q", route, out)
 	}
-	killed, survivor := pausedDriver(t, w.procs, route, step)
-	killed.kill()
-	killedAt := time.Now()
-	killed.start()
-	rec := awaitSwitchEnd(t, ctx, survivor.addr, route)
-	t.Logf("%s: the switch back's driver (%s) killed in %s %s after the request; the switch back %s %s after the kill: %s",
-		route, killed.name, step, killedAt.Sub(began).Round(time.Millisecond), strings.ToLower(rec.Step),
-		time.Since(killedAt).Round(time.Millisecond), rec.Reason)
-	if rec.Step == statetopic.RouteRolledBack.String() {
-		if step >= statetopic.RouteFailingOver {
-			t.Fatalf("%s: rolled back after the failover began (%s): only forward from FAILING_OVER", route, rec.Reason)
-		}
-		if rec.Upstream != "standby" {
-			t.Fatalf("%s's switch back rolled back leading to %s", route, rec.Upstream)
-		}
-		if out := mirrorsOf(t, ctx, survivor.addr, "--switch", "--route", route); !strings.Contains(out, "(attempt 3)") {
-			t.Fatalf("the second switch back of %s: %q", route, out)
-		}
-		if rec = awaitSwitchEnd(t, ctx, survivor.addr, route); rec.Step != statetopic.RouteSwitched.String() {
-			t.Fatalf("%s's second switch back ended %s: %s", route, rec.Step, rec.Reason)
-		}
-	}
-	if rec.Upstream != "primary" {
-		t.Fatalf("%s switched back, leading to %s", route, rec.Upstream)
-	}
+	w.killPausedDriver(t, route, step, began, 2, "standby", "primary")
 	app.Verify(t, ctx, w.standby, w.primary, 100)
 }

@@ -148,33 +148,43 @@ func (w *routeKillWorld) killDriverIn(t *testing.T, i int, route string, step st
 	if out := mirrorsOf(t, ctx, w.procs[0].addr, "--switch", "--route", route); !strings.Contains(out, "(attempt 1)") {
 		t.Fatalf("the switch of %s: %q", route, out)
 	}
+	w.killPausedDriver(t, route, step, began, 1, "primary", "standby")
+	app.Verify(t, ctx, w.primary, w.standby, 100)
+}
+
+// killPausedDriver kills route's driver where it paused in step of the route's attempt-th
+// switch (asked at began, from upstream from to upstream to) and restarts it at once, waits
+// for the other instance to end the switch, and, when it rolled back (only before the
+// failover, leading to from), asks for it again; the switch must end leading to to.
+func (w *routeKillWorld) killPausedDriver(t *testing.T, route string, step statetopic.RouteStep, began time.Time, attempt int32, from, to string) {
+	t.Helper()
+	ctx := w.ctx
 	killed, survivor := pausedDriver(t, w.procs, route, step)
 	killed.kill()
 	killedAt := time.Now()
 	killed.start()
 	rec := awaitSwitchEnd(t, ctx, survivor.addr, route)
-	t.Logf("%s: the driver (%s) killed in %s %s after the request; the switch %s %s after the kill: %s",
-		route, killed.name, step, killedAt.Sub(began).Round(time.Millisecond), strings.ToLower(rec.Step),
+	t.Logf("%s: the driver (%s) of switch %d killed in %s %s after the request; the switch %s %s after the kill: %s",
+		route, killed.name, attempt, step, killedAt.Sub(began).Round(time.Millisecond), strings.ToLower(rec.Step),
 		time.Since(killedAt).Round(time.Millisecond), rec.Reason)
 	if rec.Step == statetopic.RouteRolledBack.String() {
 		if step >= statetopic.RouteFailingOver {
 			t.Fatalf("%s: rolled back after the failover began (%s): only forward from FAILING_OVER", route, rec.Reason)
 		}
-		// Rolled back consistently: the route still leads to the primary, writable.
-		if rec.Upstream != "primary" {
+		// Rolled back consistently: the route still leads where it did, writable.
+		if rec.Upstream != from {
 			t.Fatalf("%s rolled back leading to %s", route, rec.Upstream)
 		}
-		if out := mirrorsOf(t, ctx, survivor.addr, "--switch", "--route", route); !strings.Contains(out, "(attempt 2)") {
-			t.Fatalf("the second switch of %s: %q", route, out)
+		if out := mirrorsOf(t, ctx, survivor.addr, "--switch", "--route", route); !strings.Contains(out, fmt.Sprintf("(attempt %d)", attempt+1)) {
+			t.Fatalf("the switch of %s asked again: %q", route, out)
 		}
 		if rec = awaitSwitchEnd(t, ctx, survivor.addr, route); rec.Step != statetopic.RouteSwitched.String() {
-			t.Fatalf("%s's second attempt ended %s: %s", route, rec.Step, rec.Reason)
+			t.Fatalf("%s's switch asked again ended %s: %s", route, rec.Step, rec.Reason)
 		}
 	}
-	if rec.Upstream != "standby" {
+	if rec.Upstream != to {
 		t.Fatalf("%s switched, leading to %s", route, rec.Upstream)
 	}
-	app.Verify(t, ctx, w.primary, w.standby, 100)
 }
 
 // pausedDriver waits until one of procs logs that it paused as route's driver in step
