@@ -11,7 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator/datapath"
 	"github.com/kmirror/kmirror/coordinator/routeswitch"
@@ -40,43 +39,44 @@ type side struct {
 	name string
 }
 
-// sides are the cluster the switch leaves (its writes are frozen, drained and its groups
-// read) and the one it leads to (its log ends show the copy's progress, the groups are
-// written there).
-func (a SwitchActions) sides(ctx context.Context, mirror string) (from, to side, err error) {
-	src, err := a.sourceAdmin(ctx, mirror)
-	if err != nil {
-		return side{}, side{}, err
-	}
-	primary, standby := side{src, "primary"}, side{a.B.Destination, "standby"}
+// from is the cluster the switch leaves (its writes are frozen and drained, its groups
+// read), to the one it leads to (its log ends show the copy's progress, the groups are
+// written there). The primary is resolved only when asked for: it reads the mirror's state,
+// and a switch to the standby polls the standby's log ends alone.
+func (a SwitchActions) from(ctx context.Context, mirror string) (side, error) {
 	if a.Back != "" {
-		return standby, primary, nil
+		return a.standby(), nil
 	}
-	return primary, standby, nil
+	return a.primary(ctx, mirror)
 }
 
-// source returns the mirror's source client (the mirror's own, cached).
-func (a SwitchActions) source(ctx context.Context, mirror string) (*kgo.Client, error) {
+func (a SwitchActions) to(ctx context.Context, mirror string) (side, error) {
+	if a.Back != "" {
+		return a.primary(ctx, mirror)
+	}
+	return a.standby(), nil
+}
+
+// primary is the route's primary, reached with its mirror's own source client (cached).
+func (a SwitchActions) primary(ctx context.Context, mirror string) (side, error) {
 	m, err := a.B.Mirror(ctx, mirror)
 	if err != nil {
-		return nil, err
+		return side{}, err
 	}
-	return a.B.sourceClient(m)
+	cl, err := a.B.sourceClient(m)
+	if err != nil {
+		return side{}, err
+	}
+	return side{kadm.NewClient(cl), "primary"}, nil
 }
 
-// sourceAdmin is source as an admin client.
-func (a SwitchActions) sourceAdmin(ctx context.Context, mirror string) (*kadm.Client, error) {
-	cl, err := a.source(ctx, mirror)
-	if err != nil {
-		return nil, err
-	}
-	return kadm.NewClient(cl), nil
-}
+// standby is this kmirror's destination.
+func (a SwitchActions) standby() side { return side{a.B.Destination, "standby"} }
 
 // openProducers lists the producers with a transaction open on the topics'
 // partitions of the cluster the switch leaves.
 func (a SwitchActions) openProducers(ctx context.Context, mirror string, topics []string) (side, []kadm.DescribedProducer, error) {
-	from, _, err := a.sides(ctx, mirror)
+	from, err := a.from(ctx, mirror)
 	if err != nil {
 		return from, nil, err
 	}
@@ -150,7 +150,7 @@ func (a SwitchActions) AbortTransactions(ctx context.Context, mirror string, top
 
 // LogEnds reads the log ends of the cluster the switch leaves.
 func (a SwitchActions) LogEnds(ctx context.Context, mirror string, topics []string) ([]statetopic.DrainTarget, error) {
-	from, _, err := a.sides(ctx, mirror)
+	from, err := a.from(ctx, mirror)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func (a SwitchActions) LogEnds(ctx context.Context, mirror string, topics []stri
 // CopiedEnds reads the log ends of the cluster the switch leads to (the copy
 // keeps source offsets).
 func (a SwitchActions) CopiedEnds(ctx context.Context, mirror string, topics []string) (map[routeswitch.TopicPartition]int64, error) {
-	_, to, err := a.sides(ctx, mirror)
+	to, err := a.to(ctx, mirror)
 	if err != nil {
 		return nil, err
 	}
@@ -198,22 +198,21 @@ func (a SwitchActions) CopiedEnds(ctx context.Context, mirror string, topics []s
 // groupCommits reads the committed offsets of the topics of every group of
 // the cluster the switch leaves (groups committing none of them are left
 // out) with one batched OffsetFetch: Groups runs every poll of
-// GROUPS_QUIET. It returns both sides and the group listing for the
+// GROUPS_QUIET. It returns that cluster and its group listing for the
 // caller's further reads.
-func (a SwitchActions) groupCommits(ctx context.Context, mirror string, topics []string) (from, to side, listed kadm.ListedGroups, commits map[string]kadm.OffsetResponses, err error) {
-	from, to, err = a.sides(ctx, mirror)
-	if err != nil {
-		return from, to, nil, nil, err
+func (a SwitchActions) groupCommits(ctx context.Context, mirror string, topics []string) (from side, listed kadm.ListedGroups, commits map[string]kadm.OffsetResponses, err error) {
+	if from, err = a.from(ctx, mirror); err != nil {
+		return from, nil, nil, err
 	}
 	listed, commits, err = commitsOf(ctx, from, topics)
-	return from, to, listed, commits, err
+	return from, listed, commits, err
 }
 
 // StandbyGroups lists the groups with offsets of the topics on the cluster
 // the switch leads to (the group sync's copies, clamped to what was
 // copied), one member each.
 func (a SwitchActions) StandbyGroups(ctx context.Context, mirror string, topics []string) (map[string]int, error) {
-	_, to, err := a.sides(ctx, mirror)
+	to, err := a.to(ctx, mirror)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +262,7 @@ func commitsOf(ctx context.Context, c side, topics []string) (kadm.ListedGroups,
 // partition counts as reached when the group committed its drain target, or
 // when the target is 0 (nothing to read).
 func (a SwitchActions) Groups(ctx context.Context, mirror string, topics []string, targets []statetopic.DrainTarget) ([]routeswitch.GroupCommits, error) {
-	from, _, listed, commits, err := a.groupCommits(ctx, mirror, topics)
+	from, listed, commits, err := a.groupCommits(ctx, mirror, topics)
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +364,11 @@ func liveAssignments(ctx context.Context, c side, listed kadm.ListedGroups, topi
 // (members left there by a switch back within their session timeout of the
 // switch before): the error names it.
 func (a SwitchActions) CopyGroups(ctx context.Context, mirror string, topics []string) (map[string]int, error) {
-	from, to, _, commits, err := a.groupCommits(ctx, mirror, topics)
+	from, _, commits, err := a.groupCommits(ctx, mirror, topics)
+	if err != nil {
+		return nil, err
+	}
+	to, err := a.to(ctx, mirror)
 	if err != nil {
 		return nil, err
 	}

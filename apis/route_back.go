@@ -13,7 +13,7 @@ package apis
 // (ListMirrors), and has it fail that mirror over (RemoveTopicsFromMirror,
 // then DescribeMirrors until every partition is STOPPED). Everything else
 // reads and writes the two clusters as a switch to the standby does, with
-// their roles exchanged (SwitchActions.sides).
+// their roles exchanged (SwitchActions.from and .to).
 
 import (
 	"context"
@@ -35,15 +35,11 @@ func (a SwitchActions) FindBack(ctx context.Context, mirror string, topics []str
 	if len(topics) == 0 {
 		return "", datapath.Permanent(fmt.Errorf("mirror %s has no topics in this instance's view: nothing to switch back", mirror))
 	}
-	m, err := a.B.Mirror(ctx, mirror)
-	if err != nil {
-		return "", err
-	}
 	standby, err := a.B.destinationClusterID(ctx)
 	if err != nil {
 		return "", err
 	}
-	cl, err := a.B.sourceKmirrorClient(m)
+	cl, err := a.primaryKmirror(ctx, mirror)
 	if err != nil {
 		return "", err
 	}
@@ -84,6 +80,17 @@ func (a SwitchActions) FindBack(ctx context.Context, mirror string, topics []str
 		strings.Join(found, ", "), strings.Join(topics, ", ")))
 }
 
+// primaryKmirror is a new client of the kmirror in front of the primary, reached with the
+// route's mirror's source connection and credentials; the caller closes it. A new one per
+// call, for its mirror RPCs (Backend.sourceKmirrorClient): a switch back asks it a few times.
+func (a SwitchActions) primaryKmirror(ctx context.Context, mirror string) (*kgo.Client, error) {
+	m, err := a.B.Mirror(ctx, mirror)
+	if err != nil {
+		return nil, err
+	}
+	return a.B.sourceKmirrorClient(m)
+}
+
 // mayFailOver checks, before a switch back starts, that the primary's kmirror lets the route's
 // mirror's source principal fail the mirror back over (ALTER on CLUSTER there): the switch
 // only goes forward from its failover, and a refusal found then would keep the route's writes
@@ -107,11 +114,7 @@ func (a SwitchActions) mayFailOver(ctx context.Context, cl *kgo.Client, back str
 // failOverBack asks the primary's kmirror to fail the mirror back over for the topics
 // (RemoveTopicsFromMirror) and reports whether every partition of them is STOPPED there.
 func (a SwitchActions) failOverBack(ctx context.Context, mirror string, topics []string) (bool, error) {
-	m, err := a.B.Mirror(ctx, mirror)
-	if err != nil {
-		return false, err
-	}
-	cl, err := a.B.sourceKmirrorClient(m)
+	cl, err := a.primaryKmirror(ctx, mirror)
 	if err != nil {
 		return false, err
 	}
@@ -195,11 +198,7 @@ func allStopped(m *protocol.DescribeMirrorsResponseMirror, topic string) bool {
 // backAtRisk is the mirror back's records at risk as the primary's kmirror describes them (a
 // forced switch back, the standby gone).
 func (a SwitchActions) backAtRisk(ctx context.Context, mirror string) (int64, error) {
-	m, err := a.B.Mirror(ctx, mirror)
-	if err != nil {
-		return -1, err
-	}
-	cl, err := a.B.sourceKmirrorClient(m)
+	cl, err := a.primaryKmirror(ctx, mirror)
 	if err != nil {
 		return -1, err
 	}

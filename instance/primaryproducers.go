@@ -205,12 +205,17 @@ func describeProducers(ctx context.Context, cl *kgo.Client, topic string, partit
 // describeAll asks the primary for the producers of every partition of topics; a partition
 // whose leader could not answer is left out (looked up again on a miss).
 func describeAll(ctx context.Context, cl *kgo.Client, topics []string) (map[topicPartition]map[int64]producerState, error) {
+	out, _, err := describe(ctx, cl, topicsSet(topics))
+	return out, err
+}
+
+// topicsSet names every partition of topics (kadm asks the metadata for them).
+func topicsSet(topics []string) kadm.TopicsSet {
 	set := kadm.TopicsSet{}
 	for _, t := range topics {
-		set[t] = map[int32]struct{}{} // every partition: kadm asks the metadata
+		set[t] = map[int32]struct{}{}
 	}
-	out, _, err := describe(ctx, cl, set)
-	return out, err
+	return set
 }
 
 // describe asks the primary for the producers of the partitions of set: their states, and

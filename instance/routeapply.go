@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/coordinator"
@@ -270,28 +269,25 @@ func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.
 	// switch starts from before (a switch back starts from the standby, where an instance
 	// started meanwhile does not lead yet).
 	switching := rec.Step == statetopic.RouteSwitching || rec.Step == statetopic.RouteSwitched
-	if want := cmp.Or(rec.Upstream, statetopic.UpstreamPrimary); st.serving != want {
-		if err := a.switchTo(ctx, route, rec, want, switching, topics, primary, source); err != nil {
+	leadTo := cmp.Or(rec.Upstream, statetopic.UpstreamPrimary)
+	if switching && leadTo == statetopic.UpstreamPrimary && !st.guarded {
+		// A switch back: the producer ids to refuse are given before the route leads back, or,
+		// on an instance started since, to a route that leads there already.
+		if err := a.guardPrimaryProducers(ctx, route, topics, source); err != nil {
 			return err
 		}
-		st.serving = want
+		st.guarded = true
+	}
+	if st.serving != leadTo {
+		if err := a.switchTo(ctx, route, rec, leadTo, switching, topics, primary); err != nil {
+			return err
+		}
+		st.serving = leadTo
 		if switching {
 			st.freeze, st.topics = freezeNone, nil // the switch lifts the freeze
 		}
 	}
-	if switching && st.serving == statetopic.UpstreamPrimary && rec.Attempt > 1 && !st.guarded {
-		// Switched back before this instance served the route (it started since): it leads to
-		// the primary already, and only needs the producer ids to refuse.
-		writers, err := a.primaryWriters(ctx, topics, source)
-		if err != nil {
-			return fmt.Errorf("reading the primary's producers, which the route keeps applications from writing under: %w", err)
-		}
-		if err := a.routes.GuardMirrorWriters(route, writers); err != nil {
-			return fmt.Errorf("giving the route the primary's producer ids: %w", err)
-		}
-	}
 	if switching {
-		st.guarded = true
 		if rec.Step == statetopic.RouteSwitching {
 			return a.ack(ctx, route, st, statetopic.RouteSwitching)
 		}
@@ -325,7 +321,7 @@ func (a *routeApplier) apply(ctx context.Context, route string, rec *statetopic.
 // holds the fetches of the groups it copied (rec.HeldGroups) until they rejoin there; an
 // instance that only catches up with an earlier switch holds none.
 func (a *routeApplier) switchTo(ctx context.Context, route string, rec *statetopic.RouteSwitch, upstream statetopic.Upstream,
-	switching bool, topics []string, primary func() primaryIdentity, source mirrorSource) error {
+	switching bool, topics []string, primary func() primaryIdentity) error {
 	hold := proxy.FetchHold{Topics: map[string]bool{}}
 	if switching {
 		// A forced switch's members may hold positions past what the cluster switched to has:
@@ -336,13 +332,6 @@ func (a *routeApplier) switchTo(ctx context.Context, route string, rec *statetop
 		hold.Topics[t] = true
 	}
 	if upstream == statetopic.UpstreamPrimary {
-		writers, err := a.primaryWriters(ctx, topics, source)
-		if err != nil {
-			return fmt.Errorf("reading the primary's producers, which the route keeps applications from writing under: %w", err)
-		}
-		if err := a.routes.GuardMirrorWriters(route, writers); err != nil {
-			return fmt.Errorf("giving the route the primary's producer ids: %w", err)
-		}
 		if err := a.routes.SwitchRouteBack(ctx, route, hold); err != nil {
 			return fmt.Errorf("switching back to the primary: %w", err)
 		}
@@ -365,44 +354,40 @@ func (a *routeApplier) switchTo(ctx context.Context, route string, rec *statetop
 	return nil
 }
 
-// primaryWriters are the producers the primary knows on the topics' partitions
-// (DescribeProducers), which a route switched back keeps applications from writing under
-// (enforcement.MirrorWriters): the writer of the mirror that copied the standby back is among
-// them. None without a source client.
-func (a *routeApplier) primaryWriters(ctx context.Context, topics []string, source mirrorSource) (enforcement.MirrorWriters, error) {
-	if a.sourceClient == nil || source.name == "" {
-		return enforcement.MirrorWriters{}, nil
-	}
-	cl, err := a.sourceClient(source.name, source.configs)
-	if err != nil {
-		return nil, err
-	}
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return nil, err
-	}
-	set := kadm.TopicsSet{}
-	ends.Each(func(o kadm.ListedOffset) { set.Add(o.Topic, o.Partition) })
-	described, err := adm.DescribeProducers(ctx, set)
-	if err != nil {
-		return nil, err
-	}
+// guardPrimaryProducers gives a route switched back the producers the primary knows on the
+// topics' partitions (describeAll, as the freeze's resend check asks them), which it keeps
+// applications from writing under (enforcement.MirrorWriters): the writer of the mirror that
+// copied the standby back is among them. A partition whose leader did not answer fails it:
+// the guard must cover every partition. None without a source client.
+func (a *routeApplier) guardPrimaryProducers(ctx context.Context, route string, topics []string, source mirrorSource) error {
 	w := enforcement.MirrorWriters{}
-	for _, t := range described {
-		for _, p := range t.Partitions {
-			if p.Err != nil {
-				return nil, fmt.Errorf("%s/%d: %w", p.Topic, p.Partition, p.Err)
+	if a.sourceClient != nil && source.name != "" {
+		cl, err := a.sourceClient(source.name, source.configs)
+		if err != nil {
+			return fmt.Errorf("reading the primary's producers: %w", err)
+		}
+		states, errs, err := describe(ctx, cl, topicsSet(topics))
+		if err == nil {
+			for k, e := range errs {
+				err = fmt.Errorf("reading the primary's producers of %s/%d: %w", k.topic, k.partition, e)
 			}
-			for _, pr := range p.ActiveProducers {
-				if w[p.Topic] == nil {
-					w[p.Topic] = map[int32][]enforcement.Writer{}
-				}
-				w[p.Topic][p.Partition] = append(w[p.Topic][p.Partition], enforcement.Writer{ProducerID: pr.ProducerID, Epoch: pr.ProducerEpoch})
+		}
+		if err != nil {
+			return err
+		}
+		for k, producers := range states {
+			if w[k.topic] == nil {
+				w[k.topic] = map[int32][]enforcement.Writer{}
+			}
+			for id, p := range producers {
+				w[k.topic][k.partition] = append(w[k.topic][k.partition], enforcement.Writer{ProducerID: id, Epoch: p.epoch})
 			}
 		}
 	}
-	return w, nil
+	if err := a.routes.GuardMirrorWriters(route, w); err != nil {
+		return fmt.Errorf("giving the route the primary's producer ids: %w", err)
+	}
+	return nil
 }
 
 // freeze installs the freeze level on the route (freezeNone lifts it); the route leads to

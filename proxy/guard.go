@@ -42,6 +42,7 @@ const guardTimeout = 5 * time.Second
 // pr.merge when the response must be merged with refusals. The internals
 // rules apply always; the read-only rules while some topic is read-only.
 func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16) (local []byte, forward []byte, err error) {
+	g := s.p.guard.Load()
 	if rt := s.p.appRoute; rt != nil {
 		if h.key == 18 {
 			forward, err := s.routeApiVersions(h, frame)
@@ -58,7 +59,6 @@ func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16
 		if ws := rt.writers.Load(); ws != nil {
 			w = *ws
 		}
-		g := s.p.guard.Load()
 		if h.key == 0 && (f.Frozen() || s.refusedFrozen.Load()) {
 			return s.freezeProduce(f, g, w, h, frame, pr, acks)
 		}
@@ -70,11 +70,7 @@ func (s *session) enforce(h requestHeader, frame []byte, pr *pending, acks int16
 		if h.key == 0 && (g != nil || len(w) > 0) {
 			return s.enforceProduce(g, w, h, frame, pr, acks)
 		}
-		if g == nil {
-			return nil, frame, nil
-		}
 	}
-	g := s.p.guard.Load()
 	if g == nil || !enforcement.InternalKey(h.key) {
 		return nil, frame, nil
 	}
