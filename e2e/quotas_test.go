@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/instance"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/internal/mirrortest"
 	"github.com/kmirror/kmirror/internal/polltest"
@@ -44,7 +45,7 @@ func TestSourceQuotaThrottlesOneMirror(t *testing.T) {
 	// slow's topic outlasts the throttled phase (warm-up, window, the
 	// kafka-configs JVM that lifts the quota: 30–45 s on a loaded machine)
 	// with enough left to measure its speed after.
-	produceBytes(t, src, "slow-orders", parts, 112<<20)
+	produceBytes(t, src, "slow-orders", parts, 160<<20)
 	produceBytes(t, src, "fast-orders", parts, 40<<20)
 	srcCl, dstCl := src.Client(t), dst.Client(t)
 	slowTotal, fastTotal := totalEnd(t, src, "slow-orders"), totalEnd(t, src, "fast-orders")
@@ -56,7 +57,7 @@ func TestSourceQuotaThrottlesOneMirror(t *testing.T) {
 	for _, m := range []string{"slow", "fast"} {
 		createMirror(t, cl, m, "bootstrap.servers", src.BootstrapString(), "fetch.max.bytes", "262144", "fetch.response.max.bytes", "1048576")
 	}
-	s := &rateSampler{t: t, cl: dstCl}
+	s := &rateSampler{t: t, cl: dstCl, km: km}
 	addTopics(t, cl, "slow", "slow-orders")
 	fastFrom := s.sample()
 	addTopics(t, cl, "fast", "fast-orders")
@@ -71,23 +72,23 @@ func TestSourceQuotaThrottlesOneMirror(t *testing.T) {
 		v := metricValue(t, km, slowSeries)
 		return v > 0, fmt.Sprint(v)
 	})
-	// Warm up: the quota's window (11 one-second samples) starts with the
-	// burst that preceded the first throttle.
-	w0 := s.after(5 * time.Second)
-	m0 := metricValue(t, km, slowSeries)
-	w1 := s.after(10 * time.Second)
-	m1 := metricValue(t, km, slowSeries)
-	slowRate := float64(w1.ends["slow-orders"]-w0.ends["slow-orders"]) * perOffset / w1.at.Sub(w0.at).Seconds()
-	t.Logf("mirror slow under a %d MiB/s quota: %.2f MiB/s over %s; throttle metric %.1f s → %.1f s",
-		quotaRate>>20, slowRate/(1<<20), w1.at.Sub(w0.at).Round(time.Millisecond), m0, m1)
+	// Kafka meters a quota over a window (11 one-second samples) and mutes a
+	// connection until the window's rate is back at the quota, so a copier
+	// that fetches whenever it may copies in bursts of about a window's worth
+	// of quota (~20 MiB here), each once the burst before it has left the
+	// window (~10 s). A fixed 10 s measure caught one burst or two depending
+	// on where it fell (2.22-2.40 MiB/s with 8 Fetches in flight); the rate
+	// over whole windows, from the start of one burst to the start of the
+	// burst two later, is the quota's.
+	w := s.quotaWindows("slow-orders", 2, slowTotal)
+	slowRate := float64(w.to.ends["slow-orders"]-w.from.ends["slow-orders"]) * perOffset / w.to.at.Sub(w.from.at).Seconds()
+	t.Logf("mirror slow under a %d MiB/s quota: %.2f MiB/s over %d quota windows (%s); throttle metric %.1f s → %.1f s",
+		quotaRate>>20, slowRate/(1<<20), w.windows, w.to.at.Sub(w.from.at).Round(time.Millisecond), w.throttleFrom, w.throttleTo)
 	if math.Abs(slowRate-quotaRate) > 0.2*quotaRate {
 		t.Errorf("mirror slow copied at %.2f MiB/s under a quota of %d MiB/s: not within 20 %%", slowRate/(1<<20), quotaRate>>20)
 	}
-	if w1.ends["slow-orders"] >= slowTotal {
-		t.Fatal("mirror slow caught up inside the measured window: the rate is not the quota's")
-	}
-	if m1 <= m0 {
-		t.Errorf("slow's throttle metric did not grow while the quota held (%.3f → %.3f)", m0, m1)
+	if w.throttleTo <= w.throttleFrom {
+		t.Errorf("slow's throttle metric did not grow while the quota held (%.3f → %.3f)", w.throttleFrom, w.throttleTo)
 	}
 	if v := metricValue(t, km, `kmirror_mirror_source_throttle_seconds_total\{client_id="kmirror-fast",mirror="fast"\}`); v > 0 {
 		t.Errorf("mirror fast has %.3f s of source throttle: the quota caught the wrong client id", v)
@@ -222,6 +223,7 @@ func bytesPerOffset(t *testing.T, cl *kgo.Client, topic string, offsets int64) f
 type rateSampler struct {
 	t  *testing.T
 	cl *kgo.Client
+	km *instance.Instance // its throttle metric (quotaWindows)
 }
 
 type offsetSample struct {
@@ -302,4 +304,53 @@ func assertThrottleNote(t *testing.T, cl *kgo.Client, throttled, other string) {
 			t.Errorf("describe %s %s: %q, but its client id has no quota", other, tp, deref(p.ErrorMessage))
 		}
 	}
+}
+
+// quotaSpan is a stretch of whole quota windows of a throttled copy.
+type quotaSpan struct {
+	from, to                 offsetSample
+	windows                  int
+	throttleFrom, throttleTo float64 // the throttle metric at from and to
+}
+
+// quotaStill is how long a throttled copy must make no progress for its next
+// progress to count as the start of a burst: under the quota it is still for
+// most of each window (~8 of 10 s), while a burst's own pauses last a
+// round trip.
+const quotaStill = 2 * time.Second
+
+// quotaWindows samples topic's copy every 250 ms until it has seen windows+1
+// starts of a burst (progress after quotaStill of none) and returns the span
+// from the last still sample before the first to the last still sample
+// before the last: exactly windows bursts, over windows periods of the
+// quota's window. It fails the test if the copy catches up (total) first.
+func (s *rateSampler) quotaWindows(topic string, windows int, total int64) quotaSpan {
+	s.t.Helper()
+	const series = `kmirror_mirror_source_throttle_seconds_total\{client_id="kmirror-slow",mirror="slow"\}`
+	var starts []offsetSample
+	var throttle []float64
+	deadline := time.Now().Add(time.Duration(windows+2) * 30 * time.Second)
+	tick := time.NewTicker(250 * time.Millisecond) // the sampling interval
+	defer tick.Stop()
+	prev := s.sample()
+	stillSince := prev.at
+	for len(starts) <= windows {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s under its quota: %d of %d starts of a burst seen by %s", topic, len(starts), windows+1, deadline.Format(time.TimeOnly))
+		}
+		<-tick.C
+		cur := s.sample()
+		if cur.ends[topic] >= total {
+			s.t.Fatalf("%s caught up under its quota after %d starts of a burst: the topic is too small to measure the quota", topic, len(starts))
+		}
+		if cur.ends[topic] != prev.ends[topic] {
+			if prev.at.Sub(stillSince) >= quotaStill {
+				starts = append(starts, prev) // the last still sample before the burst
+				throttle = append(throttle, metricValue(s.t, s.km, series))
+			}
+			stillSince = cur.at
+		}
+		prev = cur
+	}
+	return quotaSpan{from: starts[0], to: starts[windows], windows: windows, throttleFrom: throttle[0], throttleTo: throttle[windows]}
 }

@@ -26,7 +26,7 @@ type Config struct {
 	FetchMaxWait time.Duration
 	// FetchesInFlight is how many Fetch requests may be in flight to one
 	// source broker at once, each for a disjoint share of its partitions
-	// and each over a connection of its own (default 4): enough bytes in
+	// and each over a connection of its own (default 8): enough bytes in
 	// flight to fill a long link, still bounded by MaxBufferedBytes
 	// (source.go). The copier clones Source for the extra connections.
 	FetchesInFlight int

@@ -141,7 +141,7 @@ func NewCopier(cfg Config) (*Copier, error) {
 		cfg.FetchMaxWait = 500 * time.Millisecond
 	}
 	if cfg.FetchesInFlight <= 0 {
-		cfg.FetchesInFlight = 4
+		cfg.FetchesInFlight = 8
 	}
 	if cfg.MaxBufferedBytes <= 0 {
 		cfg.MaxBufferedBytes = 128 << 20

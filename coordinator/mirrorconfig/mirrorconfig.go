@@ -67,7 +67,7 @@ var specs = map[string]spec{
 	"fetch.max.bytes":                 {kind: kInt, def: "1048576", min: 1024, doc: "bytes fetched per partition per request; when fewer partitions share a fetch than fetch.response.max.bytes has room for, each gets an equal share of it (at most an eighth of copy.buffer.max.bytes)"},
 	"fetch.response.max.bytes":        {kind: kInt, def: "10485760", min: 1024, doc: "bytes per fetch response"},
 	"fetch.wait.max.ms":               {kind: kInt, def: "500", min: 0, doc: "longest wait of a fetch for new data"},
-	"fetch.max.in.flight":             {kind: kInt, def: "4", min: 1, doc: "Fetch requests in flight to one source broker at once, each for a disjoint share of its partitions and over a connection of its own (fills a long link; in-flight bytes stay within copy.buffer.max.bytes)"},
+	"fetch.max.in.flight":             {kind: kInt, def: "8", min: 1, doc: "Fetch requests in flight to one source broker at once, each for a disjoint share of its partitions and over a connection of its own (fills a long link; in-flight bytes stay within copy.buffer.max.bytes)"},
 	"metadata.refresh.interval.ms":    {kind: kInt, def: "30000", min: 100, doc: "how often source topics, patterns, topic configs, consumer group offsets and ACLs are synced"},
 	"replication.throttled.rate":      {kind: kInt, def: "0", min: 0, doc: "bytes/s copied for this mirror; 0 = unlimited"},
 	"copy.buffer.max.bytes":           {kind: kInt, def: "134217728", min: 1048576, doc: "fetched but not yet written bytes one instance holds for this mirror (memory bound); at least fetch.max.bytes"},
