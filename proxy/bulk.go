@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 )
@@ -126,24 +127,22 @@ func (s *session) bulkRequest(br *bufio.Reader, src *bulkSource) error {
 		return s.dispatchAcquired(frame)
 	}
 	total := 4 + int(n)
-	head := getFrame(streamHeadBytes)
-	if _, err := io.ReadFull(br, head); err != nil {
-		putFrame(head)
+	// The head is parsed where the read buffer holds it (bulkReadBytes ≥ streamHeadBytes):
+	// a spliced Produce's first bytes leave from there without a copy (spliceInline).
+	head, err := br.Peek(streamHeadBytes)
+	if err != nil {
 		return fmt.Errorf("reading %d-byte request: %w", n, err)
 	}
 	if h, acks, err := produceHead(head); err == nil && !s.p.guardActive() && s.p.largeProduceClear(h, head) {
 		if !s.acquire() {
-			putFrame(head)
 			return net.ErrClosed // the session is closing
 		}
-		return s.spliceProduce(h, acks, head, total, br, src)
+		return s.spliceProduce(h, acks, total, br, src)
 	}
 	// Not a Produce, topics are read-only, or it may touch kmirror's internals: the request is
 	// handled whole.
 	whole := getFrame(total)
-	copy(whole, head)
-	putFrame(head)
-	if _, err := io.ReadFull(br, whole[streamHeadBytes:]); err != nil {
+	if _, err := io.ReadFull(br, whole); err != nil {
 		putFrame(whole)
 		return fmt.Errorf("reading %d-byte request: %w", n, err)
 	}
@@ -159,10 +158,16 @@ func (s *session) dispatchAcquired(frame []byte) error {
 	return s.dispatch(frame)
 }
 
-// spliceProduce forwards a large Produce whose first bytes are head: head and whatever is
-// already buffered go as frames, the rest is spliced by the writer goroutine (the one
-// goroutine that writes upstream, so order holds). The caller holds a slot for it.
-func (s *session) spliceProduce(h requestHeader, acks int16, head []byte, total int, br *bufio.Reader, src *bulkSource) error {
+// spliceProduce forwards a large Produce of total bytes, whose head the read buffer holds:
+// by the reader itself when nothing is queued for the writer goroutine (spliceInline), else
+// its head and whatever is already buffered go as frames and the rest is spliced by the
+// writer goroutine behind the frames queued before it. The caller holds a slot for it.
+func (s *session) spliceProduce(h requestHeader, acks int16, total int, br *bufio.Reader, src *bulkSource) error {
+	if raw := s.upRaw.Load(); raw != nil && raw.tc != nil && s.queued.Load() == 0 && !s.p.testWriterSplices.Load() {
+		return s.spliceInline(h, acks, total, br, src, raw.tc)
+	}
+	head := getFrame(streamHeadBytes)
+	_, _ = io.ReadFull(br, head) // Peek said the read buffer holds it
 	s.startStream(h, acks, head, total)
 	rest := total - len(head)
 	if piece := takeBuffered(br, src, rest); len(piece) > 0 {
@@ -188,4 +193,47 @@ func (s *session) spliceProduce(h requestHeader, acks int16, head []byte, total 
 	case <-s.ctx.Done():
 		return net.ErrClosed
 	}
+}
+
+// spliceInline forwards a large Produce from the reader goroutine itself: what the read
+// buffer (and gnet's hand-over) holds of it is written from there, the rest spliced. Nothing
+// is queued for the writer goroutine, and only this goroutine queues, so every earlier
+// request is in the upstream socket already and order holds; the writer, idle, needs upMu
+// for nothing meanwhile. It saves the copy of the head into frames and two goroutine
+// hand-offs per request (to the writer and back), which the relay does not pay either.
+func (s *session) spliceInline(h requestHeader, acks int16, total int, br *bufio.Reader, src *bulkSource, up *net.TCPConn) error {
+	s.touch()
+	s.p.metrics.request(h.key, total)
+	s.p.streamed.Add(1)
+	if acks != 0 {
+		s.fifo <- &pending{key: h.key, version: h.version, corrID: h.corrID, start: time.Now()}
+	}
+	s.upMu.Lock()
+	defer s.upMu.Unlock()
+	k := min(total, br.Buffered())
+	b, _ := br.Peek(k)
+	if _, err := up.Write(b); err != nil {
+		return fmt.Errorf("writing a %d-byte Produce to upstream %s: %w", total, up.RemoteAddr(), err)
+	}
+	_, _ = br.Discard(k)
+	rest := total - k
+	if m := min(rest, len(src.prefix)); m > 0 { // gnet's bytes, behind the read buffer's
+		if _, err := up.Write(src.prefix[:m]); err != nil {
+			return fmt.Errorf("writing a %d-byte Produce to upstream %s: %w", total, up.RemoteAddr(), err)
+		}
+		src.prefix = src.prefix[m:]
+		rest -= m
+	}
+	if rest > 0 {
+		if _, err := io.CopyN(up, src.conn, int64(rest)); err != nil { // splice(2)
+			return fmt.Errorf("splicing a %d-byte Produce body to upstream %s: %w", rest, up.RemoteAddr(), err)
+		}
+	}
+	s.p.spliced.Add(1)
+	s.p.splicedInline.Add(1)
+	s.touch()
+	if acks == 0 {
+		s.release() // no response owed: the slot was for the bytes not yet written
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -14,7 +15,10 @@ import (
 // earlier request is already in the socket, and the writer goroutine counts an entry as
 // queued until its bytes are written. Plain TCP upstreams only (TLS needs its record layer).
 
-type upstreamRaw struct{ rc syscall.RawConn }
+type upstreamRaw struct {
+	rc syscall.RawConn
+	tc *net.TCPConn // for blocking writes and splices from a handed-off connection (bulk.go)
+}
 
 // tryWrite writes what the socket takes now, without waiting.
 func (u *upstreamRaw) tryWrite(b []byte) (int, error) {

@@ -186,20 +186,29 @@ func checkAddressRewrites(t *testing.T, p *Proxy, realAddrs []string) {
 // the start.
 func TestKfakeLargeFetchStreamed(t *testing.T) {
 	for _, engine := range []string{EngineGnet, EngineNetpoll} {
-		t.Run(engine, func(t *testing.T) {
-			c := startKfake(t, 1)
-			p := startProxy(t, c.ListenAddrs(), func(c *Config) { c.PlaintextEngine = engine })
-			largeRoundTrip(t, p)
-			if p.streamed.Load() == 0 {
-				t.Fatal("no Produce request was forwarded cut-through")
-			}
-			if engine == EngineGnet && p.handedOff.Load() == 0 {
-				t.Fatal("no connection was handed off to splice its Produce requests")
-			}
-			if p.spliced.Load() == 0 {
-				t.Fatal("no Produce body was spliced")
-			}
-		})
+		// The reader splices a Produce itself when nothing is queued for the writer
+		// goroutine, else the writer does (bulk.go, spliceProduce): both keep every byte.
+		for _, viaWriter := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/via-writer=%t", engine, viaWriter), func(t *testing.T) {
+				c := startKfake(t, 1)
+				p := startProxy(t, c.ListenAddrs(), func(c *Config) { c.PlaintextEngine = engine })
+				p.testWriterSplices.Store(viaWriter)
+				largeRoundTrip(t, p)
+				if p.streamed.Load() == 0 {
+					t.Fatal("no Produce request was forwarded cut-through")
+				}
+				if engine == EngineGnet && p.handedOff.Load() == 0 {
+					t.Fatal("no connection was handed off to splice its Produce requests")
+				}
+				spliced, inline := p.spliced.Load(), p.splicedInline.Load()
+				if spliced == 0 {
+					t.Fatal("no Produce body was spliced")
+				}
+				if viaWriter && inline != 0 || !viaWriter && inline == 0 {
+					t.Fatalf("%d of %d Produce bodies spliced by the client's reader itself, with every splice via the writer %t", inline, spliced, viaWriter)
+				}
+			})
+		}
 	}
 }
 

@@ -48,9 +48,13 @@ type Proxy struct {
 	// connections moved from gnet to a goroutine of their own to splice Produce (tests)
 	handedOff atomic.Int64
 	spliced   atomic.Int64 // Produce bodies spliced client to upstream (tests)
-	fromBuf   atomic.Int64 // responses written from the reader's buffer (tests)
-	draining  atomic.Bool
-	readiness atomic.Pointer[func(context.Context) error] // SetReadiness (ready.go)
+	// splicedInline: of those, spliced by the client's reader itself (bulk.go, tests)
+	splicedInline atomic.Int64
+	// testWriterSplices: every splice goes through the writer goroutine (tests of that path)
+	testWriterSplices atomic.Bool
+	fromBuf           atomic.Int64 // responses written from the reader's buffer (tests)
+	draining          atomic.Bool
+	readiness         atomic.Pointer[func(context.Context) error] // SetReadiness (ready.go)
 
 	mu        sync.Mutex
 	bootstrap listener

@@ -345,7 +345,7 @@ func (s *session) connectUpstream() net.Conn {
 	s.mu.Unlock()
 	if tc, ok := conn.(*net.TCPConn); ok {
 		if rc, err := tc.SyscallConn(); err == nil {
-			s.upRaw.Store(&upstreamRaw{rc: rc})
+			s.upRaw.Store(&upstreamRaw{rc: rc, tc: tc})
 		}
 	}
 	s.p.wg.Add(1)
