@@ -244,3 +244,96 @@ func fakeLonePartition(t *testing.T, topic string) (*pair, *env) {
 	e.ensureDestination(topic)
 	return p, e
 }
+
+// TestFakeIdlePolls: once its partitions are caught up, a source long-polls
+// them in idle polls (idleFetchWait), at most FetchesInFlight-1 at once, and
+// keeps one Fetch at FetchMaxWait; a record on an idle-polled partition and a
+// partition started meanwhile are copied at once all the same (well within
+// idleFetchWait, which is what either would wait if it were not so).
+func TestFakeIdlePolls(t *testing.T) {
+	p := &pair{src: kafkatest.Start(t, kafkatest.Fake()), dst: kafkatest.Start(t, kafkatest.Fake())}
+	e := newEnv(t, p)
+	const parts, inFlight = 8, 4
+	e.createSource("idle", parts, nil)
+	e.createSource("late", 1, nil)
+	for part := range int32(parts) {
+		e.produce("idle", part, 5, 5, kgo.NoCompression(), "i")
+	}
+	e.produce("late", 0, 5, 5, kgo.NoCompression(), "l")
+	e.ensureDestination("idle")
+	e.ensureDestination("late")
+
+	var mu sync.Mutex
+	idlePolls, shortPolls := 0, 0
+	shortNamed := map[int32]bool{} // "idle" partitions named by Fetches at FetchMaxWait
+	fake := p.src.Fake()
+	fake.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		req := kr.(*kmsg.FetchRequest)
+		if len(req.Topics) == 0 {
+			return nil, nil, false // an empty Fetch that keeps a connection open
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if req.MaxWaitMillis == int32(idleFetchWait/time.Millisecond) {
+			idlePolls++
+			if req.MaxBytes > idleFetchBytes {
+				t.Errorf("an idle poll may take %d bytes, want at most %d", req.MaxBytes, idleFetchBytes)
+			}
+			return nil, nil, false
+		}
+		shortPolls++
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				if rt.Topic == "idle" {
+					shortNamed[rp.Partition] = true
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	c := e.newCopier(Config{FetchesInFlight: inFlight, FetchMaxWait: 100 * time.Millisecond})
+	defer c.Close()
+	for part := range int32(parts) {
+		e.copyToEnd(c, Task{Topic: "idle", Partition: part, TransactionalID: fmt.Sprintf("mirror-idle-%d", part)}).noFailures()
+	}
+	polltest.Eventually(t, 10*time.Second, "idle polls of the caught-up partitions", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return idlePolls >= inFlight-1, fmt.Sprintf("%d idle polls, %d at FetchMaxWait", idlePolls, shortPolls)
+	})
+	// From here on, every FetchMaxWait one Fetch names the share of the
+	// partitions that no idle poll holds; the others wait in their idle polls.
+	mu.Lock()
+	shortPolls, shortNamed = 0, map[int32]bool{}
+	mu.Unlock()
+	polltest.Eventually(t, 10*time.Second, "ten Fetches at FetchMaxWait", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return shortPolls >= 10, fmt.Sprint(shortPolls)
+	})
+	mu.Lock()
+	named := len(shortNamed)
+	var polled int32 = -1 // a partition that only idle polls name
+	for part := range int32(parts) {
+		if !shortNamed[part] {
+			polled = part
+		}
+	}
+	mu.Unlock()
+	if share := (parts + inFlight - 1) / inFlight; named > share {
+		t.Fatalf("Fetches at FetchMaxWait named %d partitions, want the share of one Fetch (%d): the idle polls did not hold the others", named, share)
+	}
+
+	began := time.Now()
+	e.produce("idle", polled, 1, 1, kgo.NoCompression(), "j")
+	e.waitCopied(c, "idle", polled)
+	if took := time.Since(began); took >= idleFetchWait {
+		t.Fatalf("a record on idle-polled partition %d took %s to copy: the idle poll was not answered at once", polled, took)
+	}
+	began = time.Now()
+	e.copyToEnd(c, Task{Topic: "late", Partition: 0, TransactionalID: "mirror-late-0"}).noFailures()
+	if took := time.Since(began); took >= idleFetchWait {
+		t.Fatalf("a partition started among idle polls took %s to copy: no Fetch was left at FetchMaxWait", took)
+	}
+}

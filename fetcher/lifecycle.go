@@ -139,6 +139,7 @@ func (c *Copier) emitLocked(p *partition, ev datapath.Event) {
 func (c *Copier) retryLocked(p *partition, err error) {
 	now := time.Now()
 	c.dropAheadLocked(p)
+	p.atEnd = false
 	giveUp := p.countError(now)
 	c.log.Debug("retrying", "topic", p.tp.topic, "partition", p.tp.partition, "err", err, "attempt", p.errStreak)
 	if giveUp {

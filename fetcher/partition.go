@@ -104,7 +104,17 @@ type fetchPosition struct {
 	// answer); no other at the cursor is sent meanwhile. Fetches further on
 	// are read-ahead (ahead.go), applied in offset order.
 	fetching bool
+	// atEnd: the cursor's last answer reached the source's end (its last
+	// stable offset) with nothing cut off: the partition is caught up.
+	atEnd bool
 	readAhead
+}
+
+// idle: caught up with the source as far as the copier knows, with nothing
+// read ahead. The last stable offset is checked again because a kept
+// read-ahead answer applied later may carry an older one.
+func (p *partition) idle() bool {
+	return p.atEnd && len(p.ahead) == 0 && p.fetchOffset >= p.progress.SourceLastStable
 }
 
 // pipeline is the partition's strictly ordered queue of destination

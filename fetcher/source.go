@@ -55,6 +55,9 @@ type source struct {
 	// quotaUntil: the broker throttled a Fetch (a source quota) lately, so
 	// nothing is read ahead until then (under Copier.mu; aheadAfterThrottle).
 	quotaUntil time.Time
+	// idlePolls: this source's Fetches in flight that are idle polls
+	// (under Copier.mu; collect).
+	idlePolls int
 }
 
 // noteThrottleLocked takes a Fetch answer's throttle (a source quota).
@@ -92,8 +95,8 @@ func (s *source) run(cl *kgo.Client) {
 			}
 			continue
 		}
-		fetch, reservation, partMax := s.collect()
-		if len(fetch) == 0 {
+		plan := s.collect()
+		if len(plan.parts) == 0 {
 			if time.Since(sent) >= warmEvery {
 				if s.warmable() {
 					s.warm(cl)
@@ -107,12 +110,16 @@ func (s *source) run(cl *kgo.Client) {
 			continue
 		}
 		sent = time.Now()
-		kresp, err := cl.Broker(int(s.id)).Request(c.ctx, s.request(fetch, reservation, partMax))
+		kresp, err := cl.Broker(int(s.id)).Request(c.ctx, s.request(plan))
 		if c.ctx.Err() != nil {
 			return
 		}
+		fetch := plan.parts
 		c.mu.Lock()
-		c.reserved -= reservation
+		c.reserved -= plan.reservation
+		if plan.idle {
+			s.idlePolls--
+		}
 		for _, f := range fetch {
 			if f.ahead == nil {
 				f.p.fetching = false
@@ -192,11 +199,15 @@ func (s *source) warm(cl *kgo.Client) {
 }
 
 // request is the Fetch of the partitions collect picked.
-func (s *source) request(fetch []fetchPart, reservation int64, partMax int32) *kmsg.FetchRequest {
+func (s *source) request(plan fetchPlan) *kmsg.FetchRequest {
+	fetch, partMax := plan.parts, plan.partMax
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxWaitMillis = int32(s.c.cfg.FetchMaxWait / time.Millisecond)
+	if plan.idle {
+		req.MaxWaitMillis = int32(max(s.c.cfg.FetchMaxWait, idleFetchWait) / time.Millisecond)
+	}
 	req.MinBytes = 1
-	req.MaxBytes = int32(reservation)
+	req.MaxBytes = int32(plan.reservation)
 	// READ_COMMITTED: up to the last stable offset, so every transaction
 	// whose batches are copied is already decided on the source and a
 	// destination transaction stays open only while the copy runs from
@@ -237,10 +248,39 @@ func (s *source) failedLocked(fetch []fetchPart, err error) {
 	signal(s.c.adminWake)
 }
 
+// fetchPlan is one Fetch that collect picked: its partitions, the budget
+// reserved for its answer, the per-partition fetch size (smaller under a
+// rate limit, so bursts stay short) and whether it is an idle poll.
+type fetchPlan struct {
+	parts       []fetchPart
+	reservation int64
+	partMax     int32
+	idle        bool
+}
+
+// Idle polls. Caught up, each of a source's FetchesInFlight Fetches
+// long-polls its share of the partitions, and every partition is answered
+// (empty) once per FetchMaxWait: at 4,000 partitions that was 4,000
+// partition answers a second per instance to encode, decode and handle, most
+// of its idle CPU (bench/README.md, "Scale"). A Fetch whose partitions are
+// all caught up is an idle poll: it waits up to idleFetchWait, not
+// FetchMaxWait, and its answer is held to idleFetchBytes (a partition that
+// gets more then has a backlog, and its next Fetch is a full one). The
+// broker answers a long poll as soon as any of its partitions has data, so
+// a record's lag is the same; only the empty answers become fewer, and with
+// them the gaps between a long poll's end and the next one's arrival at the
+// broker, in which a record waits up to a round trip more. At most
+// FetchesInFlight-1 of a source's Fetches are idle polls at once: the one
+// left answers within FetchMaxWait, so a partition that starts, or whose
+// leader moves to this broker, is fetched as soon as before.
+const (
+	idleFetchWait  = 5 * time.Second
+	idleFetchBytes = 1 << 20
+)
+
 // collect picks the partitions this broker should fetch now and reserves
-// buffer budget for the response; it returns the per-partition fetch size
-// (smaller under a rate limit, so bursts stay short).
-func (s *source) collect() ([]fetchPart, int64, int32) {
+// buffer budget for the response.
+func (s *source) collect() fetchPlan {
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -300,8 +340,29 @@ func (s *source) collect() ([]fetchPart, int64, int32) {
 	if len(out) == 1 && len(led) < c.cfg.FetchesInFlight && out[0].p.progress.SourceLastStable > out[0].p.fetchOffset {
 		signal(s.wake) // a backlog behind a lone Fetch: another goroutine may read ahead
 	}
-	c.reserved += want
-	return out, want, partMax
+	plan := fetchPlan{parts: out, reservation: want, partMax: partMax}
+	if s.idlePollLocked(out) {
+		plan.idle = true
+		plan.partMax = min(partMax, idleFetchBytes)
+		plan.reservation = min(want, idleFetchBytes)
+		s.idlePolls++
+	}
+	c.reserved += plan.reservation
+	return plan
+}
+
+// idlePollLocked: a Fetch of fetch would be an idle poll, and the source may
+// have one more.
+func (s *source) idlePollLocked(fetch []fetchPart) bool {
+	if len(fetch) == 0 || s.idlePolls >= s.c.cfg.FetchesInFlight-1 {
+		return false
+	}
+	for _, f := range fetch {
+		if f.ahead != nil || f.maxBytes > 0 || !f.p.idle() {
+			return false
+		}
+	}
+	return true
 }
 
 // handleLocked hands each partition its part of the answer.
@@ -341,6 +402,7 @@ func (s *source) handleLocked(fetch []fetchPart, resp *kmsg.FetchResponse) {
 }
 
 func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseTopicPartition) {
+	p.atEnd = false // until this answer shows it
 	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
 		c.fetchFailedLocked(p, err)
 		return
@@ -396,6 +458,11 @@ func (c *Copier) handlePartitionFetchLocked(p *partition, r *kmsg.FetchResponseT
 		return
 	}
 	p.bigFirst = n == 0 && it.Remaining() > 0
+	srcEnd := r.LastStableOffset // READ_COMMITTED: an answer ends there
+	if srcEnd < 0 {
+		srcEnd = r.HighWatermark // a source too old to say
+	}
+	p.atEnd = p.blocked == nil && it.Remaining() == 0 && p.fetchOffset >= srcEnd
 	p.learnSpan(applied, p.fetchOffset-from)
 	if it.Remaining() > 0 && p.blocked == nil {
 		p.learnAnswer(first, end, maxOffsets, maxBytes) // cut by its size: what a full answer covers

@@ -50,7 +50,8 @@ func TestCollectSplitsPartitionsOverFetches(t *testing.T) {
 	seen := map[topicPartition]bool{}
 	var fetches [][]fetchPart
 	for range 4 {
-		fetch, reservation, _ := s.collect()
+		plan := s.collect()
+		fetch, reservation := plan.parts, plan.reservation
 		if len(fetch) > 3 {
 			t.Fatalf("a fetch took %d of 10 partitions; a share of 4 fetches is 3", len(fetch))
 		}
@@ -71,14 +72,14 @@ func TestCollectSplitsPartitionsOverFetches(t *testing.T) {
 	if len(fetches) != 4 || len(seen) != 10 {
 		t.Fatalf("%d fetches covering %d partitions, want 4 covering 10", len(fetches), len(seen))
 	}
-	if fetch, _, _ := s.collect(); len(fetch) != 0 {
+	if fetch := s.collect().parts; len(fetch) != 0 {
 		t.Fatalf("a fifth fetch took %d partitions already in flight", len(fetch))
 	}
 	for _, f := range fetches[0] {
 		f.p.fetching = false
 	}
 	c.reserved = 0
-	if fetch, _, _ := s.collect(); len(fetch) != len(fetches[0]) {
+	if fetch := s.collect().parts; len(fetch) != len(fetches[0]) {
 		t.Fatalf("after an answer, %d partitions fetchable again, want %d", len(fetch), len(fetches[0]))
 	}
 }
@@ -97,11 +98,11 @@ func TestNoReadAheadUnderASourceQuota(t *testing.T) {
 	s := &source{c: c, id: 1, wake: make(chan struct{}, 1)}
 
 	s.quotaUntil = time.Now().Add(time.Minute)
-	if fetch, _, _ := s.collect(); len(fetch) != 0 {
+	if fetch := s.collect().parts; len(fetch) != 0 {
 		t.Fatalf("throttled lately, the source fetched %+v; want nothing read ahead", fetch)
 	}
 	s.quotaUntil = time.Time{}
-	fetch, _, _ := s.collect()
+	fetch := s.collect().parts
 	if len(fetch) != 1 || fetch[0].ahead == nil || fetch[0].offset <= 0 {
 		t.Fatalf("not throttled, the source fetched %+v; want one Fetch read ahead of the cursor", fetch)
 	}
