@@ -315,9 +315,9 @@ type quotaSpan struct {
 
 // quotaStill is how long a throttled copy must make no progress for its next
 // progress to count as the start of a burst: under the quota it is still for
-// most of each window (~8 of 10 s), while a burst's own pauses last a
-// round trip.
-const quotaStill = 2 * time.Second
+// most of each window (8-10 s of 10-12 s here; still 5 s at the 7 MiB/s a
+// loaded CI machine copies at), while a burst's own pauses last a round trip.
+const quotaStill = 3 * time.Second
 
 // quotaWindows samples topic's copy every 250 ms until it has seen windows+1
 // starts of a burst (progress after quotaStill of none) and returns the span
