@@ -92,8 +92,8 @@ type Copier struct {
 	// (partition.lane), so its appends stay in order. lanes[0] is dst.
 	lanes []*kgo.Client
 	// fetchers are the source clients Fetch goes over: fetchers[i] is the
-	// connection of every source's i-th fetch goroutine (source.go).
-	// fetchers[0] is Config.Source; the others are its clones, owned here.
+	// connection of every source's i-th fetch goroutine (source.go). Clones
+	// of Config.Source, owned here.
 	fetchers []*kgo.Client
 	reserved int64 // buffered + in-flight fetch reservations
 	events   []func()
@@ -187,9 +187,13 @@ func NewCopier(cfg Config) (*Copier, error) {
 		}
 		c.lanes = append(c.lanes, cl)
 	}
-	c.fetchers = []*kgo.Client{cfg.Source}
-	for range cfg.FetchesInFlight - 1 {
-		// One connection per fetch goroutine (source.go says why).
+	for range cfg.FetchesInFlight {
+		// One connection per fetch goroutine (source.go says why), none of
+		// them Config.Source's: an idle poll holds its connection for up to
+		// idleFetchWait, and the broker reads a connection's next request
+		// only after answering it, so a Fetch of anyone else over the
+		// caller's client (the RPO report, log entries, the next copier of
+		// the same source after a restart) would wait behind it.
 		cl, err := clone(cfg.Source)
 		if err != nil {
 			cancel()
@@ -263,15 +267,13 @@ func clone(base *kgo.Client, extra ...kgo.Opt) (*kgo.Client, error) {
 }
 
 // closeClients closes the clients the copier made: its produce lanes and
-// the clones of the source client (not Config.Source, the caller's).
+// the clones of the source client (Config.Source is the caller's).
 func (c *Copier) closeClients() {
 	for _, cl := range c.lanes {
 		cl.Close()
 	}
 	for _, cl := range c.fetchers {
-		if cl != c.cfg.Source {
-			cl.Close()
-		}
+		cl.Close()
 	}
 }
 

@@ -293,40 +293,38 @@ func (s *source) collect() fetchPlan {
 	}
 	partMax, respMax := c.partitionFetchBytes(len(led)), c.cfg.FetchResponseMaxBytes
 	limit := c.partitionBufferLimit(partMax)
-	var ps []*partition
+	// Partitions with a backlog are shared out over the Fetches in flight;
+	// caught-up ones go together, all that no Fetch holds, into one Fetch of
+	// a goroutine that has no backlog to take (an idle poll, below). Capped
+	// at a share instead, caught-up partitions that no goroutine was free to
+	// take waited for the next Fetch to end: up to an idle poll's wait.
+	var ps, idle []*partition
+	backlog := 0
 	for _, p := range led {
-		if !p.fetching && !p.coveredAhead(p.fetchOffset) && p.buffered < limit {
+		caughtUp := p.idle()
+		if !caughtUp {
+			backlog++
+		}
+		switch {
+		case p.fetching || p.coveredAhead(p.fetchOffset) || p.buffered >= limit:
+		case caughtUp:
+			idle = append(idle, p)
+		default:
 			ps = append(ps, p)
 		}
-	}
-	// This fetch's share of the broker's partitions: the others' fetches
-	// take the rest, so that FetchesInFlight requests cover them together.
-	share := (len(led) + c.cfg.FetchesInFlight - 1) / c.cfg.FetchesInFlight
-	sortedParts(ps)
-	// Rotate where the request starts: a broker fills a response in request
-	// order up to its byte limit, so a fixed order would serve the first
-	// partitions again and again while the others wait.
-	if len(ps) > 1 && !ps[0].bigFirst {
-		c.fetchTurn++
-		k := c.fetchTurn % len(ps)
-		ps = append(ps[k:], ps[:k]...)
 	}
 	if r := c.rate.Load(); r > 0 {
 		burst := int32(min(max(r/5, 16<<10), int64(respMax)))
 		partMax, respMax = min(partMax, burst), min(respMax, burst)
 	}
-	var out []fetchPart
-	var want int64
-	for _, p := range ps {
-		next := min(want+int64(partMax), int64(respMax))
-		if len(out) == share || c.reserved+next > c.cfg.MaxBufferedBytes {
-			break
-		}
-		want = next
-		p.fetching = true
-		out = append(out, fetchPart{p: p, offset: p.fetchOffset, leaderEpoch: p.srcLeaderEpoch, maxBytes: p.gapFetchBytes(partMax)})
-	}
-	if len(out) == share && len(ps) > share {
+	// This fetch's share of the broker's partitions with a backlog: the
+	// others' fetches take the rest, so that FetchesInFlight requests cover
+	// them together.
+	share := (backlog + c.cfg.FetchesInFlight - 1) / c.cfg.FetchesInFlight
+	out, want := c.takeLocked(ps, share, partMax, respMax)
+	if len(out) == 0 {
+		out, want = c.takeLocked(idle, len(idle), partMax, respMax)
+	} else if len(out) == share && len(ps) > share || len(idle) > 0 {
 		signal(s.wake) // more to fetch: another of the source's goroutines takes it
 	}
 	if len(out) == 0 && len(led) < c.cfg.FetchesInFlight && c.reserved+int64(partMax) <= c.cfg.MaxBufferedBytes && now.After(s.quotaUntil) {
@@ -349,6 +347,33 @@ func (s *source) collect() fetchPlan {
 	}
 	c.reserved += plan.reservation
 	return plan
+}
+
+// takeLocked marks up to n of ps as fetched by one Fetch, in a rotated
+// order, within the response size and the copy's budget, and returns them
+// with the bytes their answer may take.
+func (c *Copier) takeLocked(ps []*partition, n int, partMax, respMax int32) ([]fetchPart, int64) {
+	sortedParts(ps)
+	// Rotate where the request starts: a broker fills a response in request
+	// order up to its byte limit, so a fixed order would serve the first
+	// partitions again and again while the others wait.
+	if len(ps) > 1 && !ps[0].bigFirst {
+		c.fetchTurn++
+		k := c.fetchTurn % len(ps)
+		ps = append(ps[k:], ps[:k]...)
+	}
+	var out []fetchPart
+	var want int64
+	for _, p := range ps {
+		next := min(want+int64(partMax), int64(respMax))
+		if len(out) == n || c.reserved+next > c.cfg.MaxBufferedBytes {
+			break
+		}
+		want = next
+		p.fetching = true
+		out = append(out, fetchPart{p: p, offset: p.fetchOffset, leaderEpoch: p.srcLeaderEpoch, maxBytes: p.gapFetchBytes(partMax)})
+	}
+	return out, want
 }
 
 // idlePollLocked: a Fetch of fetch would be an idle poll, and the source may
