@@ -264,19 +264,17 @@ type fetchPlan struct {
 // partition answers a second per instance to encode, decode and handle, most
 // of its idle CPU (bench/README.md, "Scale"). A Fetch whose partitions are
 // all caught up is an idle poll: it waits up to idleFetchWait, not
-// FetchMaxWait, and its answer is held to idleFetchBytes (a partition that
-// gets more then has a backlog, and its next Fetch is a full one). The
-// broker answers a long poll as soon as any of its partitions has data, so
+// FetchMaxWait. (Its answer is not held smaller than any other's: with
+// every caught-up partition in one poll, a steady load spread over
+// thousands of partitions goes through it, and a 1 MiB cap copied that load
+// at 0.54-0.74 of raw produce against 0.88-0.98.) The broker answers a long poll as soon as any of its partitions has data, so
 // a record's lag is the same; only the empty answers become fewer, and with
 // them the gaps between a long poll's end and the next one's arrival at the
 // broker, in which a record waits up to a round trip more. At most
 // FetchesInFlight-1 of a source's Fetches are idle polls at once: the one
 // left answers within FetchMaxWait, so a partition that starts, or whose
 // leader moves to this broker, is fetched as soon as before.
-const (
-	idleFetchWait  = 5 * time.Second
-	idleFetchBytes = 1 << 20
-)
+const idleFetchWait = 5 * time.Second
 
 // collect picks the partitions this broker should fetch now and reserves
 // buffer budget for the response.
@@ -341,8 +339,6 @@ func (s *source) collect() fetchPlan {
 	plan := fetchPlan{parts: out, reservation: want, partMax: partMax}
 	if s.idlePollLocked(out) {
 		plan.idle = true
-		plan.partMax = min(partMax, idleFetchBytes)
-		plan.reservation = min(want, idleFetchBytes)
 		s.idlePolls++
 	}
 	c.reserved += plan.reservation
