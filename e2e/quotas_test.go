@@ -248,18 +248,6 @@ func (s *rateSampler) sample() offsetSample {
 	return out
 }
 
-// after polls until d has passed and returns the sample taken then.
-func (s *rateSampler) after(d time.Duration) offsetSample {
-	s.t.Helper()
-	deadline := time.Now().Add(d)
-	var last offsetSample
-	polltest.Eventually(s.t, d+time.Minute, fmt.Sprintf("a sample %s on", d), func() (bool, string) {
-		last = s.sample()
-		return !last.at.Before(deadline), ""
-	})
-	return last
-}
-
 // rateUntilCaughtUp is the topic's copy rate in bytes/s from the first
 // sample that shows some of it copied to the one that shows all total
 // offsets copied. A copy done between two samples is measured from the
