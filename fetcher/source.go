@@ -267,8 +267,9 @@ type fetchPlan struct {
 // FetchMaxWait. (Its answer is not held smaller than any other's: with
 // every caught-up partition in one poll, a steady load spread over
 // thousands of partitions goes through it, and a 1 MiB cap copied that load
-// at 0.54-0.74 of raw produce against 0.88-0.98.) The broker answers a long poll as soon as any of its partitions has data, so
-// a record's lag is the same; only the empty answers become fewer, and with
+// at 0.54-0.74 of raw produce against 0.88-0.98.) The broker answers a long
+// poll as soon as any of its partitions has data, so a record's lag is the
+// same; only the empty answers become fewer, and with
 // them the gaps between a long poll's end and the next one's arrival at the
 // broker, in which a record waits up to a round trip more. At most
 // FetchesInFlight-1 of a source's Fetches are idle polls at once: the one
@@ -320,8 +321,10 @@ func (s *source) collect() fetchPlan {
 	// them together.
 	share := (backlog + c.cfg.FetchesInFlight - 1) / c.cfg.FetchesInFlight
 	out, want := c.takeLocked(ps, share, partMax, respMax)
+	caughtUp := false // out holds only caught-up partitions
 	if len(out) == 0 {
 		out, want = c.takeLocked(idle, len(idle), partMax, respMax)
+		caughtUp = len(out) > 0
 	} else if len(out) == share && len(ps) > share || len(idle) > 0 {
 		signal(s.wake) // more to fetch: another of the source's goroutines takes it
 	}
@@ -337,7 +340,7 @@ func (s *source) collect() fetchPlan {
 		signal(s.wake) // a backlog behind a lone Fetch: another goroutine may read ahead
 	}
 	plan := fetchPlan{parts: out, reservation: want, partMax: partMax}
-	if s.idlePollLocked(out) {
+	if caughtUp && s.idlePolls < c.cfg.FetchesInFlight-1 {
 		plan.idle = true
 		s.idlePolls++
 	}
@@ -370,20 +373,6 @@ func (c *Copier) takeLocked(ps []*partition, n int, partMax, respMax int32) ([]f
 		out = append(out, fetchPart{p: p, offset: p.fetchOffset, leaderEpoch: p.srcLeaderEpoch, maxBytes: p.gapFetchBytes(partMax)})
 	}
 	return out, want
-}
-
-// idlePollLocked: a Fetch of fetch would be an idle poll, and the source may
-// have one more.
-func (s *source) idlePollLocked(fetch []fetchPart) bool {
-	if len(fetch) == 0 || s.idlePolls >= s.c.cfg.FetchesInFlight-1 {
-		return false
-	}
-	for _, f := range fetch {
-		if f.ahead != nil || f.maxBytes > 0 || !f.p.idle() {
-			return false
-		}
-	}
-	return true
 }
 
 // handleLocked hands each partition its part of the answer.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"time"
 
 	"github.com/panjf2000/gnet/v2"
 )
@@ -202,28 +201,20 @@ func (s *session) spliceProduce(h requestHeader, acks int16, total int, br *bufi
 // for nothing meanwhile. It saves the copy of the head into frames and two goroutine
 // hand-offs per request (to the writer and back), which the relay does not pay either.
 func (s *session) spliceInline(h requestHeader, acks int16, total int, br *bufio.Reader, src *bulkSource, up *net.TCPConn) error {
-	s.touch()
-	s.p.metrics.request(h.key, total)
-	s.p.streamed.Add(1)
-	if acks != 0 {
-		s.fifo <- &pending{key: h.key, version: h.version, corrID: h.corrID, start: time.Now()}
-	}
+	s.beginProduce(h, acks, total)
 	s.upMu.Lock()
 	defer s.upMu.Unlock()
+	// What the read buffer holds, then gnet's bytes behind it: one writev, no copy.
 	k := min(total, br.Buffered())
 	b, _ := br.Peek(k)
-	if _, err := up.Write(b); err != nil {
+	m := min(total-k, len(src.prefix))
+	held := net.Buffers{b, src.prefix[:m]}
+	if _, err := held.WriteTo(up); err != nil {
 		return fmt.Errorf("writing a %d-byte Produce to upstream %s: %w", total, up.RemoteAddr(), err)
 	}
 	_, _ = br.Discard(k)
-	rest := total - k
-	if m := min(rest, len(src.prefix)); m > 0 { // gnet's bytes, behind the read buffer's
-		if _, err := up.Write(src.prefix[:m]); err != nil {
-			return fmt.Errorf("writing a %d-byte Produce to upstream %s: %w", total, up.RemoteAddr(), err)
-		}
-		src.prefix = src.prefix[m:]
-		rest -= m
-	}
+	src.prefix = src.prefix[m:]
+	rest := total - k - m
 	if rest > 0 {
 		if _, err := io.CopyN(up, src.conn, int64(rest)); err != nil { // splice(2)
 			return fmt.Errorf("splicing a %d-byte Produce body to upstream %s: %w", rest, up.RemoteAddr(), err)

@@ -50,15 +50,21 @@ func (s *session) upstreamRoom() bool {
 
 // startStream forwards the head of a large Produce; the caller holds a slot for it.
 func (s *session) startStream(h requestHeader, acks int16, head []byte, total int) {
+	s.beginProduce(h, acks, total)
+	s.streamLeft = total - len(head)
+	s.streamAcks0 = acks == 0
+	s.forward(outbound{frame: head})
+}
+
+// beginProduce accounts for a large Produce forwarded before it is whole, and queues the
+// response it owes (none for acks=0) before any of it leaves.
+func (s *session) beginProduce(h requestHeader, acks int16, total int) {
 	s.touch()
 	s.p.metrics.request(h.key, total)
 	s.p.streamed.Add(1)
 	if acks != 0 {
 		s.fifo <- &pending{key: h.key, version: h.version, corrID: h.corrID, start: time.Now()}
 	}
-	s.streamLeft = total - len(head)
-	s.streamAcks0 = acks == 0
-	s.forward(outbound{frame: head})
 }
 
 // continueStream forwards the next piece of the current Produce.
