@@ -163,6 +163,7 @@ func (w *routeKillWorld) killPausedDriver(t *testing.T, route string, step state
 	killed.kill()
 	killedAt := time.Now()
 	killed.start()
+	defer noConnectionsBeforeOpen(t, killed)
 	rec := awaitSwitchEnd(t, ctx, survivor.addr, route)
 	t.Logf("%s: the driver (%s) of switch %d killed in %s %s after the request; the switch %s %s after the kill: %s",
 		route, killed.name, attempt, step, killedAt.Sub(began).Round(time.Millisecond), strings.ToLower(rec.Step),
@@ -185,6 +186,43 @@ func (w *routeKillWorld) killPausedDriver(t *testing.T, route string, step state
 	if rec.Upstream != to {
 		t.Fatalf("%s switched, leading to %s", route, rec.Upstream)
 	}
+}
+
+// noConnectionsBeforeOpen fails t when the restarted instance p took a connection on a route
+// before it opened it. Routes that held such connections unread had the balancer shut them
+// down before their first answer when it marked the rejoining instance down, and a franz-go
+// group member whose heartbeat was among them ended its session and read records again (CI,
+// 2026-12-07; proxy/route_gate.go). The log is the restarted process's own, at info.
+func noConnectionsBeforeOpen(t *testing.T, p *process) {
+	t.Helper()
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := map[string]bool{}
+	for _, l := range strings.Split(string(b), "\n") {
+		route := logField(l, "route")
+		switch {
+		case route == "":
+		case strings.Contains(l, `msg="route open`):
+			open[route] = true
+		case strings.Contains(l, `msg="connection closed"`) && !open[route]:
+			t.Errorf("kmirror %s took a connection on route %s before it opened the route: %s", p.name, route, l)
+		}
+	}
+}
+
+// logField is the value of key in a text log line ("" when absent).
+func logField(line, key string) string {
+	i := strings.Index(line, " "+key+"=")
+	if i < 0 {
+		return ""
+	}
+	v := line[i+len(key)+2:]
+	if j := strings.IndexByte(v, ' '); j >= 0 {
+		v = v[:j]
+	}
+	return v
 }
 
 // pausedDriver waits until one of procs logs that it paused as route's driver in step

@@ -25,9 +25,9 @@ import (
 // instance rejoins, so an instance that restarted mid-switch acknowledges
 // again only after it has applied the record itself.
 //
-// The applier also opens the routes (proxy.WithRoutesClosedAtStart): a route reads
-// its connections' requests only once the instance is caught up with the state
-// topic (ready) and has applied the route's record as it stood then. A restarting instance
+// The applier also opens the routes (proxy.WithRoutesClosedAtStart): a route takes
+// connections only once the instance is caught up with the state topic (ready)
+// and has applied the route's record as it stood then. A restarting instance
 // that opened its routes at once would lead their clients to the primary after
 // a switch made the standby their cluster, or let a write through a freeze it
 // had not seen yet. The price: an instance that cannot read __mirror_state at

@@ -185,9 +185,6 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 			return action
 		}
 	}
-	if h.p.routeClosed() {
-		return gnet.None // held until OpenRoute wakes the connection
-	}
 	for {
 		if h.p.draining.Load() && s.streamLeft == 0 {
 			return gnet.None // draining: finish a request being streamed, take no new one

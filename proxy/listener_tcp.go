@@ -38,10 +38,6 @@ func (p *Proxy) listenPlain(r route, addr string) (listener, error) {
 	return p.serveListener(r, ln, func(c net.Conn) {
 		tc := c.(*net.TCPConn)
 		s := p.newSession(r, &tcpClient{c: tc})
-		if !s.awaitRouteOpen() {
-			p.wg.Done()
-			return
-		}
 		s.serveBulk(tc, nil) // done with p.wg
 	}), nil
 }
@@ -88,7 +84,7 @@ func relayTo(out net.Conn, d *writeDeadline, head []byte, src io.Reader, n int64
 
 // serveListener accepts connections on ln until it is closed, each served by serve on a
 // goroutine of its own counted in p.wg (serve must call p.wg.Done). While the proxy drains,
-// new connections are closed at once (a route not yet opened holds them: awaitRouteOpen).
+// new connections are closed at once.
 func (p *Proxy) serveListener(r route, ln net.Listener, serve func(net.Conn)) *tlsListener {
 	l := &tlsListener{ln: ln, done: make(chan struct{})}
 	p.wg.Add(1)

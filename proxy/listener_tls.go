@@ -88,9 +88,6 @@ func (p *Proxy) serveTLSConn(r route, c *tls.Conn) {
 	if certs := c.ConnectionState().PeerCertificates; len(certs) > 0 {
 		s.auth.certPrincipal = certPrincipal(certs[0])
 	}
-	if !s.awaitRouteOpen() {
-		return
-	}
 	br := bufio.NewReaderSize(c, 64<<10)
 	for {
 		if p.draining.Load() {

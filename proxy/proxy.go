@@ -193,7 +193,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 	if p.appRoute != nil {
 		p.log.Info("route listening; it leads to its primary until a switch", "bootstrap", ln.addr().String(),
 			"primary", p.upstream().bootstrap, "mirror", p.appRoute.mirror, "advertised_host", p.cfg.AdvertisedHost,
-			"closed_until_switch_state_applied", p.appRoute.closed.Load())
+			"listens_once_switch_state_applied", p.appRoute.gate.isClosed())
 		return nil
 	}
 	p.log.Info("proxy listening", "bootstrap", ln.addr().String(), "upstream", p.upstream().bootstrap, "advertised_host", p.cfg.AdvertisedHost)
@@ -345,6 +345,17 @@ func (p *Proxy) Close() error {
 
 // listen starts a listener for r on addr, TLS or plaintext depending on the configuration.
 func (p *Proxy) listen(r route, addr string) (listener, error) {
+	if ri := p.appRoute; ri != nil {
+		ln, gated, err := ri.gate.listen(addr, func(a string) (listener, error) { return p.listenNow(r, a) })
+		if gated {
+			return ln, err
+		}
+	}
+	return p.listenNow(r, addr)
+}
+
+// listenNow starts a listener on addr with the configured transport.
+func (p *Proxy) listenNow(r route, addr string) (listener, error) {
 	if p.cfg.TLS.CertFile != "" {
 		return p.listenTLS(r, addr)
 	}

@@ -191,10 +191,9 @@ type routeIdentity struct {
 	writers atomic.Pointer[enforcement.MirrorWriters]
 	// hold is the fetch hold after a switch (route_hold.go; nil: none).
 	hold atomic.Pointer[fetchHold]
-	// closed: the route holds every connection unread (WithRoutesClosedAtStart) until
-	// OpenRoute closes opened.
-	closed atomic.Bool
-	opened chan struct{}
+	// gate keeps the route from listening until OpenRoute (WithRoutesClosedAtStart,
+	// route_gate.go).
+	gate routeGate
 }
 
 // pinClusterID makes id the cluster id the route's clients see, unless one is pinned.
@@ -286,78 +285,36 @@ func (p *Proxy) routeProxy(rc RouteConfig) *Proxy {
 
 		testHookClientFrame: p.testHookClientFrame,
 	}
-	r.appRoute.closed.Store(p.routesClosed)
-	r.appRoute.opened = make(chan struct{})
-	if !p.routesClosed {
-		close(r.appRoute.opened)
-	}
+	r.appRoute.gate.closed = p.routesClosed
 	r.appRoute.primary = &upstreamSet{role: upstreamPrimary, bootstrap: rc.Primary.Bootstrap, tls: rc.Primary.TLS, sasl: rc.Primary.SASL}
 	r.up.Store(r.appRoute.primary)
 	r.auditLog.Store(p.auditLog.Load())
 	return r
 }
 
-// WithRoutesClosedAtStart makes every route start closed: it listens and accepts, but reads
-// no request until OpenRoute opens it (or closes the connection after routeHoldMax). An
-// instance that mirrors uses it and opens a route only once it has read the route's switch
-// state and applied it (instance/routeapply.go): a restarting instance must not lead a
-// route's clients to the primary after a switch made the standby their cluster, nor let a
-// write through a freeze it has not yet seen. Held, a client's first request waits and is
-// answered once the route opens, which is a second or so after a restart. Closing each
-// connection at once was not what every client handles as a broker not yet up: franz-go
-// takes a connection closed before its ApiVersions answer for a TLS mistake and fails the
-// records it was producing (kgo.ErrFirstReadEOF; seen in the kill-at-each-step test once
-// restarts became fast).
+// WithRoutesClosedAtStart makes every route start closed: its ports are taken at start and
+// refuse connections until OpenRoute (route_gate.go). An instance that mirrors uses it and
+// opens a route only once it has read the route's switch state and applied it
+// (instance/routeapply.go): a restarting instance must not lead a route's clients to the
+// primary after a switch made the standby their cluster, nor let a write through a freeze it
+// has not yet seen.
 func WithRoutesClosedAtStart() Option { return func(p *Proxy) { p.routesClosed = true } }
 
-// OpenRoute lets the route named name take connections (see WithRoutesClosedAtStart).
+// OpenRoute makes the route named name listen (see WithRoutesClosedAtStart). A port it cannot
+// listen on fails it, and it can be called again.
 func (p *Proxy) OpenRoute(name string) error {
 	r := p.routeNamed(name)
 	if r == nil {
 		return fmt.Errorf("no route %q on this instance", name)
 	}
-	if r.appRoute.closed.CompareAndSwap(true, false) {
-		close(r.appRoute.opened)
-		held := 0
-		r.sessions.Range(func(k, _ any) bool {
-			k.(*session).client.resume() // gnet: read what the held connection sent
-			held++
-			return true
-		})
-		r.log.Info("route open: this instance has applied the route's switch state", "connections_held", held)
+	opened, err := r.appRoute.gate.open()
+	if err != nil {
+		return fmt.Errorf("opening route %s: %w", name, err)
+	}
+	if opened {
+		r.log.Info("route open: this instance has applied the route's switch state and listens")
 	}
 	return nil
-}
-
-// routeHoldMax bounds how long a connection to a route not yet open is held: an instance
-// that cannot open its routes (it cannot read __mirror_state) lets its clients go and try
-// another instance. A variable for tests.
-var routeHoldMax = 30 * time.Second
-
-// errRouteNotOpen closes a connection held longer than routeHoldMax.
-var errRouteNotOpen = errors.New("the route did not open in time: this instance has not applied the route's switch state yet")
-
-// routeClosed reports whether p serves a route not yet opened.
-func (p *Proxy) routeClosed() bool { return p.appRoute != nil && p.appRoute.closed.Load() }
-
-// awaitRouteOpen blocks until the session's route is open (true), or the session ends or
-// was held routeHoldMax, which closes it (false). Immediate for every other session.
-func (s *session) awaitRouteOpen() bool {
-	ri := s.p.appRoute
-	if ri == nil {
-		return true
-	}
-	t := time.NewTimer(routeHoldMax)
-	defer t.Stop()
-	select {
-	case <-ri.opened:
-		return true
-	case <-s.ctx.Done():
-		return false
-	case <-t.C:
-		s.closeWith(errRouteNotOpen)
-		return false
-	}
 }
 
 // routes are the proxies serving the configured routes (Start makes them).
@@ -396,8 +353,8 @@ type RouteStatus struct {
 	Bootstrap string // the route's bootstrap listener
 	Upstream  string // "primary" until a switch
 	ClusterID string // the cluster id the route's clients see ("" until learned)
-	// Open: the route takes connections (false until the instance applied its switch
-	// state; WithRoutesClosedAtStart).
+	// Open: the route listens (false until the instance applied its switch state;
+	// WithRoutesClosedAtStart).
 	Open bool
 }
 
@@ -406,7 +363,7 @@ func (p *Proxy) Routes() []RouteStatus {
 	var out []RouteStatus
 	for _, r := range p.routeProxies() {
 		st := RouteStatus{Name: r.appRoute.name, Mirror: r.appRoute.mirror, Bootstrap: r.Addr(), Upstream: r.upstream().role,
-			Open: !r.appRoute.closed.Load()}
+			Open: !r.appRoute.gate.isClosed()}
 		if id := r.appRoute.clusterID.Load(); id != nil {
 			st.ClusterID = *id
 		}
@@ -707,11 +664,11 @@ func (r *Proxy) switchTo(ctx context.Context, next *upstreamSet, g *enforcement.
 		r.log.Warn("broker discovery failed at the switch; broker listeners learn their addresses from clients' metadata", "to", next.role, "err", err)
 	}
 	// Every connection with an upstream connection closes: it leads to the cluster left. One
-	// without (held by a route not yet open, or still dialing: connectUpstream dials again
-	// when the route switched meanwhile) makes its first to the new upstream; closed before
-	// its first answer, franz-go would take it for a TLS mistake and fail its records
-	// (kgo.ErrFirstReadEOF: seen at connections a restarted instance's closed route held
-	// through a switch).
+	// without (still dialing: connectUpstream dials again when the route switched meanwhile)
+	// makes its first to the new upstream; closed before its first answer, franz-go would
+	// take it for a TLS mistake and fail its records (kgo.ErrFirstReadEOF: seen at
+	// connections a restarted instance's closed route held through a switch, when closed
+	// routes still accepted them).
 	closed, kept := 0, 0
 	r.sessions.Range(func(k, _ any) bool {
 		s := k.(*session)

@@ -284,9 +284,6 @@ func (s *session) dispatch(frame []byte) error {
 // batching whatever is queued into one writev.
 func (s *session) runUpstreamWriter() {
 	defer s.p.wg.Done()
-	if !s.awaitRouteOpen() {
-		return // a route's state not applied in time (route.go): it must not dial yet
-	}
 	conn := s.connectUpstream()
 	if conn == nil {
 		return
