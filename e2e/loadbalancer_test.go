@@ -211,6 +211,38 @@ func startHAProxyWith(t *testing.T, config, socket string) *haproxy {
 // check: "backend/server" -> "UP L7OK", "DOWN L4CON", ... (HAProxy counts a server UP before
 // its first check; L7OK says /ready answered 200).
 func (h *haproxy) serverStatus() (map[string]string, error) {
+	rows, err := h.showStat()
+	if err != nil {
+		return nil, err
+	}
+	status, check := slices.Index(rows[0], "status"), slices.Index(rows[0], "check_status")
+	out := map[string]string{}
+	for _, row := range rows[1:] {
+		if len(row) > max(status, check) && row[1] != "FRONTEND" && row[1] != "BACKEND" {
+			out[row[0]+"/"+row[1]] = row[status] + " " + row[check]
+		}
+	}
+	return out, nil
+}
+
+// redispatches is how many connections HAProxy gave another server of backend after theirs
+// failed ("wredis"): a restarted instance's route refuses connections until it opens.
+func (h *haproxy) redispatches(backend string) (string, error) {
+	rows, err := h.showStat()
+	if err != nil {
+		return "", err
+	}
+	col := slices.Index(rows[0], "wredis")
+	for _, row := range rows[1:] {
+		if len(row) > col && col >= 0 && row[0] == backend && row[1] == "BACKEND" {
+			return row[col], nil
+		}
+	}
+	return "", fmt.Errorf("show stat: no backend %s with wredis", backend)
+}
+
+// showStat is HAProxy's "show stat" CSV, its header first.
+func (h *haproxy) showStat() ([][]string, error) {
 	c, err := net.DialTimeout("unix", h.socket, 2*time.Second)
 	if err != nil {
 		return nil, err
@@ -230,14 +262,7 @@ func (h *haproxy) serverStatus() (map[string]string, error) {
 	if err != nil || len(rows) == 0 {
 		return nil, fmt.Errorf("show stat: %v: %q", err, b)
 	}
-	status, check := slices.Index(rows[0], "status"), slices.Index(rows[0], "check_status")
-	out := map[string]string{}
-	for _, row := range rows[1:] {
-		if len(row) > max(status, check) && row[1] != "FRONTEND" && row[1] != "BACKEND" {
-			out[row[0]+"/"+row[1]] = row[status] + " " + row[check]
-		}
-	}
-	return out, nil
+	return rows, nil
 }
 
 func (h *haproxy) waitStatus(t *testing.T, want map[string]string) {

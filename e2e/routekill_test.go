@@ -77,6 +77,7 @@ type routeKillWorld struct {
 	// brokers; a switch back needs a kmirror in front of it).
 	primaryAddr []string
 	lb          routeLayout
+	balancer    *haproxy
 	procs       []*process
 }
 
@@ -122,7 +123,7 @@ func (w *routeKillWorld) start(t *testing.T, bin string, env []string, steps []s
 		}
 	}
 	balancer.waitStatus(t, allUp)
-	w.lb, w.procs = lb, procs
+	w.lb, w.balancer, w.procs = lb, balancer, procs
 }
 
 // primaryAddrs is where the routes and their mirrors reach the primary.
@@ -165,9 +166,13 @@ func (w *routeKillWorld) killPausedDriver(t *testing.T, route string, step state
 	killed.start()
 	defer noConnectionsBeforeOpen(t, killed)
 	rec := awaitSwitchEnd(t, ctx, survivor.addr, route)
-	t.Logf("%s: the driver (%s) of switch %d killed in %s %s after the request; the switch %s %s after the kill: %s",
+	redispatched, err := w.balancer.redispatches(route)
+	if err != nil {
+		redispatched = err.Error()
+	}
+	t.Logf("%s: the driver (%s) of switch %d killed in %s %s after the request; the switch %s %s after the kill: %s (connections the balancer redispatched so far: %s)",
 		route, killed.name, attempt, step, killedAt.Sub(began).Round(time.Millisecond), strings.ToLower(rec.Step),
-		time.Since(killedAt).Round(time.Millisecond), rec.Reason)
+		time.Since(killedAt).Round(time.Millisecond), rec.Reason, redispatched)
 	if rec.Step == statetopic.RouteRolledBack.String() {
 		if step >= statetopic.RouteFailingOver {
 			t.Fatalf("%s: rolled back after the failover began (%s): only forward from FAILING_OVER", route, rec.Reason)
