@@ -93,6 +93,9 @@ type env struct {
 	// srcVia, when set, is where the copiers reach the source: the WAN
 	// benchmark's proxies (wan_bench_test.go); the fill still goes direct.
 	srcVia string
+	// dstRequests reads the destination broker's request metrics (brokerrequests_test.go;
+	// nil: not asked for).
+	dstRequests *brokerRequests
 }
 
 // srcBootstrap is the copiers' bootstrap list for the source.

@@ -38,6 +38,8 @@ func runRaw(ctx context.Context, b *testing.B, e *env, s spec) result {
 		b.Fatal(err)
 	}
 	pid := child.cmd.Process.Pid
+	reqs := e.destinationRequests(b)
+	reqsFrom := reqs.snapshot(ctx, b)
 	began := time.Now()
 	if _, err := child.stdin.Write([]byte("go\n")); err != nil {
 		b.Fatalf("start raw producer: %v", err)
@@ -46,6 +48,7 @@ func runRaw(ctx context.Context, b *testing.B, e *env, s spec) result {
 	if err != nil {
 		b.Fatalf("raw produce: %v", err)
 	}
+	logRequests(b, "raw-produce", reqsFrom, reqs.snapshot(ctx, b), s.bytes)
 	ns, err := child.expect("done")
 	if err != nil {
 		b.Fatal(err)
@@ -99,6 +102,8 @@ func copyKmirror(ctx context.Context, b *testing.B, e *env, s spec, bin, path st
 	add.MirrorName = mirror
 	add.Topics = []protocol.AddTopicsToMirrorRequestTopic{{Name: s.topic, NumPartitions: -1}}
 	rec := startBrokerRecording(b, e, path, s.topic)
+	reqs := e.destinationRequests(b)
+	reqsFrom := reqs.snapshot(ctx, b)
 	warmFor(s.bytes)
 	began := time.Now()
 	cpuAdd, err := cpuOf(k.pid())
@@ -111,6 +116,7 @@ func copyKmirror(ctx context.Context, b *testing.B, e *env, s spec, bin, path st
 	dstCl := e.dst.Client(b)
 	w, err := watchCopy(ctx, e, dstCl, s.topic, s.partitions, k.pid(), k.exited)
 	rec.stop(b)
+	logRequests(b, path, reqsFrom, reqs.snapshot(ctx, b), s.bytes)
 	r.copiedRec = w.copied
 	if err != nil {
 		r.failure = fmt.Sprintf("%v; kmirror says: %s", err, describe(ctx, adm, mirror))
@@ -179,6 +185,8 @@ func benchMirrorConfigs() map[string]string {
 func runMM2(ctx context.Context, b *testing.B, e *env, s spec) result {
 	r := result{spec: s, path: "mirrormaker2"}
 	topic := "source." + s.topic
+	reqs := e.destinationRequests(b)
+	reqsFrom := reqs.snapshot(ctx, b)
 	began := time.Now()
 	m, err := kafkatest.StartMirrorMaker2(ctx, kafkatest.MirrorMaker2Config{Source: e.srcBootstrap(), Target: e.dst.BootstrapString(),
 		Topics: []string{s.topic}, Props: mm2Tuning(s), Dir: filepath.Join(e.work, "mm2-"+s.topic)})
@@ -188,6 +196,7 @@ func runMM2(ctx context.Context, b *testing.B, e *env, s spec) result {
 	b.Cleanup(func() { _ = m.Stop() })
 	dstCl := e.dst.Client(b)
 	w, err := watchCopy(ctx, e, dstCl, topic, s.partitions, m.Pid(), m.Exited())
+	logRequests(b, "mirrormaker2", reqsFrom, reqs.snapshot(ctx, b), s.bytes)
 	r.copiedRec = w.copied
 	if err != nil {
 		r.failure = err.Error()
