@@ -1,6 +1,7 @@
 package mirrorbench
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,8 +12,8 @@ import (
 	"testing"
 )
 
-// The destination broker's own profile of each kmirror copy: which broker
-// code a build's copy makes the broker run, beside the thread CPU the -v
+// The destination broker's own profile of each kmirror copy and raw produce:
+// which broker code a build's copy (or the producer) makes the broker run, beside the thread CPU the -v
 // table gives. Both are off by default (a recording costs the broker CPU of
 // its own) and write one file per copy and broker into the directory given:
 //   - KMIRROR_BENCH_JFR: a Java Flight Recording (settings=profile). It
@@ -73,8 +74,19 @@ func (r *brokerRecording) stop(b *testing.B) {
 	}
 	if r.perf != nil {
 		_ = r.perf.Process.Signal(syscall.SIGINT)
-		if err := r.perf.Wait(); err != nil {
+		// perf writes its file on SIGINT and may report that signal as its exit.
+		if err := r.perf.Wait(); err != nil && !stoppedBy(err, syscall.SIGINT) {
 			b.Errorf("perf record: %v", err)
 		}
 	}
+}
+
+// stoppedBy reports whether err is a process's exit by signal sig.
+func stoppedBy(err error, sig syscall.Signal) bool {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return false
+	}
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }

@@ -167,7 +167,7 @@ func BenchmarkMirror(b *testing.B) {
 	if _, err := kafkatest.MirrorMakerJars(ctx); err != nil {
 		b.Fatal(err)
 	}
-	e := &env{src: kafkatest.Start(b), dst: kafkatest.Start(b), kmirror: instancetest.Binary(b), work: work}
+	e := &env{src: kafkatest.Start(b), dst: kafkatest.Start(b, destinationProps()...), kmirror: instancetest.Binary(b), work: work}
 	warmUp(ctx, b, e)
 	warmPaths(ctx, b, e)
 	var results []result
@@ -557,6 +557,19 @@ func list(xs []float64) string {
 		out[i] = fmt.Sprintf("%.2f", x)
 	}
 	return "[" + strings.Join(out, " ") + "]"
+}
+
+// destinationProps are broker configs for the destination from KMIRROR_BENCH_DST_PROPS
+// ("name=value,..."), for experiments on the broker's side of the copy (bench/README.md, §3:
+// log.index.size.max.bytes against the disk's read-ahead); none by default.
+func destinationProps() []kafkatest.Option {
+	var out []kafkatest.Option
+	for _, kv := range strings.Split(os.Getenv("KMIRROR_BENCH_DST_PROPS"), ",") {
+		if name, value, ok := strings.Cut(kv, "="); ok {
+			out = append(out, kafkatest.ServerProperty(name, value))
+		}
+	}
+	return out
 }
 
 func envInt(name string, def int64) int64 {

@@ -40,11 +40,13 @@ func runRaw(ctx context.Context, b *testing.B, e *env, s spec) result {
 	pid := child.cmd.Process.Pid
 	reqs := e.destinationRequests(b)
 	reqsFrom := reqs.snapshot(ctx, b)
+	rec := startBrokerRecording(b, e, r.path, s.topic)
 	began := time.Now()
 	if _, err := child.stdin.Write([]byte("go\n")); err != nil {
 		b.Fatalf("start raw producer: %v", err)
 	}
 	w, err := watchCopy(ctx, e, e.dst.Client(b), topic, s.partitions, pid, child.exited)
+	rec.stop(b)
 	if err != nil {
 		b.Fatalf("raw produce: %v", err)
 	}

@@ -56,7 +56,7 @@ func BenchmarkScale(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	work := b.TempDir()
-	e := &env{src: kafkatest.Start(b), dst: kafkatest.Start(b), kmirror: instancetest.Binary(b), work: work}
+	e := &env{src: kafkatest.Start(b), dst: kafkatest.Start(b, destinationProps()...), kmirror: instancetest.Binary(b), work: work}
 	names := scaleFill(ctx, b, e.src, topics)
 	warmTransactions(ctx, b, e.dst)
 	k1, k2 := startKmirror(b, e, e.kmirror, "scale-1"), startKmirror(b, e, e.kmirror, "scale-2")

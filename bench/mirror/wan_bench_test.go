@@ -84,7 +84,7 @@ func BenchmarkWAN(b *testing.B) {
 		b.Fatal(err)
 	}
 	front := faultnet.New(b, "WAN", 1)
-	e := &env{src: kafkatest.Start(b, kafkatest.Real(), front.Listener()), dst: kafkatest.Start(b), kmirror: instancetest.Binary(b), work: work}
+	e := &env{src: kafkatest.Start(b, kafkatest.Real(), front.Listener()), dst: kafkatest.Start(b, destinationProps()...), kmirror: instancetest.Binary(b), work: work}
 	front.Connect(b, e.src)
 	e.srcVia = strings.Join(front.Addrs(), ",")
 	warmUp(ctx, b, e)
