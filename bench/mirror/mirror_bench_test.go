@@ -564,10 +564,8 @@ func list(xs []float64) string {
 // log.index.size.max.bytes against the disk's read-ahead); none by default.
 func destinationProps() []kafkatest.Option {
 	var out []kafkatest.Option
-	for _, kv := range strings.Split(os.Getenv("KMIRROR_BENCH_DST_PROPS"), ",") {
-		if name, value, ok := strings.Cut(kv, "="); ok {
-			out = append(out, kafkatest.ServerProperty(name, value))
-		}
+	for name, value := range envPairs("KMIRROR_BENCH_DST_PROPS") {
+		out = append(out, kafkatest.ServerProperty(name, value))
 	}
 	return out
 }

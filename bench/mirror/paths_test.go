@@ -172,11 +172,14 @@ func mm2Tuning(s spec) map[string]string {
 // benchMirrorConfigs are the mirror configs the benchmark adds to bootstrap.servers:
 // KMIRROR_BENCH_MIRROR_CONFIGS=name=value,... tries other settings (the figures in
 // bench/README.md are the defaults').
-func benchMirrorConfigs() map[string]string {
+func benchMirrorConfigs() map[string]string { return envPairs("KMIRROR_BENCH_MIRROR_CONFIGS") }
+
+// envPairs reads "name=value,..." from the environment variable name (empty: none).
+func envPairs(name string) map[string]string {
 	out := map[string]string{}
-	for _, kv := range strings.Split(os.Getenv("KMIRROR_BENCH_MIRROR_CONFIGS"), ",") {
-		if name, value, ok := strings.Cut(kv, "="); ok {
-			out[name] = value
+	for _, kv := range strings.Split(os.Getenv(name), ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out[k] = v
 		}
 	}
 	return out
