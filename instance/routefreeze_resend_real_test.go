@@ -249,7 +249,7 @@ func TestRealSwitchedRouteJavaProducerMovesPastTheWritersID(t *testing.T) {
 		return acked() > before+100, fmt.Sprintf("%d acknowledged, %d at the switch", acked(), before)
 	})
 	javaProd.Stop(t)
-	if errs := javaProd.Values("producer_send_error"); len(errs) > 0 {
+	if errs := javaProd.SendErrors(); len(errs) > 0 {
 		t.Errorf("the Java producer saw %d send errors (first %s)", len(errs), errs[0])
 	}
 	if !strings.Contains(javaProd.Stderr(), "UNKNOWN_PRODUCER_ID") {

@@ -126,7 +126,7 @@ func (c *everyClient) produceOnAndStop(t *testing.T, ctx context.Context) []int 
 	c.javaProd.Stop(t)
 	c.kcatProd.stop(t)
 	c.fgProd.stop(ctx)
-	if errs := c.javaProd.Values("producer_send_error"); len(errs) > 0 {
+	if errs := c.javaProd.SendErrors(); len(errs) > 0 {
 		t.Errorf("the Java producer saw %d send errors (first %s): a switch must only delay writes", len(errs), errs[0])
 	}
 	if n := c.kcatProd.failed(); n > 0 {

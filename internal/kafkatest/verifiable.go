@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -184,4 +185,36 @@ func (v *Verifiable) Events(name string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// SendErrors renders VerifiableProducer's producer_send_error events whole (exception, message,
+// value): a failed send's count alone does not say which error the client took as final, and
+// that is what a failure report needs. Left out: a send the tool itself raced with its own
+// shutdown. On SIGTERM its hook closes the producer while the main thread may be about to send
+// its next value, which then fails with one of KafkaProducer's closing errors (Kafka 4.4's
+// VerifiableProducer; a CI run of 2026-12-07 failed on that one error, every acknowledged value
+// contiguous before it). Such an error counts only when it names a value below the highest
+// one acknowledged: then it is not the last send, and a real failure.
+func (v *Verifiable) SendErrors() []string {
+	highest := int64(-1)
+	for _, s := range v.Values("producer_send_success") {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			highest = max(highest, n)
+		}
+	}
+	var out []string
+	for _, ev := range v.Events("producer_send_error") {
+		if n, err := strconv.ParseInt(fmt.Sprint(ev["value"]), 10, 64); err == nil && n > highest && closingError(fmt.Sprint(ev["message"])) {
+			continue
+		}
+		b, _ := json.Marshal(ev)
+		out = append(out, string(b))
+	}
+	return out
+}
+
+// closingError: msg is one of the errors KafkaProducer gives a send that meets close().
+func closingError(msg string) bool {
+	return strings.Contains(msg, "Producer closed while send in progress") ||
+		strings.Contains(msg, "Cannot perform operation after producer has been closed")
 }
