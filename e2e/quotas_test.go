@@ -333,6 +333,10 @@ func (s *rateSampler) quotaWindows(topic string, windows int, total int64) quota
 		}
 		if cur.ends[topic] != prev.ends[topic] {
 			if prev.at.Sub(stillSince) >= quotaStill {
+				if n := len(starts); n > 0 {
+					s.t.Logf("%s: a burst of %d offsets over %s, still %s before the next", topic,
+						prev.ends[topic]-starts[n-1].ends[topic], prev.at.Sub(starts[n-1].at).Round(time.Millisecond), prev.at.Sub(stillSince).Round(time.Millisecond))
+				}
 				starts = append(starts, prev) // the last still sample before the burst
 				throttle = append(throttle, metricValue(s.t, s.km, series))
 			}

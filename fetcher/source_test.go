@@ -107,3 +107,51 @@ func TestNoReadAheadUnderASourceQuota(t *testing.T) {
 		t.Fatalf("not throttled, the source fetched %+v; want one Fetch read ahead of the cursor", fetch)
 	}
 }
+
+// TestOneFetchInFlightUnderASourceQuota: throttled lately, a source keeps one Fetch in flight,
+// over all its partitions with a backlog, and the next waits for its answer: the broker mutes
+// only the throttled connection, so Fetches on the others would each bring one more answer
+// past the quota. Not throttled, the partitions are shared out over FetchesInFlight again.
+func TestOneFetchInFlightUnderASourceQuota(t *testing.T) {
+	const mib = 1 << 20
+	c := &Copier{cfg: Config{FetchMaxBytes: mib, FetchResponseMaxBytes: 16 * mib, MaxBufferedBytes: 64 * mib,
+		FetchesInFlight: 4, hooks: noHooks{}}, parts: map[topicPartition]*partition{}}
+	for i := range int32(10) {
+		p := &partition{}
+		p.tp, p.srcLeader, p.state = topicPartition{"t", i}, 1, stateRunning
+		c.parts[p.tp] = p
+	}
+	s := &source{c: c, id: 1, wake: make(chan struct{}, 1)}
+	answer := func(plan fetchPlan) {
+		for _, f := range plan.parts {
+			f.p.fetching = false
+		}
+		c.reserved -= plan.reservation
+		s.inFlight--
+	}
+
+	s.quotaUntil = time.Now().Add(time.Minute)
+	first := s.collect()
+	if len(first.parts) != 10 {
+		t.Fatalf("throttled, the one Fetch took %d of 10 partitions; want all", len(first.parts))
+	}
+	if second := s.collect(); len(second.parts) != 0 {
+		t.Fatalf("throttled, a second Fetch went out with %d partitions while one was in flight", len(second.parts))
+	}
+	answer(first)
+	again := s.collect()
+	if len(again.parts) != 10 {
+		t.Fatalf("throttled, after the answer the next Fetch took %d partitions; want 10", len(again.parts))
+	}
+	answer(again)
+
+	s.quotaUntil = time.Time{}
+	for i := range 4 {
+		if plan := s.collect(); len(plan.parts) == 0 || len(plan.parts) > 3 {
+			t.Fatalf("not throttled, Fetch %d took %d partitions; want a share of at most 3", i+1, len(plan.parts))
+		}
+	}
+	if s.inFlight != 4 {
+		t.Fatalf("%d Fetches counted in flight, want 4", s.inFlight)
+	}
+}
