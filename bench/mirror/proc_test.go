@@ -204,7 +204,10 @@ func startRawChild(b *testing.B, bootstrap, topic string, parts int32, c codec) 
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(os.Environ(), rawEnv+"=1", rawBootstrap+"="+bootstrap, rawTopic+"="+topic,
-		rawPartitions+"="+strconv.Itoa(int(parts)), rawCodec+"="+c.name)
+		rawPartitions+"="+strconv.Itoa(int(parts)), rawCodec+"="+c.name,
+		// The parent's record count, which a benchmark may have set (the WAN's full
+		// mode): the child would read only the environment's.
+		"KMIRROR_BENCH_RECORDS="+strconv.FormatInt(totalRecords, 10))
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()

@@ -318,6 +318,8 @@ func scaleLoad(ctx context.Context, b *testing.B, e *env, names []string) []scal
 		{"steady load: copied (first produce → every destination partition caught up)", fmt.Sprintf("%.1f MB/s = %.2f× raw", copyRate, copyRate/rawRate), "≥ 0.8× raw"},
 		{fmt.Sprintf("lag of %d probes under half the raw rate (%d load records over %s), p50 / p99", len(h.probeLags), h.sent.Load(), scaleLoadFor),
 			fmt.Sprintf("%d / %d ms", pct(h.probeLags, 50).Milliseconds(), pct(h.probeLags, 99).Milliseconds()), "p99 ≤ 250 ms"},
+		{"baseline: the same probes read on the source itself by a consumer of it (produce → readable, no copy), p50 / p99",
+			fmt.Sprintf("%d / %d ms", pct(h.srcProbeLags, 50).Milliseconds(), pct(h.srcProbeLags, 99).Milliseconds()), "–"},
 		{"the load records' own lag (CreateTime → read on the destination, the load producer's queueing included), p50 / p99",
 			fmt.Sprintf("%d / %d ms", pct(h.loadLags, 50).Milliseconds(), pct(h.loadLags, 99).Milliseconds()), "–"},
 	}
@@ -327,7 +329,10 @@ func scaleLoad(ctx context.Context, b *testing.B, e *env, names []string) []scal
 // one producer, consumed on the destination from its end; meanwhile probes, one at a time
 // from a producer of their own (acks=all, no linger), are timed from their produce call
 // until the destination consumer has them (probeLag's method): the lag of a record that
-// waits for nothing but the copy.
+// waits for nothing but the copy. A consumer of the source reads the same probes meanwhile:
+// the lag of one hop, produce → readable, with no copy, under the same load on the same
+// machine. Its p99 is what any program that reads the source starts from (the machine's
+// baseline for the lag target).
 type halfRate struct {
 	e       *env
 	names   []string
@@ -335,10 +340,12 @@ type halfRate struct {
 	prod    *kgo.Client
 	perTick int
 
-	probesSeen chan string
-	read, sent atomic.Int64
-	loadLags   []time.Duration // the load records' CreateTime → read (the consumer goroutine's until done)
-	probeLags  []time.Duration
+	probesSeen   chan string // probes read on the destination
+	srcSeen      chan string // probes read on the source
+	read, sent   atomic.Int64
+	loadLags     []time.Duration // the load records' CreateTime → read (the consumer goroutine's until done)
+	probeLags    []time.Duration
+	srcProbeLags []time.Duration
 }
 
 func (h *halfRate) run(ctx context.Context, b *testing.B) {
@@ -347,13 +354,19 @@ func (h *halfRate) run(ctx context.Context, b *testing.B) {
 	defer cons.Close()
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
-	h.probesSeen = make(chan string, 16)
+	srcCons := h.e.src.Client(b, kgo.ConsumeTopics(h.names...), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
+	defer srcCons.Close()
+	h.probesSeen, h.srcSeen = make(chan string, 16), make(chan string, 16)
 	ready, consumed := make(chan struct{}), make(chan struct{})
-	go h.consume(cctx, cons, ready, consumed)
-	// The consumer's first poll has its positions; records before it would be missed.
-	select {
-	case <-ready:
-	case <-time.After(30 * time.Second):
+	srcReady, srcConsumed := make(chan struct{}), make(chan struct{})
+	go h.consume(cctx, cons, h.probesSeen, true, ready, consumed)
+	go h.consume(cctx, srcCons, h.srcSeen, false, srcReady, srcConsumed)
+	// The consumers' first polls have their positions; records before them would be missed.
+	for _, r := range []chan struct{}{ready, srcReady} {
+		select {
+		case <-r:
+		case <-time.After(30 * time.Second):
+		}
 	}
 	end := time.Now().Add(scaleLoadFor)
 	loaded := make(chan struct{})
@@ -369,13 +382,15 @@ func (h *halfRate) run(ctx context.Context, b *testing.B) {
 	})
 	stop()
 	<-consumed
+	<-srcConsumed
 	if len(h.probeLags) == 0 {
 		b.Fatal("no probe was timed under the half-rate load")
 	}
 }
 
-// consume reads the destination: probes go to probesSeen, load records' lags to loadLags.
-func (h *halfRate) consume(ctx context.Context, cons *kgo.Client, ready, consumed chan struct{}) {
+// consume reads a cluster: probes go to seen; on the destination (load), the load records'
+// lags to loadLags.
+func (h *halfRate) consume(ctx context.Context, cons *kgo.Client, seen chan string, load bool, ready, consumed chan struct{}) {
 	defer close(consumed)
 	once := false
 	for ctx.Err() == nil {
@@ -387,12 +402,16 @@ func (h *halfRate) consume(ctx context.Context, cons *kgo.Client, ready, consume
 		now := time.Now()
 		fs.EachRecord(func(r *kgo.Record) {
 			if v := string(r.Value); strings.HasPrefix(v, "probe-") {
-				h.probesSeen <- v
+				seen <- v
 				return
 			}
-			h.loadLags = append(h.loadLags, now.Sub(r.Timestamp))
+			if load {
+				h.loadLags = append(h.loadLags, now.Sub(r.Timestamp))
+			}
 		})
-		h.read.Store(int64(len(h.loadLags)))
+		if load {
+			h.read.Store(int64(len(h.loadLags)))
+		}
 	}
 }
 
@@ -429,14 +448,23 @@ func (h *halfRate) probe(ctx context.Context, b *testing.B, end time.Time) {
 		if err := probeProd.ProduceSync(ctx, &kgo.Record{Topic: tp.Topic, Partition: tp.Partition, Value: []byte(val)}).FirstErr(); err != nil {
 			b.Fatalf("probe %d: %v", i, err)
 		}
-		for seen := ""; seen != val; {
+		// Both consumers have it: the source's first, as a rule, but either order is timed.
+		var onSrc, onDst time.Duration
+		for onSrc == 0 || onDst == 0 {
 			select {
-			case seen = <-h.probesSeen:
+			case seen := <-h.probesSeen:
+				if seen == val {
+					onDst = time.Since(began)
+				}
+			case seen := <-h.srcSeen:
+				if seen == val {
+					onSrc = time.Since(began)
+				}
 			case <-time.After(time.Minute):
-				b.Fatalf("probe %d not on the destination within a minute under the half-rate load", i)
+				b.Fatalf("probe %d not read on both clusters within a minute under the half-rate load (source %s, destination %s)", i, onSrc, onDst)
 			}
 		}
-		h.probeLags = append(h.probeLags, time.Since(began))
+		h.probeLags, h.srcProbeLags = append(h.probeLags, onDst), append(h.srcProbeLags, onSrc)
 	}
 }
 

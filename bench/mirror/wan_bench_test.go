@@ -34,6 +34,11 @@ type link struct {
 
 var links = []link{{"0ms", 0, 0}, {"50ms", 50, 0}, {"150ms", 150, 0}, {"150ms-50MB/s", 150, 50}}
 
+// direct is raw produce's "link": the benchmark's producer writes the same records into the
+// destination, crossing no WAN. It is the destination's ceiling on this machine, which no
+// copier passes, whatever its link: the figure a ratio to MirrorMaker 2 is bounded by.
+var direct = link{"direct", 0, 0}
+
 // set replaces the front's toxics with the link's.
 func (l link) set(f *faultnet.Front) error {
 	f.Reset()
@@ -58,7 +63,9 @@ type wanResult struct {
 
 func wanSizes() (records int64, rounds int) {
 	if os.Getenv("KMIRROR_BENCH_WAN") == "full" {
-		return totalRecords, 5
+		// 1 GB copies: at 150 ms a 128 MB copy at 300 MB/s lasts three round trips,
+		// and its ratios were the ramp's (bench/README.md, "WAN", 2026-12-07 11:30).
+		return 2_000_000, 3
 	}
 	// 64 MB of values: long enough at 0 ms for a window of many polls.
 	return envInt("KMIRROR_BENCH_WAN_RECORDS", 128_000), int(envInt("KMIRROR_BENCH_WAN_ROUNDS", 3))
@@ -104,6 +111,7 @@ func BenchmarkWAN(b *testing.B) {
 			turn++
 			if round == 1 {
 				results = append(results, wanRun(ctx, b, e, front, links[2], parts, round, "mirrormaker2"))
+				results = append(results, wanRun(ctx, b, e, front, direct, parts, round, "raw-produce"))
 			}
 		}
 	}
@@ -126,10 +134,23 @@ func wanRun(ctx context.Context, b *testing.B, e *env, front *faultnet.Front, l 
 	var r result
 	b.Run(fmt.Sprintf("%s/p%d/r%d/%s", l.name, parts, round, path), func(b *testing.B) {
 		settle(s.bytes)
+		self0, _ := cpuOf(os.Getpid())
+		defer func() {
+			// Toxiproxy runs in this process: its CPU beside the copier's is the
+			// hop's price on the two cores (raw produce, which crosses no hop, shows
+			// the pollers' share alone). Over the whole run, start-up and lag probes
+			// included.
+			if self, err := cpuOf(os.Getpid()); err == nil && s.bytes > 0 {
+				b.Logf("the benchmark process (Toxiproxy's hop, the pollers): %.2f CPU s/GB over the run", (self-self0).Seconds()/(float64(s.bytes)/1e9))
+			}
+		}()
 		load := loadAvg()
-		if path == "mirrormaker2" {
+		switch path {
+		case "mirrormaker2":
 			r = runMM2(ctx, b, e, s)
-		} else {
+		case "raw-produce":
+			r = runRaw(ctx, b, e, s)
+		default:
 			// Lag probes (100, one at a time) take a while through a WAN: round 1 only.
 			r = runKmirrorLag(ctx, b, e, s, round == 1)
 		}
@@ -209,8 +230,16 @@ func wanRatios(results []wanResult, parts int32, rounds int) string {
 			km = append(km, r.mbps())
 		}
 	}
-	if mm := get(links[2], 1, "mirrormaker2"); mm != nil && len(km) > 0 {
+	mm, raw := get(links[2], 1, "mirrormaker2"), get(direct, 1, "raw-produce")
+	if mm != nil && len(km) > 0 {
 		figs = append(figs, fmt.Sprintf("kmirror/MM2 at 150ms %.2f× (kmirror's median %.1f MB/s, MM2 %.1f; target ≥ 5)", median(km)/mm.mbps(), median(km), mm.mbps()))
+	}
+	if raw != nil && len(km) > 0 {
+		fig := fmt.Sprintf("raw produce into the destination (no WAN, the ceiling of any copier here) %.1f MB/s: kmirror at 150ms %.2f of it", raw.mbps(), median(km)/raw.mbps())
+		if mm != nil {
+			fig += fmt.Sprintf(", so no copier reaches more than %.2f× MM2 on this machine", raw.mbps()/mm.mbps())
+		}
+		figs = append(figs, fig)
 	}
 	for _, l := range links[:3] {
 		if r := get(l, 1, "kmirror"); r != nil && r.p99 > 0 {
