@@ -357,7 +357,11 @@ func (s *source) collect() fetchPlan {
 	// them together.
 	share := (backlog + c.cfg.FetchesInFlight - 1) / c.cfg.FetchesInFlight
 	if quota {
-		share = backlog // the one Fetch in flight (above)
+		// The one Fetch in flight (above) asks for every partition, caught up
+		// or not: a caught-up partition left out would have its new records
+		// fetched only once every other partition's backlog was copied.
+		ps, idle = append(ps, idle...), nil
+		share = len(ps)
 	}
 	out, want := c.takeLocked(ps, share, partMax, respMax)
 	caughtUp := false // out holds only caught-up partitions

@@ -119,6 +119,9 @@ func TestOneFetchInFlightUnderASourceQuota(t *testing.T) {
 	for i := range int32(10) {
 		p := &partition{}
 		p.tp, p.srcLeader, p.state = topicPartition{"t", i}, 1, stateRunning
+		// Two are caught up: the one Fetch asks for them too, or their next
+		// records would wait for every backlog to be copied.
+		p.atEnd = i < 2
 		c.parts[p.tp] = p
 	}
 	s := &source{c: c, id: 1, wake: make(chan struct{}, 1)}
@@ -132,8 +135,8 @@ func TestOneFetchInFlightUnderASourceQuota(t *testing.T) {
 
 	s.quotaUntil = time.Now().Add(time.Minute)
 	first := s.collect()
-	if len(first.parts) != 10 {
-		t.Fatalf("throttled, the one Fetch took %d of 10 partitions; want all", len(first.parts))
+	if len(first.parts) != 10 || first.idle {
+		t.Fatalf("throttled, the one Fetch took %d of 10 partitions (idle poll: %v); want all, not an idle poll", len(first.parts), first.idle)
 	}
 	if second := s.collect(); len(second.parts) != 0 {
 		t.Fatalf("throttled, a second Fetch went out with %d partitions while one was in flight", len(second.parts))
