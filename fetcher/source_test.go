@@ -39,14 +39,7 @@ func TestPartitionFetchBytes(t *testing.T) {
 // stay within the copy buffer, and a partition is fetchable again once its answer is in.
 func TestCollectSplitsPartitionsOverFetches(t *testing.T) {
 	const mib = 1 << 20
-	c := &Copier{cfg: Config{FetchMaxBytes: mib, FetchResponseMaxBytes: 4 * mib, MaxBufferedBytes: 14 * mib,
-		FetchesInFlight: 4, hooks: noHooks{}}, parts: map[topicPartition]*partition{}}
-	for i := range int32(10) {
-		p := &partition{}
-		p.tp, p.srcLeader, p.state = topicPartition{"t", i}, 1, stateRunning
-		c.parts[p.tp] = p
-	}
-	s := &source{c: c, id: 1, wake: make(chan struct{}, 1)}
+	c, s := sourceOfTen(4*mib, 14*mib, 0)
 	seen := map[topicPartition]bool{}
 	var fetches [][]fetchPart
 	for range 4 {
@@ -109,22 +102,14 @@ func TestNoReadAheadUnderASourceQuota(t *testing.T) {
 }
 
 // TestOneFetchInFlightUnderASourceQuota: throttled lately, a source keeps one Fetch in flight,
-// over all its partitions with a backlog, and the next waits for its answer: the broker mutes
+// over all its partitions, and the next waits for its answer: the broker mutes
 // only the throttled connection, so Fetches on the others would each bring one more answer
 // past the quota. Not throttled, the partitions are shared out over FetchesInFlight again.
 func TestOneFetchInFlightUnderASourceQuota(t *testing.T) {
 	const mib = 1 << 20
-	c := &Copier{cfg: Config{FetchMaxBytes: mib, FetchResponseMaxBytes: 16 * mib, MaxBufferedBytes: 64 * mib,
-		FetchesInFlight: 4, hooks: noHooks{}}, parts: map[topicPartition]*partition{}}
-	for i := range int32(10) {
-		p := &partition{}
-		p.tp, p.srcLeader, p.state = topicPartition{"t", i}, 1, stateRunning
-		// Two are caught up: the one Fetch asks for them too, or their next
-		// records would wait for every backlog to be copied.
-		p.atEnd = i < 2
-		c.parts[p.tp] = p
-	}
-	s := &source{c: c, id: 1, wake: make(chan struct{}, 1)}
+	// Two are caught up: the one Fetch asks for them too, or their next
+	// records would wait for every backlog to be copied.
+	c, s := sourceOfTen(16*mib, 64*mib, 2)
 	answer := func(plan fetchPlan) {
 		for _, f := range plan.parts {
 			f.p.fetching = false
@@ -157,4 +142,19 @@ func TestOneFetchInFlightUnderASourceQuota(t *testing.T) {
 	if s.inFlight != 4 {
 		t.Fatalf("%d Fetches counted in flight, want 4", s.inFlight)
 	}
+}
+
+// sourceOfTen is a copier with 4 Fetches in flight, fetch.max.bytes 1 MiB and the given
+// response limit and buffer, whose 10 running partitions source broker 1 leads, the first
+// caughtUp of them caught up, and that broker's source.
+func sourceOfTen(respMax int32, buffer int64, caughtUp int32) (*Copier, *source) {
+	c := &Copier{cfg: Config{FetchMaxBytes: 1 << 20, FetchResponseMaxBytes: respMax, MaxBufferedBytes: buffer,
+		FetchesInFlight: 4, hooks: noHooks{}}, parts: map[topicPartition]*partition{}}
+	for i := range int32(10) {
+		p := &partition{}
+		p.tp, p.srcLeader, p.state = topicPartition{"t", i}, 1, stateRunning
+		p.atEnd = i < caughtUp
+		c.parts[p.tp] = p
+	}
+	return c, &source{c: c, id: 1, wake: make(chan struct{}, 1)}
 }
