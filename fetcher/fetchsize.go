@@ -53,12 +53,10 @@ func (c *Copier) throttleLocked(resp *kmsg.FetchResponse) {
 	c.nextFetch = c.nextFetch.Add(time.Duration(float64(n) / float64(r) * float64(time.Second)))
 }
 
-// throttleWait is how long fetching must wait for the rate limit.
-func (c *Copier) throttleWait() time.Duration {
+// throttleWaitLocked is how long fetching must wait for the rate limit.
+func (c *Copier) throttleWaitLocked() time.Duration {
 	if c.rate.Load() <= 0 {
 		return 0
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	return time.Until(c.nextFetch)
 }

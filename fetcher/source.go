@@ -56,7 +56,7 @@ type source struct {
 	// nothing is read ahead until then (under Copier.mu; aheadAfterThrottle).
 	quotaUntil time.Time
 	// mutedUntil: the end of the broker's last throttle of a Fetch; none of
-	// the source's goroutines sends one before it (under Copier.mu; quotaWait).
+	// the source's goroutines sends one before it (under Copier.mu; fetchWait).
 	mutedUntil time.Time
 	// idlePolls: this source's Fetches in flight that are idle polls
 	// (under Copier.mu; collect).
@@ -77,18 +77,19 @@ func (s *source) noteThrottleLocked(resp *kmsg.FetchResponse) {
 	}
 }
 
-// quotaWait is how long the source's goroutines wait before their next Fetch:
-// the rest of the broker's last throttle. A broker meters a quota per client
+// fetchWait is how long the source's goroutines wait before their next Fetch:
+// the copy's rate limit, or the rest of the broker's last throttle, whichever
+// is later (one lock for both, once per Fetch). A broker meters a quota per client
 // id but mutes only the connection whose answer it throttled (KIP-219), and
 // each of the source's goroutines fetches over a connection of its own: left
 // to franz-go, which waits out a throttle per connection, every other
 // goroutine took one more answer past the quota in every quota window, and a
 // mirror under a 2 MiB/s quota copied at up to 2.63 MiB/s with 8 Fetches in
 // flight (e2e.TestSourceQuotaThrottlesOneMirror, CI 2026-12-07).
-func (s *source) quotaWait() time.Duration {
+func (s *source) fetchWait() time.Duration {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
-	return time.Until(s.mutedUntil)
+	return max(s.c.throttleWaitLocked(), time.Until(s.mutedUntil))
 }
 
 // aheadAfterThrottle is how long a source reads nothing ahead after the broker
@@ -113,7 +114,7 @@ func (s *source) run(cl *kgo.Client) {
 	defer c.wg.Done()
 	var sent time.Time // this goroutine's last request to the broker
 	for {
-		if wait := max(c.throttleWait(), s.quotaWait()); wait > 0 {
+		if wait := s.fetchWait(); wait > 0 {
 			if !c.sleep(s.wake, wait) {
 				return
 			}
@@ -311,7 +312,7 @@ func (s *source) collect() fetchPlan {
 	now := time.Now()
 	// Under a source quota one Fetch is in flight, as a consumer's is. The
 	// broker mutes only the connection whose answer it throttled
-	// (KIP-219), and quotaWait holds back only Fetches not yet sent: the
+	// (KIP-219), and fetchWait holds back only Fetches not yet sent: the
 	// others in flight came back past the quota, up to FetchesInFlight-1
 	// answers per throttle, and a mirror under a 2 MiB/s quota copied at
 	// 2.39 MiB/s on a loaded machine (CI 2026-12-07). The quota, not the
