@@ -176,8 +176,11 @@ func decodeHeader(raw []byte, b *Batch) {
 }
 
 // CRCValid reports whether the stored CRC32C matches the batch.
-func (b *Batch) CRCValid() bool {
-	return binary.BigEndian.Uint32(b.Raw[17:]) == crc32.Checksum(b.Raw[21:], castagnoli)
+func (b *Batch) CRCValid() bool { return crcMatches(b.Raw) }
+
+// crcMatches reports whether a whole v2 batch's stored CRC32C matches its bytes.
+func crcMatches(raw []byte) bool {
+	return len(raw) >= batchHeaderSize && binary.BigEndian.Uint32(raw[17:]) == crc32.Checksum(raw[21:], castagnoli)
 }
 
 // CheckCopyable returns an ErrUnsupportedBatch (or ErrLogAppendTimeBatch) error when a stock broker would
@@ -221,9 +224,11 @@ func (b *Batch) CheckCopyable() error {
 	return nil
 }
 
-// Rewrite sets the fields our client produce must carry and recomputes the
-// CRC. It changes raw in place and leaves every byte of the records section
-// (the possibly compressed payload) untouched.
+// Rewrite sets the fields our client produce must carry and patches the CRC
+// for them (patchCRC): a batch whose CRC did not match its bytes still does
+// not, and the destination refuses it. It changes raw in place and leaves
+// every byte of the records section (the possibly compressed payload)
+// untouched.
 //
 // baseOffset is set to 0: a client produce carries relative offsets and the
 // broker assigns the real ones (LogValidator overwrites the base offset from
@@ -236,11 +241,17 @@ func Rewrite(raw []byte, producerID int64, producerEpoch int16, baseSequence int
 	be := binary.BigEndian
 	be.PutUint64(raw[0:], 0)
 	be.PutUint32(raw[12:], 0xFFFFFFFF)
+	// The producer fields, bytes 43..56, are the only ones the CRC covers.
+	var was [producerFieldsEnd - producerFieldsStart]byte
+	copy(was[:], raw[producerFieldsStart:producerFieldsEnd])
 	be.PutUint64(raw[43:], uint64(producerID))
 	be.PutUint16(raw[51:], uint16(producerEpoch))
 	be.PutUint32(raw[53:], uint32(baseSequence))
-	be.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli))
+	be.PutUint32(raw[17:], patchCRC(be.Uint32(raw[17:]), was[:], raw[producerFieldsStart:producerFieldsEnd], len(raw)-producerFieldsEnd))
 }
+
+// The producer id, epoch and base sequence: what Rewrite changes inside the CRC.
+const producerFieldsStart, producerFieldsEnd = 43, 57
 
 // nextSequence is the base sequence after a batch of lastOffsetDelta+1
 // records starting at seq, wrapping at MaxInt32 as the broker does.

@@ -48,6 +48,7 @@ func TestRealKafka(t *testing.T) {
 	sub("SourceTopicDeleted", testSourceTopicDeleted)
 	sub("SourceTopicRecreated", testSourceTopicRecreated)
 	sub("BatchTooLarge", testBatchTooLarge)
+	sub("DamagedSourceBatch", testDamagedSourceBatch)
 	sub("LogAppendTime", testLogAppendTime)
 	sub("TransactionFacts", testTransactionFacts)
 	sub("TransactionalSource", testTransactionalSource)

@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -135,7 +136,8 @@ func appendRecord(dst []byte, r record, delta int64) []byte {
 // reframe builds a client batch of recs, which must hold consecutive
 // offsets, keeping src's attributes (codec, transactional bit), base
 // timestamp and every record's timestamp. The producer fields are left for
-// Rewrite.
+// Rewrite. Its CRC is computed afresh: the caller checked src's
+// (planRecordsLocked), so the records it holds are the ones the source wrote.
 func reframe(src *Batch, recs []record) ([]byte, error) {
 	var plain []byte
 	maxTS := src.FirstTimestamp
@@ -171,15 +173,21 @@ func reframe(src *Batch, recs []record) ([]byte, error) {
 	be.PutUint64(b[27:], uint64(src.FirstTimestamp))
 	be.PutUint64(b[35:], uint64(maxTS))
 	be.PutUint32(b[57:], uint32(len(recs)))
-	return append(b, payload...), nil
+	b = append(b, payload...)
+	be.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
+	return b, nil
 }
 
 // truncatedCopy returns a copy of src whose records are exactly its first n
 // offsets (deltas 0..n-1, the rest of its offset range compacted away), with
 // lastOffsetDelta n-1: the records section is kept byte for byte.
+// Its CRC is patched for the new lastOffsetDelta, as Rewrite patches it.
 func truncatedCopy(src *Batch, n int32) []byte {
 	raw := append([]byte(nil), src.Raw...)
+	var was [4]byte
+	copy(was[:], raw[23:27])
 	binary.BigEndian.PutUint32(raw[23:], uint32(n-1))
+	binary.BigEndian.PutUint32(raw[17:], patchCRC(binary.BigEndian.Uint32(raw[17:]), was[:], raw[23:27], len(raw)-27))
 	return raw
 }
 

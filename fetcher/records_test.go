@@ -36,6 +36,9 @@ func compressedBatch(t testing.TB, baseOffset int64, lastOffsetDelta int32, delt
 	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-batchLogOverhead))
 	binary.BigEndian.PutUint16(raw[21:], uint16(attrs)|uint16(codec))
 	Rewrite(raw, 55, 3, 9)
+	// The records section and attributes changed above: the batch's own CRC
+	// (Rewrite only patches the one it finds).
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli))
 	binary.BigEndian.PutUint64(raw, uint64(baseOffset))
 	return raw
 }
@@ -68,7 +71,7 @@ func TestRecordsAndReframe(t *testing.T) {
 			if !NewBatchIterator(run).Next(&rb) {
 				t.Fatal("re-framed batch did not decode")
 			}
-			if rb.Compression() != codec || rb.NumRecords != 2 || rb.LastOffsetDelta != 1 || rb.FirstTimestamp != b.FirstTimestamp {
+			if rb.Compression() != codec || rb.NumRecords != 2 || rb.LastOffsetDelta != 1 || rb.FirstTimestamp != b.FirstTimestamp || !rb.CRCValid() {
 				t.Fatalf("re-framed header %+v", withoutRaw(rb))
 			}
 			rr, err := rb.records()
@@ -99,7 +102,7 @@ func TestTruncatedCopyKeepsRecords(t *testing.T) {
 	cp := truncatedCopy(&b, 3)
 	var c Batch
 	NewBatchIterator(cp).Next(&c)
-	if c.LastOffsetDelta != 2 || c.NumRecords != 3 || !bytes.Equal(cp[batchHeaderSize:], raw[batchHeaderSize:]) {
+	if c.LastOffsetDelta != 2 || c.NumRecords != 3 || !bytes.Equal(cp[batchHeaderSize:], raw[batchHeaderSize:]) || !c.CRCValid() {
 		t.Fatalf("truncated copy %+v", withoutRaw(c))
 	}
 	if b.LastOffsetDelta != 9 {

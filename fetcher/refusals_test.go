@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,6 +137,54 @@ func testBatchTooLarge(t *testing.T, e *env) {
 	pr, _ := c.Stop("large", 0)
 	if pr.DestinationLogEnd != 5 {
 		t.Fatalf("destination log end %d, want 5 (the batches before the large one)", pr.DestinationLogEnd)
+	}
+}
+
+// testDamagedSourceBatch damages one stored batch in the source's segment file
+// (one bit of its last record, as a failing disk would), which the source
+// broker serves as stored. The copy must not pass the damage on under a fresh
+// CRC: the destination refuses the batch and the partition fails at it, with
+// exactly the batches before it copied.
+func testDamagedSourceBatch(t *testing.T, e *env) {
+	e.createSource("damaged", 1, nil)
+	e.produce("damaged", 0, 15, 5, kgo.NoCompression(), "dmg")
+	e.ensureDestination("damaged")
+	stored := e.rawBatches(e.src, "damaged", 0, 0)
+	if len(stored) != 3 || stored[1].BaseOffset != 5 {
+		t.Fatalf("source batches %+v, want 3 of 5 records", stored)
+	}
+	segs, err := filepath.Glob(filepath.Join(e.p.src.Real().Dir(), "node-*", "data", "damaged-0", "00000000000000000000.log"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("source segment of damaged-0: %v %v", segs, err)
+	}
+	f, err := os.OpenFile(segs[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := int64(len(stored[0].Raw) + len(stored[1].Raw) - 3) // inside the second batch's last record
+	b := []byte{0}
+	if _, err := f.ReadAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x10
+	if _, err := f.WriteAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The premise: the broker serves the damaged bytes as they are on disk.
+	if again := e.rawBatches(e.src, "damaged", 0, 0); len(again) != 3 || !again[0].CRCValid() || again[1].CRCValid() {
+		t.Fatalf("the source does not serve the damage: %d batches, CRCs valid %v %v", len(again), again[0].CRCValid(), len(again) > 1 && again[1].CRCValid())
+	}
+	c, evs := e.startCopy("damaged")
+	ev := evs.waitRefused(t, "damaged batch refused", ErrCorruptBatch)
+	if !strings.Contains(ev.Err.Error(), "at offset 5 ") {
+		t.Fatalf("the error does not name the damaged batch's offset 5: %v", ev.Err)
+	}
+	pr, _ := c.Stop("damaged", 0)
+	if pr.DestinationLogEnd != 5 {
+		t.Fatalf("destination log end %d, want 5 (the batch before the damaged one)", pr.DestinationLogEnd)
 	}
 }
 
