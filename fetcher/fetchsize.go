@@ -10,21 +10,28 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// PartitionFetchBytes is the fetch size of each of n partitions fetched from one leader,
-// for a copy with the given fetch.max.bytes, fetch.response.max.bytes and copy buffer:
-// fetch.max.bytes, or more when fewer partitions share a response than the response limit
-// has room for. Each Fetch costs both brokers and the copier a fixed amount of work; a lone
-// partition fetched 1 MiB at a time spent a source broker 1–7 CPU s per GB copied, 0.2–2.5
-// at 8 MiB (bench/mirror, none/1), and the copy's own CPU fell by a fifth. Capped at an
-// eighth of the copy buffer, so that several fetches of a partition still overlap its
-// produces within the memory bound.
-func PartitionFetchBytes(fetchMax, responseMax int32, buffer int64, n int) int32 {
-	share := int64(responseMax) / int64(max(n, 1))
+// PartitionFetchBytes is the fetch size of each of n partitions fetched from one leader
+// over inFlight Fetches at once, for a copy with the given fetch.max.bytes,
+// fetch.response.max.bytes and copy buffer: fetch.max.bytes, or more when the partitions
+// one Fetch takes (n spread over inFlight) are fewer than the response limit has room for.
+// Each Fetch costs both brokers and the copier a fixed amount of work; a lone partition
+// fetched 1 MiB at a time spent a source broker 1–7 CPU s per GB copied, 0.2–2.5 at 8 MiB
+// (bench/mirror, none/1), and the copy's own CPU fell by a fifth. Across a WAN, a
+// partition's fetch size is what it copies per round trip: shared as if one Fetch held
+// every partition, 16 partitions fetched 1 MiB each, 16 MiB per round trip over the 8
+// Fetches, and copied 96–97 MB/s at 150 ms (0.80 of a 50 MB/s cap); shared per Fetch,
+// 5 MiB each and 244–248 MB/s, the cap full (bench/README.md, WAN, 2026-12-07 15:17).
+// Capped at an eighth of the copy buffer, so that several fetches of a partition still
+// overlap its produces within the memory bound. inFlight 1 is a consumer's one Fetch per
+// broker (the benchmark tunes MirrorMaker 2 with it).
+func PartitionFetchBytes(fetchMax, responseMax int32, buffer int64, n, inFlight int) int32 {
+	perFetch := (max(n, 1) + max(inFlight, 1) - 1) / max(inFlight, 1)
+	share := int64(responseMax) / int64(perFetch)
 	return int32(max(int64(fetchMax), min(share, buffer/8)))
 }
 
 func (c *Copier) partitionFetchBytes(n int) int32 {
-	return PartitionFetchBytes(c.cfg.FetchMaxBytes, c.cfg.FetchResponseMaxBytes, c.cfg.MaxBufferedBytes, n)
+	return PartitionFetchBytes(c.cfg.FetchMaxBytes, c.cfg.FetchResponseMaxBytes, c.cfg.MaxBufferedBytes, n, c.cfg.FetchesInFlight)
 }
 
 // partitionBufferLimit is how many fetched bytes a partition may hold before its next

@@ -64,7 +64,7 @@ var specs = map[string]spec{
 		def: "follower.replication.throttled.replicas,leader.replication.throttled.replicas,message.timestamp.type," +
 			"message.timestamp.difference.max.ms,message.timestamp.before.max.ms,message.timestamp.after.max.ms," +
 			"unclean.leader.election.enable,min.insync.replicas"},
-	"fetch.max.bytes":                 {kind: kInt, def: "1048576", min: 1024, doc: "bytes fetched per partition per request; when fewer partitions share a fetch than fetch.response.max.bytes has room for, each gets an equal share of it (at most an eighth of copy.buffer.max.bytes)"},
+	"fetch.max.bytes":                 {kind: kInt, def: "1048576", min: 1024, doc: "bytes fetched per partition per request; when the partitions one of a broker's fetch.max.in.flight fetches takes are fewer than fetch.response.max.bytes has room for, each gets an equal share of it (at most an eighth of copy.buffer.max.bytes)"},
 	"fetch.response.max.bytes":        {kind: kInt, def: "10485760", min: 1024, doc: "bytes per fetch response"},
 	"fetch.wait.max.ms":               {kind: kInt, def: "500", min: 0, doc: "longest wait of a fetch for new data"},
 	"fetch.max.in.flight":             {kind: kInt, def: "8", min: 1, doc: "Fetch requests in flight to one source broker at once, each for a disjoint share of its partitions and over a connection of its own (fills a long link; in-flight bytes stay within copy.buffer.max.bytes)"},
