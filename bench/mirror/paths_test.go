@@ -233,6 +233,10 @@ type watched struct {
 	// The brokers' CPU over the window: the copy's cost on each side, and what
 	// the copier left of the machine's two cores.
 	srcBrokerCPU, dstBrokerCPU time.Duration
+	// This process's CPU over the window: the WAN cases' Toxiproxy hop (it runs
+	// here) and this poll. Not from the start of the path: settle's page warming,
+	// seconds of system time before the window, is not the hop's.
+	benchCPU time.Duration
 	// The destination broker's CPU over the window by kind of thread (-v): how
 	// much of it served requests and how much went to its JIT and GC.
 	dstThreads map[string]time.Duration
@@ -254,6 +258,7 @@ type sample struct {
 	copied   int64
 	cpu      time.Duration
 	src, dst time.Duration // the brokers' CPU
+	bench    time.Duration // this process's
 }
 
 // secondHalf is the stretch from the first sample with half the records
@@ -307,9 +312,9 @@ func (w watched) describe(bytes int64) string {
 	for _, kind := range threadKindNames {
 		threads = append(threads, fmt.Sprintf("%s %d", kind, w.dstThreads[kind].Milliseconds()))
 	}
-	return fmt.Sprintf("%d polls (%d before them not ready: %v), first readable at %d records; first half %.1f MB/s %.1f CPU s/GB; second half %.1f MB/s %.1f CPU s/GB; brokers' CPU s/GB: source %.1f (2nd half %.1f), destination %.1f (2nd half %.1f); destination broker CPU ms by thread: %s; readable:%s",
+	return fmt.Sprintf("%d polls (%d before them not ready: %v), first readable at %d records; first half %.1f MB/s %.1f CPU s/GB; second half %.1f MB/s %.1f CPU s/GB; brokers' CPU s/GB: source %.1f (2nd half %.1f), destination %.1f (2nd half %.1f); the benchmark process (a WAN case's Toxiproxy hop, this poll) %.2f CPU s/GB; destination broker CPU ms by thread: %s; readable:%s",
 		len(w.samples), w.notReady, w.notReadyErr, w.samples[0].copied, gb(n1)*1e3/d1.Seconds(), cpu1.Seconds()/gb(n1), gb(n2)*1e3/d2.Seconds(), cpu2.Seconds()/gb(n2),
-		w.srcBrokerCPU.Seconds()/all, src2.Seconds()/gb(n2), w.dstBrokerCPU.Seconds()/all, dst2.Seconds()/gb(n2), strings.Join(threads, ", "), tenths.String())
+		w.srcBrokerCPU.Seconds()/all, src2.Seconds()/gb(n2), w.dstBrokerCPU.Seconds()/all, dst2.Seconds()/gb(n2), w.benchCPU.Seconds()/all, strings.Join(threads, ", "), tenths.String())
 }
 
 // watchCopy polls the destination topic's end offsets every 10 ms until all
@@ -317,6 +322,7 @@ func (w watched) describe(bytes int64) string {
 // from the first readable record on.
 func watchCopy(ctx context.Context, e *env, cl *kgo.Client, topic string, parts int32, pid int, exited <-chan struct{}) (watched, error) {
 	var w watched
+	watch := &copyWatch{topic: topic, parts: parts}
 	deadline := time.Now().Add(copyLimit)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -332,7 +338,7 @@ func watchCopy(ctx context.Context, e *env, cl *kgo.Client, topic string, parts 
 		if time.Now().After(deadline) {
 			return w, fmt.Errorf("%d of %d records on %s after %s (last error: %v)", w.copied, totalRecords, topic, copyLimit, lastErr)
 		}
-		n, ready, err := readable(ctx, cl, topic, parts)
+		n, ready, err := watch.readable(ctx, cl)
 		if !ready {
 			lastErr = err
 			if len(w.samples) == 0 {
@@ -354,7 +360,8 @@ func watchCopy(ctx context.Context, e *env, cl *kgo.Client, topic string, parts 
 		if n == 0 {
 			continue
 		}
-		w.samples = append(w.samples, sample{at: now, copied: n, cpu: cpu, src: clusterCPU(e.src), dst: clusterCPU(e.dst)})
+		self, _ := cpuOf(os.Getpid())
+		w.samples = append(w.samples, sample{at: now, copied: n, cpu: cpu, src: clusterCPU(e.src), dst: clusterCPU(e.dst), bench: self})
 		if w.first.IsZero() {
 			w.first, w.cpuFirst = now, cpu
 			w.dstThreads = threadsCPU(e.dst.Real().PIDs())
@@ -366,6 +373,7 @@ func watchCopy(ctx context.Context, e *env, cl *kgo.Client, topic string, parts 
 			}
 			first, last := w.samples[0], w.samples[len(w.samples)-1]
 			w.srcBrokerCPU, w.dstBrokerCPU = last.src-first.src, last.dst-first.dst
+			w.benchCPU = last.bench - first.bench
 			return w, nil
 		}
 	}
@@ -381,8 +389,13 @@ func watchCopy(ctx context.Context, e *env, cl *kgo.Client, topic string, parts 
 // been appended to it. The topic is never auto-created (MirrorMaker 2 would
 // find a one-partition topic in its way).
 func readable(ctx context.Context, cl *kgo.Client, topic string, parts int32) (n int64, ready bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
+	return (&copyWatch{topic: topic, parts: parts}).readable(ctx, cl)
+}
+
+// leadersOf is the topic's partitions by leader, from a fresh Metadata request;
+// nil while the topic is missing, with why. A partition with no leader yet is
+// left out, and err says so.
+func leadersOf(ctx context.Context, cl *kgo.Client, topic string, parts int32) (byLeader map[int32][]int32, err error) {
 	md := kmsg.NewPtrMetadataRequest()
 	md.AllowAutoTopicCreation = false
 	mt := kmsg.NewMetadataRequestTopic()
@@ -390,18 +403,18 @@ func readable(ctx context.Context, cl *kgo.Client, topic string, parts int32) (n
 	md.Topics = append(md.Topics, mt)
 	mresp, err := md.RequestWith(ctx, cl)
 	if err != nil {
-		return 0, false, fmt.Errorf("metadata of %s: %w", topic, err)
+		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
 	}
 	if len(mresp.Topics) != 1 {
-		return 0, false, fmt.Errorf("metadata of %s: %d topics", topic, len(mresp.Topics))
+		return nil, fmt.Errorf("metadata of %s: %d topics", topic, len(mresp.Topics))
 	}
 	if err := kerr.ErrorForCode(mresp.Topics[0].ErrorCode); err != nil {
-		return 0, false, fmt.Errorf("metadata of %s: %w", topic, err)
+		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
 	}
 	if got := int32(len(mresp.Topics[0].Partitions)); got != parts {
-		return 0, false, fmt.Errorf("%s has %d partitions, want %d", topic, got, parts)
+		return nil, fmt.Errorf("%s has %d partitions, want %d", topic, got, parts)
 	}
-	byLeader := map[int32][]int32{}
+	byLeader = map[int32][]int32{}
 	for _, p := range mresp.Topics[0].Partitions {
 		if p.Leader < 0 {
 			err = fmt.Errorf("%s/%d: no leader yet", topic, p.Partition)
@@ -409,6 +422,13 @@ func readable(ctx context.Context, cl *kgo.Client, topic string, parts int32) (n
 		}
 		byLeader[p.Leader] = append(byLeader[p.Leader], p.Partition)
 	}
+	return byLeader, err
+}
+
+// endOffsets is the sum of the partitions' high watermarks, asking each leader
+// directly; a partition whose answer is an error counts as empty, and err says
+// why.
+func endOffsets(ctx context.Context, cl *kgo.Client, topic string, byLeader map[int32][]int32) (n int64, err error) {
 	for leader, ps := range byLeader {
 		req := kmsg.NewPtrListOffsetsRequest()
 		rt := kmsg.NewListOffsetsRequestTopic()
@@ -421,7 +441,7 @@ func readable(ctx context.Context, cl *kgo.Client, topic string, parts int32) (n
 		req.Topics = append(req.Topics, rt)
 		resp, rerr := req.RequestWith(ctx, cl.Broker(int(leader)))
 		if rerr != nil {
-			return 0, false, fmt.Errorf("list offsets of %s on broker %d: %w", topic, leader, rerr)
+			return 0, fmt.Errorf("list offsets of %s on broker %d: %w", topic, leader, rerr)
 		}
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
@@ -433,7 +453,39 @@ func readable(ctx context.Context, cl *kgo.Client, topic string, parts int32) (n
 			}
 		}
 	}
-	// err, if set, says why some partitions were counted as empty.
+	return n, err
+}
+
+// copyWatch is readable for watchCopy's polls, every 10 ms: once a Metadata
+// answer named a leader for every partition and their ListOffsets all
+// answered, it asks those leaders alone, with no Metadata request, until an
+// answer is an error (a leader that moved answers NOT_LEADER). Half the
+// requests, and the Metadata ones were the dearer for the destination broker
+// and this process, which share the two cores with the copy being timed.
+type copyWatch struct {
+	topic    string
+	parts    int32
+	byLeader map[int32][]int32 // nil: read the Metadata
+}
+
+func (w *copyWatch) readable(ctx context.Context, cl *kgo.Client) (n int64, ready bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	byLeader := w.byLeader
+	if byLeader == nil {
+		if byLeader, err = leadersOf(ctx, cl, w.topic, w.parts); byLeader == nil {
+			return 0, false, err
+		}
+	}
+	n, lerr := endOffsets(ctx, cl, w.topic, byLeader)
+	if err == nil && lerr == nil {
+		w.byLeader = byLeader
+	} else {
+		w.byLeader = nil
+	}
+	if lerr != nil {
+		err = lerr
+	}
 	return n, true, err
 }
 
