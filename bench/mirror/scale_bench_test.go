@@ -274,7 +274,16 @@ const (
 	scaleLoadFor    = 15 * time.Second
 )
 
-func scaleLoadBytes() int64 { return envInt("KMIRROR_BENCH_SCALE_LOAD_MB", 32) << 20 }
+// scaleLoadBytes is the steady load's size: 256 MB in the full case, where 32 MB took 1.4-4 s
+// to produce and one late catch-up poll (every 0.5 s) moved the ratio to raw produce by a
+// third (0.48-0.96 over six runs; 0.99 over 256 MB: bench/README.md, Scale, 2026-12-07).
+func scaleLoadBytes() int64 {
+	def := int64(32)
+	if os.Getenv("KMIRROR_BENCH_SCALE") == "full" {
+		def = 256
+	}
+	return envInt("KMIRROR_BENCH_SCALE_LOAD_MB", def) << 20
+}
 
 // loadPartition is a partition the steady load writes to.
 type loadPartition struct {
