@@ -68,12 +68,22 @@ func (c *counts) zero() bool {
 // aborted records and markers, as fetcher.LogEntries reads them), counting
 // every difference instead of stopping at the first.
 func (c *counts) compareLog(tp string, src, dst []fetcher.LogEntry, compacting bool) {
+	c.compareLogKeys(tp, src, dst, compacting, lastOfKey(src))
+}
+
+// compareLogKeys is compareLog with the source's last offset of each key taken from
+// srcLast: for a halted partition, the whole source log's, of which src is only the part
+// before the halt. The source's cleaner removes a record once a later one of its key is in
+// the log, also a later one the halted copy never reached, while the destination keeps
+// the record it copied (the soak's seed 1 in CI, 2026-12-07: 26 records of soak.compact/0,
+// copied before its halt at 848 and cleaned on the source since, were counted duplicated).
+func (c *counts) compareLogKeys(tp string, src, dst []fetcher.LogEntry, compacting bool, srcLast map[string]int64) {
 	byOffset := make(map[int64]*fetcher.LogEntry, len(dst))
 	for i := range dst {
 		byOffset[dst[i].Offset] = &dst[i]
 	}
 	srcOffsets := make(map[int64]bool, len(src))
-	srcLast, dstLast := lastOfKey(src), lastOfKey(dst)
+	dstLast := lastOfKey(dst)
 	for _, s := range src {
 		srcOffsets[s.Offset] = true
 		d := byOffset[s.Offset]

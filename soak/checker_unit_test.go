@@ -270,6 +270,16 @@ func TestCompareHaltedCompacted(t *testing.T) {
 		c.RecordsVerified != 2 || c.NotCopiedAfterHalt != 1 || !c.zero() {
 		t.Fatalf("halt %+v, counts %+v (%v)", h, c, c.Findings)
 	}
+	// After the halt the source got a later record of key "a" (offset 9, never copied)
+	// and its cleaner removed offset 2, which the destination keeps: compacted away,
+	// not a record the source never had.
+	cleaned := []fetcher.LogEntry{src[1], src[2], rec(9, "a", "2")}
+	var k counts
+	kh := &halt{Message: h.Message, Extra: []int64{3, 4}}
+	k.compareHalted(topicCompact+"/0", kh, cleaned, dst, true)
+	if k.CompactedAway != 1 || k.NotCopiedAfterHalt != 2 || !k.zero() {
+		t.Fatalf("a record cleaned on the source after the halt, for a key written after it: counts %+v (%v)", k, k.Findings)
+	}
 	var m counts
 	bad := append(append([]fetcher.LogEntry(nil), dst...), fetcher.LogEntry{Offset: 8, Record: []byte("x"), Key: []byte("x")})
 	m.compareHalted(topicCompact+"/0", &halt{Extra: []int64{3, 4}}, src, bad, true)

@@ -118,7 +118,7 @@ func (c *counts) compareHalted(tp string, h *halt, src, dst []fetcher.LogEntry, 
 		}
 	}
 	dstBefore := c.compareShifted(tp, h, srcAt, lastOfKey(src), dst, compacting)
-	c.compareLog(tp, srcBefore, dstBefore, compacting)
+	c.compareLogKeys(tp, srcBefore, dstBefore, compacting, lastOfKey(src))
 	for _, s := range src {
 		if s.Offset >= h.CopiedEnd {
 			c.NotCopiedAfterHalt++
@@ -243,7 +243,7 @@ func (c *counts) compareLostEnd(tp string, h *halt, src, dst []fetcher.LogEntry,
 			c.NotCopiedAfterHalt++
 		}
 	}
-	c.compareLog(tp, before, dst, compacting)
+	c.compareLogKeys(tp, before, dst, compacting, lastOfKey(src))
 	c.Findings = append(c.Findings, fmt.Sprintf("KNOWN KAFKA BEHAVIOUR: %s: the destination's transaction coordinator lost the end of a transaction the partition has; the partition is FAILED (%s); identical up to %d",
 		tp, h.Message, h.CopiedEnd))
 }
