@@ -241,17 +241,30 @@ func Rewrite(raw []byte, producerID int64, producerEpoch int16, baseSequence int
 	be := binary.BigEndian
 	be.PutUint64(raw[0:], 0)
 	be.PutUint32(raw[12:], 0xFFFFFFFF)
-	// The producer fields, bytes 43..56, are the only ones the CRC covers.
-	var was [producerFieldsEnd - producerFieldsStart]byte
-	copy(was[:], raw[producerFieldsStart:producerFieldsEnd])
-	be.PutUint64(raw[43:], uint64(producerID))
-	be.PutUint16(raw[51:], uint16(producerEpoch))
-	be.PutUint32(raw[53:], uint32(baseSequence))
-	be.PutUint32(raw[17:], patchCRC(be.Uint32(raw[17:]), was[:], raw[producerFieldsStart:producerFieldsEnd], len(raw)-producerFieldsEnd))
+	// The producer id, epoch and base sequence (bytes 43..56) are the only
+	// fields it changes inside the CRC's range.
+	var f [14]byte
+	be.PutUint64(f[0:], uint64(producerID))
+	be.PutUint16(f[8:], uint16(producerEpoch))
+	be.PutUint32(f[10:], uint32(baseSequence))
+	setCovered(raw, 43, f[:])
 }
 
-// The producer id, epoch and base sequence: what Rewrite changes inside the CRC.
-const producerFieldsStart, producerFieldsEnd = 43, 57
+// setCovered writes now over raw[at:] inside the CRC's range (from byte 21 on) and
+// patches the CRC for it (patchCRC): a batch that matched its CRC still does, and one
+// that did not still does not.
+func setCovered(raw []byte, at int, now []byte) {
+	end := at + len(now)
+	crc := patchCRC(binary.BigEndian.Uint32(raw[17:]), raw[at:end], now, len(raw)-end)
+	copy(raw[at:], now)
+	binary.BigEndian.PutUint32(raw[17:], crc)
+}
+
+// errCRCMismatch is the error for a source batch whose bytes do not match its CRC.
+func errCRCMismatch(topic string, partition int32, offset int64, size int) error {
+	return fmt.Errorf("%w: %s/%d: the source batch at offset %d (%d bytes) does not match its CRC: the source's log is damaged there, or the bytes were damaged on their way here",
+		ErrCorruptBatch, topic, partition, offset, size)
+}
 
 // nextSequence is the base sequence after a batch of lastOffsetDelta+1
 // records starting at seq, wrapping at MaxInt32 as the broker does.

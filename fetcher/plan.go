@@ -186,8 +186,7 @@ func (c *Copier) planRecordsLocked(p *partition, b *Batch, from int64, begin fun
 		// damage its records carry: only a batch that matches its CRC is
 		// re-framed. (A whole batch keeps its CRC patched, and the destination
 		// refuses a damaged one: produceRefusedLocked.)
-		return fmt.Errorf("%w: %s/%d: the source batch at offset %d (%d bytes) does not match its CRC: the source's log is damaged there, or the bytes were damaged on their way here",
-			ErrCorruptBatch, p.tp.topic, p.tp.partition, b.BaseOffset, len(b.Raw))
+		return errCRCMismatch(p.tp.topic, p.tp.partition, b.BaseOffset, len(b.Raw))
 	}
 	recs, err := b.records()
 	if err != nil {

@@ -184,10 +184,9 @@ func reframe(src *Batch, recs []record) ([]byte, error) {
 // Its CRC is patched for the new lastOffsetDelta, as Rewrite patches it.
 func truncatedCopy(src *Batch, n int32) []byte {
 	raw := append([]byte(nil), src.Raw...)
-	var was [4]byte
-	copy(was[:], raw[23:27])
-	binary.BigEndian.PutUint32(raw[23:], uint32(n-1))
-	binary.BigEndian.PutUint32(raw[17:], patchCRC(binary.BigEndian.Uint32(raw[17:]), was[:], raw[23:27], len(raw)-27))
+	var delta [4]byte
+	binary.BigEndian.PutUint32(delta[:], uint32(n-1))
+	setCovered(raw, 23, delta[:])
 	return raw
 }
 

@@ -350,8 +350,8 @@ func (c *Copier) produceRefusedLocked(p *partition, o *op, err error, message *s
 		// bytes are not the ones the source's producer wrote. Sending them again
 		// cannot help (Kafka calls the error retriable, for a client whose own
 		// bytes were damaged on the way).
-		c.failLocked(p, datapath.Permanent, fmt.Errorf("%w: %s/%d: the source batch at offset %d (%d bytes) does not match its CRC: the source's log is damaged there, or the bytes were damaged on their way here; nothing from that offset on is copied (kafka-dump-log.sh --deep-iteration on the source's segment shows the batch): %v%s",
-			ErrCorruptBatch, p.tp.topic, p.tp.partition, o.base, len(o.raw), err, msg))
+		c.failLocked(p, datapath.Permanent, fmt.Errorf("%w; nothing from that offset on is copied (kafka-dump-log.sh --deep-iteration on the source's segment shows the batch): %v%s",
+			errCRCMismatch(p.tp.topic, p.tp.partition, o.base, len(o.raw)), err, msg))
 	case kerr.IsRetriable(err):
 		c.retryLocked(p, fmt.Errorf("produce %s/%d: %w%s", p.tp.topic, p.tp.partition, err, msg))
 	default:

@@ -258,7 +258,6 @@ type sample struct {
 	copied   int64
 	cpu      time.Duration
 	src, dst time.Duration // the brokers' CPU
-	bench    time.Duration // this process's
 }
 
 // secondHalf is the stretch from the first sample with half the records
@@ -360,10 +359,10 @@ func watchCopy(ctx context.Context, e *env, cl *kgo.Client, topic string, parts 
 		if n == 0 {
 			continue
 		}
-		self, _ := cpuOf(os.Getpid())
-		w.samples = append(w.samples, sample{at: now, copied: n, cpu: cpu, src: clusterCPU(e.src), dst: clusterCPU(e.dst), bench: self})
+		w.samples = append(w.samples, sample{at: now, copied: n, cpu: cpu, src: clusterCPU(e.src), dst: clusterCPU(e.dst)})
 		if w.first.IsZero() {
 			w.first, w.cpuFirst = now, cpu
+			w.benchCPU, _ = cpuOf(os.Getpid()) // at the start; the window's is this subtracted from the end's, below
 			w.dstThreads = threadsCPU(e.dst.Real().PIDs())
 		}
 		if n >= totalRecords {
@@ -373,7 +372,9 @@ func watchCopy(ctx context.Context, e *env, cl *kgo.Client, topic string, parts 
 			}
 			first, last := w.samples[0], w.samples[len(w.samples)-1]
 			w.srcBrokerCPU, w.dstBrokerCPU = last.src-first.src, last.dst-first.dst
-			w.benchCPU = last.bench - first.bench
+			if self, err := cpuOf(os.Getpid()); err == nil {
+				w.benchCPU = self - w.benchCPU
+			}
 			return w, nil
 		}
 	}

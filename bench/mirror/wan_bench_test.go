@@ -15,8 +15,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,15 +173,6 @@ func wanRun(ctx context.Context, b *testing.B, e *env, front *faultnet.Front, l 
 	var r result
 	b.Run(fmt.Sprintf("%s/p%d/r%d/%s", l.name, parts, round, path), func(b *testing.B) {
 		settle(s.bytes)
-		// Toxiproxy's hop runs in this process and allocates a chunk for every
-		// read it relays (up to 32 KiB): about a gigabyte of garbage per copied
-		// gigabyte, which a collector paced for this process's small live heap
-		// collected dozens of times per copy, on the two cores the copy is timed
-		// on. A network between regions costs the mirroring host nothing. So:
-		// one collection now, then a tenfold pace until the copy ends, for
-		// every path alike (bench/README.md, WAN, has the hop's CPU before and after).
-		runtime.GC()
-		defer debug.SetGCPercent(debug.SetGCPercent(1000))
 		load := loadAvg()
 		switch path {
 		case "mirrormaker2":
