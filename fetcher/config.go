@@ -20,7 +20,8 @@ type Config struct {
 	// FetchMaxBytes is the per-partition fetch size (default 1 MiB); partitions that share
 	// a leader with few others fetch more (partitionFetchBytes).
 	FetchMaxBytes int32
-	// FetchResponseMaxBytes bounds one Fetch response (default 10 MiB).
+	// FetchResponseMaxBytes bounds one Fetch response (default ResponseBytes: the
+	// buffer shared by the Fetches in flight, 16 MiB for the defaults).
 	FetchResponseMaxBytes int32
 	// FetchMaxWait is how long a broker may hold a Fetch (default 500 ms).
 	FetchMaxWait time.Duration
@@ -50,6 +51,38 @@ type Config struct {
 	Logger *slog.Logger
 
 	hooks hooks // tests only (hooks.go); nil: noHooks
+}
+
+// withDefaults fills in what cfg leaves unset (zero).
+func (cfg Config) withDefaults() Config {
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = 1 << 20
+	}
+	if cfg.FetchMaxWait <= 0 {
+		cfg.FetchMaxWait = 500 * time.Millisecond
+	}
+	if cfg.FetchesInFlight <= 0 {
+		cfg.FetchesInFlight = 8
+	}
+	if cfg.MaxBufferedBytes <= 0 {
+		cfg.MaxBufferedBytes = 128 << 20
+	}
+	if cfg.FetchResponseMaxBytes <= 0 {
+		cfg.FetchResponseMaxBytes = ResponseBytes(cfg.FetchMaxBytes, cfg.MaxBufferedBytes, cfg.FetchesInFlight)
+	}
+	if cfg.ProduceTimeout <= 0 {
+		cfg.ProduceTimeout = 30 * time.Second
+	}
+	if cfg.FillerTransactions <= 0 {
+		cfg.FillerTransactions = 32
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.hooks == nil {
+		cfg.hooks = noHooks{}
+	}
+	return cfg
 }
 
 // Task names one mirror partition to copy.

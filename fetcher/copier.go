@@ -131,35 +131,9 @@ func NewCopier(cfg Config) (*Copier, error) {
 	if cfg.Source == nil || cfg.Destination == nil {
 		return nil, errors.New("fetcher: Config.Source and Config.Destination are required")
 	}
-	if cfg.FetchMaxBytes <= 0 {
-		cfg.FetchMaxBytes = 1 << 20
-	}
-	if cfg.FetchResponseMaxBytes <= 0 {
-		cfg.FetchResponseMaxBytes = 10 << 20
-	}
-	if cfg.FetchMaxWait <= 0 {
-		cfg.FetchMaxWait = 500 * time.Millisecond
-	}
-	if cfg.FetchesInFlight <= 0 {
-		cfg.FetchesInFlight = 8
-	}
-	if cfg.MaxBufferedBytes <= 0 {
-		cfg.MaxBufferedBytes = 128 << 20
-	}
-	if cfg.ProduceTimeout <= 0 {
-		cfg.ProduceTimeout = 30 * time.Second
-	}
-	if cfg.FillerTransactions <= 0 {
-		cfg.FillerTransactions = 32
-	}
+	cfg = cfg.withDefaults()
 	if cfg.MaxBufferedBytes < int64(cfg.FetchMaxBytes) {
 		return nil, fmt.Errorf("fetcher: MaxBufferedBytes %d is below FetchMaxBytes %d", cfg.MaxBufferedBytes, cfg.FetchMaxBytes)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.hooks == nil {
-		cfg.hooks = noHooks{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Copier{

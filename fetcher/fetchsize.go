@@ -10,6 +10,27 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// maxDerivedResponseBytes caps the response size derived from the copy buffer
+// (ResponseBytes): the Java consumer's default fetch.max.bytes, under the broker's
+// own default cap on a Fetch response (its fetch.max.bytes, 55 MiB), past which a
+// reservation would hold budget that no answer fills. A buffer larger than
+// fetch.max.in.flight × 50 MiB wants more Fetches in flight, not larger ones.
+const maxDerivedResponseBytes = 50 << 20
+
+// ResponseBytes is the Fetch response size when fetch.response.max.bytes is not set:
+// the copy buffer shared by the Fetches in flight, so that together they may fill it,
+// never below fetch.max.bytes nor above maxDerivedResponseBytes. Across a long link a
+// Fetch's bytes are held from its request until its answer is planned: a round trip
+// and the answer's own transfer, which grows with the bytes in flight sharing the
+// link. So a copy moves at most about in-flight ÷ (RTT + in-flight ÷ link rate), and
+// the in-flight bytes must be several times the link's bandwidth-delay product to
+// fill it, not once (docs/DESIGN.md, "Fetches in flight"). A fixed 10 MiB response
+// left 48 of the default 128 MiB unused by the 8 Fetches, and raising
+// copy.buffer.max.bytes alone moved nothing in flight.
+func ResponseBytes(fetchMax int32, buffer int64, inFlight int) int32 {
+	return int32(max(int64(fetchMax), min(buffer/int64(max(inFlight, 1)), maxDerivedResponseBytes)))
+}
+
 // PartitionFetchBytes is the fetch size of each of n partitions fetched from one leader
 // over inFlight Fetches at once, for a copy with the given fetch.max.bytes,
 // fetch.response.max.bytes and copy buffer: fetch.max.bytes, or more when the partitions

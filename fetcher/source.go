@@ -364,6 +364,22 @@ func (s *source) collect() fetchPlan {
 		ps, idle = append(ps, idle...), nil
 		share = len(ps)
 	}
+	if s.inFlight > s.idlePolls && !quota && c.cfg.MaxBufferedBytes-c.reserved < fullFetch(len(ps), share, len(idle), partMax, respMax) {
+		// Not room for a whole Fetch while another that carries data is in
+		// flight: wait for it (popLocked wakes the source as the budget
+		// frees). A Fetch holds one of fetch.max.in.flight connections for a
+		// round trip whatever it carries, so one sent with the first MiB freed
+		// took a slot for a fraction of a response, and the budget freed after
+		// it waited for a slot to come back. A copy with a backlog keeps its
+		// budget full and hit this most of the time: across 150 ms its Fetches
+		// carried 12.3 MiB on average without the wait, 12.1-16 with it
+		// (bench/README.md, "WAN", 2026-12-07 17:30). An idle poll does not
+		// count: it may be held for idleFetchWait. With no Fetch of data in
+		// flight a Fetch takes what fits, so the copy always moves, and a
+		// source whose budget other sources' produces keep taking (a pop
+		// wakes only its own partition's source) waits a round trip at most.
+		return fetchPlan{}
+	}
 	out, want := c.takeLocked(ps, share, partMax, respMax)
 	caughtUp := false // out holds only caught-up partitions
 	if len(out) == 0 {
@@ -396,6 +412,17 @@ func (s *source) collect() fetchPlan {
 	}
 	c.reserved += plan.reservation
 	return plan
+}
+
+// fullFetch is what a whole Fetch of the partitions collect has to share out
+// reserves: its share of those with a backlog, or every caught-up one when
+// none has a backlog, at the partition fetch size, within the response limit.
+func fullFetch(backlog, share, caughtUp int, partMax, respMax int32) int64 {
+	n := min(backlog, share)
+	if n == 0 {
+		n = caughtUp
+	}
+	return min(int64(n)*int64(partMax), int64(respMax))
 }
 
 // takeLocked marks up to n of ps as fetched by one Fetch, in a rotated

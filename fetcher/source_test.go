@@ -5,6 +5,37 @@ import (
 	"time"
 )
 
+// TestResponseBytes: unset, the response size is the copy buffer shared by the Fetches in
+// flight, so that they can fill it together, within fetch.max.bytes and 50 MiB.
+func TestResponseBytes(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		fetch    int32
+		buffer   int64
+		inFlight int
+		want     int32
+	}{
+		{mib, 128 * mib, 8, 16 * mib},  // the defaults: 128 MiB in flight, not 80
+		{mib, 512 * mib, 8, 50 * mib},  // a WAN's buffer: capped, under the broker's 55 MiB
+		{mib, 1024 * mib, 8, 50 * mib}, // more wants more Fetches in flight
+		{mib, 4 * mib, 8, mib},         // never below fetch.max.bytes
+		{2 * mib, 128 * mib, 0, 50 * mib},
+	} {
+		if got := ResponseBytes(tc.fetch, tc.buffer, tc.inFlight); got != tc.want {
+			t.Errorf("fetch %d, buffer %d, %d in flight: response %d, want %d", tc.fetch, tc.buffer, tc.inFlight, got, tc.want)
+		}
+	}
+	if got := (Config{}).withDefaults().FetchResponseMaxBytes; got != 16*mib {
+		t.Errorf("default response size %d, want 16 MiB", got)
+	}
+	if got := (Config{MaxBufferedBytes: 512 * mib, FetchesInFlight: 4}).withDefaults().FetchResponseMaxBytes; got != 50*mib {
+		t.Errorf("response size for a 512 MiB buffer over 4 Fetches %d, want 50 MiB", got)
+	}
+	if got := (Config{FetchResponseMaxBytes: 10 * mib}).withDefaults().FetchResponseMaxBytes; got != 10*mib {
+		t.Errorf("a set response size became %d", got)
+	}
+}
+
 // TestPartitionFetchBytes: a partition alone on its leader fetches a large share of the
 // response limit, the partitions one of the Fetches in flight takes share its response, many
 // partitions fetch fetch.max.bytes each, and the share never passes an eighth of the copy
@@ -82,6 +113,38 @@ func TestCollectSplitsPartitionsOverFetches(t *testing.T) {
 	c.reserved = 0
 	if fetch := s.collect().parts; len(fetch) != len(fetches[0]) {
 		t.Fatalf("after an answer, %d partitions fetchable again, want %d", len(fetch), len(fetches[0]))
+	}
+}
+
+// TestCollectWaitsForAWholeFetch: with a Fetch in flight, a goroutine does not send
+// a Fetch of the little budget left (it would hold a slot for a round trip for a
+// fraction of a response); with none in flight it sends what fits, so the copy moves.
+func TestCollectWaitsForAWholeFetch(t *testing.T) {
+	const mib = 1 << 20
+	c, s := sourceOfTen(3*mib, 14*mib, 0) // 4 Fetches of 3 partitions, 3 MiB each
+	if plan := s.collect(); len(plan.parts) != 3 || plan.reservation != 3*mib {
+		t.Fatalf("first Fetch: %d partitions, %d bytes", len(plan.parts), plan.reservation)
+	}
+	c.reserved = 12 * mib // 2 MiB left: not a whole Fetch of 3 partitions
+	if plan := s.collect(); len(plan.parts) != 0 {
+		t.Fatalf("with a Fetch in flight and 2 MiB left, a Fetch of %d partitions (%d bytes) went out", len(plan.parts), plan.reservation)
+	}
+	c.reserved = 11 * mib // 3 MiB: a whole one
+	if plan := s.collect(); len(plan.parts) != 3 {
+		t.Fatalf("with room for a whole Fetch, %d partitions went", len(plan.parts))
+	}
+	s.inFlight, s.idlePolls = 1, 1 // an idle poll, held up to idleFetchWait, is no reason to wait
+	c.reserved = 12 * mib
+	if plan := s.collect(); len(plan.parts) != 2 || plan.reservation != 2*mib {
+		t.Fatalf("with only an idle poll in flight, %d partitions and %d bytes went; want what fits, 2 and 2 MiB", len(plan.parts), plan.reservation)
+	}
+	s.inFlight, s.idlePolls = 0, 0
+	for _, p := range c.parts {
+		p.fetching = false
+	}
+	c.reserved = 12 * mib
+	if plan := s.collect(); len(plan.parts) != 2 || plan.reservation != 2*mib {
+		t.Fatalf("with nothing in flight, %d partitions and %d bytes went; want what fits, 2 and 2 MiB", len(plan.parts), plan.reservation)
 	}
 }
 

@@ -141,6 +141,10 @@ func copyKmirror(ctx context.Context, b *testing.B, e *env, s spec, bin, path st
 	return r
 }
 
+// mm2ResponseBytes is MirrorMaker 2's fetch.max.bytes here: kmirror's response size
+// until 2026-12-07.
+const mm2ResponseBytes = 10 << 20
+
 // mm2Tuning is the benchmark's MirrorMaker 2 client tuning (bench/README.md
 // lists it): fetch sizes equal to kmirror's for the case, batches equal to the
 // source's, the source's codec (MirrorMaker 2 must recompress), acks=all and
@@ -151,10 +155,17 @@ func mm2Tuning(s spec) map[string]string {
 	// one Fetch in flight, as a consumer keeps: the settings MirrorMaker 2 has always run
 	// with here (kmirror's own share grew with its Fetches in flight on 2026-12-07).
 	kc := mirrorconfig.Parse(benchMirrorConfigs())
-	perPartition := fetcher.PartitionFetchBytes(kc.FetchMaxBytes, kc.FetchResponseMaxBytes, kc.BufferMaxBytes, int(s.partitions), 1)
+	resp := kc.FetchResponseMaxBytes
+	if resp == 0 {
+		// kmirror derives its response size from its copy buffer since 2026-12-07
+		// (fetcher.ResponseBytes); MirrorMaker 2 keeps the 10 MiB it has always run
+		// with here, so that its figures stay comparable run to run.
+		resp = mm2ResponseBytes
+	}
+	perPartition := fetcher.PartitionFetchBytes(kc.FetchMaxBytes, resp, kc.BufferMaxBytes, int(s.partitions), 1)
 	return map[string]string{
 		"tasks.max":                                             "2", // two cores
-		"source.consumer.fetch.max.bytes":                       strconv.Itoa(int(kc.FetchResponseMaxBytes)),
+		"source.consumer.fetch.max.bytes":                       strconv.Itoa(int(resp)),
 		"source.consumer.max.partition.fetch.bytes":             strconv.Itoa(int(perPartition)),
 		"source.consumer.max.poll.records":                      "10000",
 		"target.producer.batch.size":                            strconv.Itoa(batchBytes),

@@ -38,6 +38,9 @@ type spec struct {
 	doc      string
 	secret   bool
 	required bool
+	// zeroDerived: 0 is accepted below min and means a value derived from
+	// other keys (fetch.response.max.bytes: fetcher.ResponseBytes).
+	zeroDerived bool
 }
 
 // specs is every key a mirror accepts.
@@ -65,7 +68,7 @@ var specs = map[string]spec{
 			"message.timestamp.difference.max.ms,message.timestamp.before.max.ms,message.timestamp.after.max.ms," +
 			"unclean.leader.election.enable,min.insync.replicas"},
 	"fetch.max.bytes":                 {kind: kInt, def: "1048576", min: 1024, doc: "bytes fetched per partition per request; when the partitions one of a broker's fetch.max.in.flight fetches takes are fewer than fetch.response.max.bytes has room for, each gets an equal share of it (at most an eighth of copy.buffer.max.bytes)"},
-	"fetch.response.max.bytes":        {kind: kInt, def: "10485760", min: 1024, doc: "bytes per fetch response"},
+	"fetch.response.max.bytes":        {kind: kInt, def: "0", min: 1024, zeroDerived: true, doc: "bytes per fetch response; 0 (the default) = copy.buffer.max.bytes ÷ fetch.max.in.flight (16 MiB for the defaults), at least fetch.max.bytes and at most 50 MiB, so that the Fetches in flight can fill the copy buffer: across a long link, raise copy.buffer.max.bytes"},
 	"fetch.wait.max.ms":               {kind: kInt, def: "500", min: 0, doc: "longest wait of a fetch for new data"},
 	"fetch.max.in.flight":             {kind: kInt, def: "8", min: 1, doc: "Fetch requests in flight to one source broker at once, each for a disjoint share of its partitions and over a connection of its own (fills a long link; in-flight bytes stay within copy.buffer.max.bytes)"},
 	"metadata.refresh.interval.ms":    {kind: kInt, def: "30000", min: 100, doc: "how often source topics, patterns, topic configs, consumer group offsets and ACLs are synced"},
@@ -177,7 +180,10 @@ func (s spec) check(v string) error {
 		if err != nil {
 			return fmt.Errorf("not a whole number")
 		}
-		if n < s.min {
+		if n < s.min && !(n == 0 && s.zeroDerived) {
+			if s.zeroDerived {
+				return fmt.Errorf("must be 0 (derived) or at least %d", s.min)
+			}
 			return fmt.Errorf("must be at least %d", s.min)
 		}
 	case kBool:

@@ -11,20 +11,26 @@ func TestValidate(t *testing.T) {
 	if err := Validate(ok); err != nil {
 		t.Fatalf("valid config refused: %v", err)
 	}
+	for _, v := range []string{"0", "1024"} { // 0: derived from the copy buffer
+		if err := Validate(map[string]string{"bootstrap.servers": "s:1", "fetch.response.max.bytes": v}); err != nil {
+			t.Errorf("fetch.response.max.bytes=%s refused: %v", v, err)
+		}
+	}
 	for name, tc := range map[string]struct {
 		cfg  map[string]string
 		want string
 	}{
-		"unknown key named": {map[string]string{"bootstrap.servers": "s:1", "bootstrap.server": "x"}, `unknown mirror config "bootstrap.server"`},
-		"missing bootstrap": {map[string]string{}, "bootstrap.servers is required"},
-		"not a number":      {map[string]string{"bootstrap.servers": "s:1", "fetch.max.bytes": "lots"}, "fetch.max.bytes=\"lots\": not a whole number"},
-		"below minimum":     {map[string]string{"bootstrap.servers": "s:1", "fetch.max.bytes": "1"}, "must be at least 1024"},
-		"bad regex":         {map[string]string{"bootstrap.servers": "s:1", "topics.include": "a("}, "invalid regex"},
-		"bad enum":          {map[string]string{"bootstrap.servers": "s:1", "security.protocol": "TLS"}, "must be one of"},
-		"sasl needs user":   {map[string]string{"bootstrap.servers": "s:1", "security.protocol": "SASL_SSL"}, "needs sasl.username"},
-		"bad acl rule":      {map[string]string{"bootstrap.servers": "s:1", "acls.include": "TOPIC;orders.*,CLUSTER"}, `mirror config acls.include="TOPIC;orders.*,CLUSTER": rule "CLUSTER": CLUSTER ACLs are never synced`},
-		"bad acl regex":     {map[string]string{"bootstrap.servers": "s:1", "acls.include": "GROUP;g(;READ"}, `acls.include="GROUP;g(;READ": rule "GROUP;g(;READ": resource name: invalid regex`},
-		"secret not echoed": {map[string]string{"bootstrap.servers": "s:1", "sasl.password": "hunter2", "failed.retry.max.attempts": "-1"}, "failed.retry.max.attempts"},
+		"unknown key named":  {map[string]string{"bootstrap.servers": "s:1", "bootstrap.server": "x"}, `unknown mirror config "bootstrap.server"`},
+		"missing bootstrap":  {map[string]string{}, "bootstrap.servers is required"},
+		"not a number":       {map[string]string{"bootstrap.servers": "s:1", "fetch.max.bytes": "lots"}, "fetch.max.bytes=\"lots\": not a whole number"},
+		"below minimum":      {map[string]string{"bootstrap.servers": "s:1", "fetch.max.bytes": "1"}, "must be at least 1024"},
+		"response too small": {map[string]string{"bootstrap.servers": "s:1", "fetch.response.max.bytes": "1023"}, "must be 0 (derived) or at least 1024"},
+		"bad regex":          {map[string]string{"bootstrap.servers": "s:1", "topics.include": "a("}, "invalid regex"},
+		"bad enum":           {map[string]string{"bootstrap.servers": "s:1", "security.protocol": "TLS"}, "must be one of"},
+		"sasl needs user":    {map[string]string{"bootstrap.servers": "s:1", "security.protocol": "SASL_SSL"}, "needs sasl.username"},
+		"bad acl rule":       {map[string]string{"bootstrap.servers": "s:1", "acls.include": "TOPIC;orders.*,CLUSTER"}, `mirror config acls.include="TOPIC;orders.*,CLUSTER": rule "CLUSTER": CLUSTER ACLs are never synced`},
+		"bad acl regex":      {map[string]string{"bootstrap.servers": "s:1", "acls.include": "GROUP;g(;READ"}, `acls.include="GROUP;g(;READ": rule "GROUP;g(;READ": resource name: invalid regex`},
+		"secret not echoed":  {map[string]string{"bootstrap.servers": "s:1", "sasl.password": "hunter2", "failed.retry.max.attempts": "-1"}, "failed.retry.max.attempts"},
 	} {
 		err := Validate(tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
