@@ -19,14 +19,11 @@ const maxDerivedResponseBytes = 50 << 20
 
 // ResponseBytes is the Fetch response size when fetch.response.max.bytes is not set:
 // the copy buffer shared by the Fetches in flight, so that together they may fill it,
-// never below fetch.max.bytes nor above maxDerivedResponseBytes. Across a long link a
-// Fetch's bytes are held from its request until its answer is planned: a round trip
-// and the answer's own transfer, which grows with the bytes in flight sharing the
-// link. So a copy moves at most about in-flight ÷ (RTT + in-flight ÷ link rate), and
-// the in-flight bytes must be several times the link's bandwidth-delay product to
-// fill it, not once (docs/DESIGN.md, "Fetches in flight"). A fixed 10 MiB response
-// left 48 of the default 128 MiB unused by the 8 Fetches, and raising
-// copy.buffer.max.bytes alone moved nothing in flight.
+// never below fetch.max.bytes nor above maxDerivedResponseBytes. A fixed 10 MiB
+// response left 48 of the default 128 MiB out of flight with 8 Fetches, and raising
+// copy.buffer.max.bytes alone moved nothing more per round trip. A copy with a
+// backlog keeps the budget full either way; what then bounds it across a long link
+// is in docs/DESIGN.md, "Fetches in flight".
 func ResponseBytes(fetchMax int32, buffer int64, inFlight int) int32 {
 	return int32(max(int64(fetchMax), min(buffer/int64(max(inFlight, 1)), maxDerivedResponseBytes)))
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -25,6 +26,7 @@ func BenchmarkHopResponses(b *testing.B) {
 	}
 }
 
+// hopRun measures conns connections through one Front with rtt ms of round trip.
 func hopRun(b *testing.B, rtt, conns, size int) {
 	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -61,8 +63,7 @@ func hopRun(b *testing.B, rtt, conns, size int) {
 		}
 	}
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var total int64
+	var total atomic.Int64
 	deadline := time.Now().Add(5 * time.Second)
 	start := time.Now()
 	for range conns {
@@ -85,13 +86,11 @@ func hopRun(b *testing.B, rtt, conns, size int) {
 					b.Error(err)
 					return
 				}
-				mu.Lock()
-				total += int64(size)
-				mu.Unlock()
+				total.Add(int64(size))
 			}
 		}()
 	}
 	wg.Wait()
 	el := time.Since(start)
-	b.ReportMetric(float64(total)/el.Seconds()/1e6, "MB/s")
+	b.ReportMetric(float64(total.Load())/el.Seconds()/1e6, "MB/s")
 }
