@@ -100,9 +100,11 @@ bench: test-deps build
 	KMIRROR_BIN=$(abspath $(BIN)) $(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
 
 # The proxy benchmark alone (bench/README.md, Proxy): ROUNDS paired rounds (default 7);
-# ROUNDS=2 for a quick loop, SCENARIO=small or large for one workload.
+# ROUNDS=2 for a quick loop, SCENARIO=small or large for one workload, ENGINE2=gnet for a
+# second proxy on the other plaintext engine in the same rounds.
 bench-proxy: build
 	KMIRROR_BIN=$(abspath $(BIN)) KMIRROR_BENCH_ROUNDS=$(or $(ROUNDS),7) KMIRROR_BENCH_PROXY_SCENARIO=$(SCENARIO) \
+	  KMIRROR_BENCH_PROXY_ENGINE2=$(ENGINE2) \
 	  $(GO) test -v -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/proxy/
 
 # Static linux binaries (amd64, arm64) with version, commit and build date in

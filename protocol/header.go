@@ -123,19 +123,23 @@ func IsFlexibleRequest(key, version int16) (flexible, known bool) {
 	if api, ok := mirrorAPI(key); ok {
 		return version >= api.FlexibleVersion, true
 	}
-	first, ok := kmsgFirstFlexible()[key]
-	if !ok {
+	if key < 0 || int(key) >= len(kmsgFirstFlexible()) {
+		return false, false
+	}
+	first := kmsgFirstFlexible()[key]
+	if first == unknownKey {
 		return false, false
 	}
 	return first >= 0 && version >= first, true
 }
 
-// kmsgFirstFlexible maps each key kmsg knows to its first flexible version
-// (-1 if none). It is built once so that IsFlexibleRequest, which runs for
-// every proxied request, allocates nothing.
-var kmsgFirstFlexible = sync.OnceValue(func() map[int16]int16 {
-	first := make(map[int16]int16)
-	for key := int16(0); key < 1024; key++ {
+// kmsgFirstFlexible holds, for each key below 1024, its first flexible version: -1 if it has
+// none, unknownKey if kmsg does not know the key. It is built once, and an array rather than a
+// map, because IsFlexibleRequest runs for every proxied request.
+var kmsgFirstFlexible = sync.OnceValue(func() *[1024]int16 {
+	var first [1024]int16
+	for key := range int16(len(first)) {
+		first[key] = unknownKey
 		req := kmsg.RequestForKey(key)
 		if req == nil {
 			continue
@@ -149,8 +153,11 @@ var kmsgFirstFlexible = sync.OnceValue(func() map[int16]int16 {
 			}
 		}
 	}
-	return first
+	return &first
 })
+
+// unknownKey marks a key kmsg does not know in kmsgFirstFlexible.
+const unknownKey = -2
 
 // ResponseHeaderVersion returns the response header version for a request
 // of key@version: 1 if the request was flexible, else 0. ApiVersions

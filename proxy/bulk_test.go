@@ -29,9 +29,7 @@ import (
 // follows another request in the same write.) The netpoll engine (listener_tcp.go) serves
 // every plaintext connection as a handed-off one from its first byte: the same checks hold.
 func TestRealBulkHandOffKeepsOrder(t *testing.T) {
-	for _, engine := range []string{EngineGnet, EngineNetpoll} {
-		t.Run(engine, func(t *testing.T) { bulkKeepsOrder(t, engine) })
-	}
+	forEachEngine(t, bulkKeepsOrder)
 }
 
 // bulkKeepsOrder is TestRealBulkHandOffKeepsOrder with one plaintext engine.

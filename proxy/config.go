@@ -55,8 +55,8 @@ type Config struct {
 	MetricsAddr string `yaml:"metrics_addr"`
 	// EventLoops is the number of gnet event loops per plaintext listener.
 	EventLoops int `yaml:"event_loops"`
-	// PlaintextEngine serves plaintext listeners: "gnet" (default; event loops) or
-	// "netpoll" (Go's poller, a goroutine per connection, listener_tcp.go).
+	// PlaintextEngine serves plaintext listeners: "netpoll" (default; Go's poller, a
+	// goroutine per connection, listener_tcp.go) or "gnet" (event loops, listener_gnet.go).
 	PlaintextEngine string `yaml:"plaintext_engine"`
 
 	// TLS, when CertFile is set, makes every client listener TLS (crypto/tls).
@@ -224,11 +224,6 @@ func (c Config) Validate() error {
 	}
 	if e := c.PlaintextEngine; e != "" && e != EngineNetpoll && e != EngineGnet {
 		return fmt.Errorf("plaintext_engine %q: want %q or %q", e, EngineNetpoll, EngineGnet)
-	}
-	if c.ProxyProtocol && c.PlaintextEngine == EngineNetpoll && c.TLS.CertFile == "" {
-		// The netpoll engine splices *net.TCPConn to *net.TCPConn; a PROXY header reader
-		// sits in between. Refused rather than served without the header being read.
-		return fmt.Errorf("proxy_protocol is not yet supported with plaintext_engine %q: use %q (the default) or TLS", EngineNetpoll, EngineGnet)
 	}
 	if c.MaxInFlight < 1 {
 		return fmt.Errorf("max_in_flight %d must be at least 1", c.MaxInFlight)

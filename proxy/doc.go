@@ -2,7 +2,7 @@
 //
 // A request's whole path lives here:
 //
-//	listener (gnet plaintext or crypto/tls) -> frame -> session.dispatch
+//	listener (plaintext: a goroutine per connection, or gnet; crypto/tls) -> frame -> session.dispatch
 //	  -> local answer (mirror RPC keys, ApiVersions fallback)   or
 //	  -> upstream broker (one TCP connection per client connection)
 //	  -> response rewrite (only the keys that carry broker addresses or API versions)

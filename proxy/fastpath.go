@@ -18,16 +18,33 @@ import (
 type upstreamRaw struct {
 	rc syscall.RawConn
 	tc *net.TCPConn // for blocking writes and splices from a handed-off connection (bulk.go)
+
+	// One non-blocking write's arguments and results, and the function rc runs for it, bound
+	// once: a closure made per call would be an allocation per request. Callers hold upMu.
+	buf   []byte
+	n     int
+	err   error
+	write func(fd uintptr) bool
 }
 
-// tryWrite writes what the socket takes now, without waiting.
+func newUpstreamRaw(rc syscall.RawConn, tc *net.TCPConn) *upstreamRaw {
+	u := &upstreamRaw{rc: rc, tc: tc}
+	u.write = u.writeFD
+	return u
+}
+
+func (u *upstreamRaw) writeFD(fd uintptr) bool {
+	u.n, u.err = unix.Write(int(fd), u.buf)
+	return true // never wait for writability
+}
+
+// tryWrite writes what the socket takes now, without waiting. The caller holds upMu.
 func (u *upstreamRaw) tryWrite(b []byte) (int, error) {
-	var n int
-	var err error
-	if werr := u.rc.Write(func(fd uintptr) bool {
-		n, err = unix.Write(int(fd), b)
-		return true // never wait for writability
-	}); werr != nil {
+	u.buf, u.n, u.err = b, 0, nil
+	werr := u.rc.Write(u.write)
+	n, err := u.n, u.err
+	u.buf, u.err = nil, nil
+	if werr != nil {
 		return 0, werr
 	}
 	if n < 0 {

@@ -285,3 +285,16 @@ func consumeN(t testing.TB, ctx context.Context, cons *kgo.Client, n int, check 
 		})
 	}
 }
+
+// forEachEngine runs test on each plaintext engine (Config.PlaintextEngine): behaviour that
+// does not depend on the engine must hold on both.
+func forEachEngine(t *testing.T, test func(t *testing.T, engine string)) {
+	for _, engine := range []string{EngineNetpoll, EngineGnet} {
+		t.Run(engine, func(t *testing.T) { test(t, engine) })
+	}
+}
+
+// withEngine sets the plaintext engine of a test proxy.
+func withEngine(engine string) func(*Config) {
+	return func(cfg *Config) { cfg.PlaintextEngine = engine }
+}

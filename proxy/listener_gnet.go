@@ -16,7 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Plaintext listeners run on gnet event loops: one engine per listener (a broker listener
+// With plaintext_engine: gnet (listener_tcp.go says why it is no longer the default),
+// plaintext listeners run on gnet event loops: one engine per listener (a broker listener
 // can start at any time, and gnet engines cannot add listeners once running).
 //
 // Backpressure: gnet always drains the socket into its inbound buffer, so "stop reading" here
@@ -328,11 +329,10 @@ type gnetClient struct {
 	deadline  writeDeadline // out's; armed only by the session's reader
 }
 
-func (g *gnetClient) writeFrame(frame []byte, done func()) {
+func (g *gnetClient) writeFrame(frame []byte) {
 	if err := writeResponse(g.out, &g.deadline, frame); err != nil {
 		g.close()
 	}
-	done()
 }
 
 func (g *gnetClient) relay(head []byte, src io.Reader, n int64) error {

@@ -6,19 +6,22 @@ import (
 	"net"
 )
 
-// Plaintext listeners on Go's own netpoller (plaintext_engine: netpoll; opt-in until the
-// real-Kafka proxy tests have run on it, then meant to be the default): one goroutine per
-// connection reads its requests with blocking reads (serveBulk: small requests whole, the body
-// of a large Produce spliced socket to socket) and the session's reader goroutine writes the
-// responses, so each direction is one goroutine as in a splicing byte relay.
+// Plaintext listeners on Go's own netpoller (plaintext_engine: netpoll, the default since
+// 2026-12-08): one goroutine per connection reads its requests with blocking reads
+// (serveBulk: small requests whole, the body of a large Produce spliced socket to socket) and
+// the session's reader goroutine writes the responses, so each direction is one goroutine as
+// in a splicing byte relay.
 //
-// Why not gnet (listener_gnet.go, plaintext_engine: gnet): gnet's event loops wait in
-// epoll_wait as blocking system calls of their own, beside the runtime's netpoller, which
-// the session's upstream goroutines use anyway. Every request then wakes two pollers, and
-// every blocking epoll_wait of a loop makes the runtime's sysmon hand the loop's P to another
-// thread and take it back when the call returns: thread wake-ups that a byte relay does not
-// pay (bench/README.md, Proxy). With one poller a request wakes one goroutine, and a client
-// that stops reading is not read from (TCP pushes back, as on the TLS path).
+// Why not gnet (listener_gnet.go, plaintext_engine: gnet, still selectable): gnet's event
+// loops wait in epoll_wait as blocking system calls of their own, beside the runtime's
+// netpoller, which the session's upstream goroutines use anyway. Every request then wakes two
+// pollers; a loop that finds nothing more yields (runtime.Gosched) before it blocks again;
+// and a loop blocked in epoll_wait for 10 ms has its P taken by sysmon, which resets sysmon to
+// its fastest polling. Measured side by side in one run (bench/README.md, Proxy,
+// 2026-12-08), gnet cost 1.27× the relay's CPU per GiB consumed with small records where
+// netpoll cost 1.05×, and added 365 µs p99 to netpoll's 147. With one poller a request
+// wakes one goroutine, and a client that stops reading is not read from (TCP pushes back, as
+// on the TLS path).
 
 // Plaintext engines (Config.PlaintextEngine).
 const (
@@ -28,7 +31,7 @@ const (
 
 // listenPlain starts a plaintext listener on the configured engine.
 func (p *Proxy) listenPlain(r route, addr string) (listener, error) {
-	if p.cfg.PlaintextEngine != EngineNetpoll {
+	if p.cfg.PlaintextEngine == EngineGnet {
 		return p.listenGnet(r, addr)
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -37,8 +40,19 @@ func (p *Proxy) listenPlain(r route, addr string) (listener, error) {
 	}
 	return p.serveListener(r, ln, func(c net.Conn) {
 		tc := c.(*net.TCPConn)
-		s := p.newSession(r, &tcpClient{c: tc})
-		s.serveBulk(tc, nil) // done with p.wg
+		remote, prefix := tc.RemoteAddr(), []byte(nil)
+		if p.cfg.ProxyProtocol {
+			var err error
+			if remote, prefix, err = readProxyHeader(tc); err != nil {
+				p.log.Warn("refusing a connection without a valid PROXY protocol header", "listener", r.String(),
+					"peer", tc.RemoteAddr().String(), "err", err)
+				_ = tc.Close()
+				p.wg.Done()
+				return
+			}
+		}
+		s := p.newSession(r, &tcpClient{c: tc, remote: remote})
+		s.serveBulk(tc, prefix) // done with p.wg
 	}), nil
 }
 
@@ -46,14 +60,14 @@ func (p *Proxy) listenPlain(r route, addr string) (listener, error) {
 // session's reader goroutine, the only writer.
 type tcpClient struct {
 	c        *net.TCPConn
+	remote   net.Addr      // the client: the peer, or whom its PROXY header names
 	deadline writeDeadline // armed only by the session's reader
 }
 
-func (t *tcpClient) writeFrame(frame []byte, done func()) {
+func (t *tcpClient) writeFrame(frame []byte) {
 	if err := writeResponse(t.c, &t.deadline, frame); err != nil {
 		_ = t.c.Close()
 	}
-	done()
 }
 
 func (t *tcpClient) relay(head []byte, src io.Reader, n int64) error {
@@ -62,7 +76,7 @@ func (t *tcpClient) relay(head []byte, src io.Reader, n int64) error {
 
 func (t *tcpClient) resume()              {} // serveBulk blocks for a slot instead of pausing
 func (t *tcpClient) close()               { _ = t.c.Close() }
-func (t *tcpClient) remoteAddr() net.Addr { return t.c.RemoteAddr() }
+func (t *tcpClient) remoteAddr() net.Addr { return t.remote }
 
 // writeResponse writes one response frame to a client socket with a blocking write.
 func writeResponse(out net.Conn, d *writeDeadline, frame []byte) error {

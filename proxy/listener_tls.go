@@ -115,14 +115,13 @@ type tlsClient struct {
 	deadline writeDeadline // under mu
 }
 
-func (t *tlsClient) writeFrame(frame []byte, done func()) {
+func (t *tlsClient) writeFrame(frame []byte) {
 	t.mu.Lock()
 	err := writeResponse(t.c, &t.deadline, frame)
 	t.mu.Unlock()
 	if err != nil {
 		_ = t.c.Close()
 	}
-	done()
 }
 
 func (t *tlsClient) relay(head []byte, src io.Reader, n int64) error {

@@ -18,7 +18,8 @@ func (p *Proxy) answerLocally(s *session, h requestHeader, frame []byte) (chan [
 	if p.servesMirrorKey(h.key) {
 		return p.answerMirror(s, h, frame), nil
 	}
-	kmax := p.maxVersion(h.key)
+	kv := p.versions(h.key)
+	kmax := kv.max
 	switch {
 	case kmax < 0 && protocol.IsMirrorKey(h.key):
 		return nil, fmt.Errorf("API key %d (v%d) is the destination's own here, not kmirror's %s: it collides with kmirror's range %s, "+
@@ -29,7 +30,7 @@ func (p *Proxy) answerLocally(s *session, h requestHeader, frame []byte) (chan [
 		return ch, nil
 	case kmax < 0:
 		return nil, fmt.Errorf("unknown API key %d (v%d): not advertised by this proxy", h.key, h.version)
-	case p.versionCapped(h.key) && h.version > kmax:
+	case kv.capped && h.version > kmax:
 		return nil, fmt.Errorf("%s v%d is newer than this proxy supports (max v%d) and was not advertised", kmsg.NameForKey(h.key), h.version, kmax)
 	}
 	if p.appRoute != nil && p.appRoute.hold.Load() != nil { // a switch in either direction

@@ -3,6 +3,7 @@ package proxy
 import (
 	"math/bits"
 	"sync"
+	"unsafe"
 )
 
 // Frame buffers are pooled by power-of-two size class: at hundreds of MB/s, allocating every
@@ -32,17 +33,18 @@ func getFrame(n int) []byte {
 		return make([]byte, n)
 	}
 	if v := framePools[c].Get(); v != nil {
-		return (*v.(*[]byte))[:n]
+		return unsafe.Slice((*byte)(v.(unsafe.Pointer)), 1<<(c+minFrameClass))[:n]
 	}
 	return make([]byte, n, 1<<(c+minFrameClass))
 }
 
-// putFrame recycles a buffer that came from getFrame; anything else is left to the GC.
+// putFrame recycles a buffer that came from getFrame; anything else is left to the GC. The
+// pools hold the buffer's first byte (a pointer fits an interface without an allocation,
+// a slice header does not; the class gives the capacity back).
 func putFrame(b []byte) {
 	c := frameClass(cap(b))
 	if c >= len(framePools) || cap(b) != 1<<(c+minFrameClass) {
 		return
 	}
-	b = b[:0]
-	framePools[c].Put(&b)
+	framePools[c].Put(unsafe.Pointer(unsafe.SliceData(b[:1])))
 }

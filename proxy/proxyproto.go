@@ -231,6 +231,20 @@ func (h *gnetHandler) takeProxyHeader(c gnet.Conn) (*session, gnet.Action) {
 	return c.Context().(*session), gnet.None
 }
 
+// readProxyHeader reads the PROXY header at the start of a netpoll connection (plaintext_engine:
+// netpoll), on the connection's own goroutine. It returns the client address (the header's,
+// or the peer's when the header names none) and the bytes read past the header, which the
+// session takes as the start of the client's requests.
+func readProxyHeader(c *net.TCPConn) (net.Addr, []byte, error) {
+	pc := &proxyProtoConn{Conn: c}
+	pc.readHeader()
+	if pc.err != nil {
+		return nil, nil, pc.err
+	}
+	rest, _ := pc.br.Peek(pc.br.Buffered())
+	return pc.remote, bytes.Clone(rest), nil
+}
+
 // proxyProtoListener reads the PROXY header of every connection it accepts (the TLS listener:
 // the header precedes the TLS handshake). The header is read on the connection's own
 // goroutine, at its first Read or RemoteAddr, so a slow peer never holds up Accept.

@@ -186,7 +186,11 @@ func waitAuditClient(t *testing.T, buf *syncBuffer, client string) {
 }
 
 func TestProxyProtocolListener(t *testing.T) {
-	p, buf := proxyProtoFixture(t)
+	forEachEngine(t, testProxyProtocolListener)
+}
+
+func testProxyProtocolListener(t *testing.T, engine string) {
+	p, buf := proxyProtoFixture(t, func(cfg *Config) { cfg.PlaintextEngine = engine })
 	dst := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9092}
 
 	t.Run("v2 header: audit line names the client", func(t *testing.T) {
@@ -249,18 +253,19 @@ func TestProxyProtocolTLSListener(t *testing.T) {
 	}
 }
 
-// A connection that sends nothing is closed once the header timeout passes, on the gnet and
-// the TLS listener.
+// A connection that sends nothing is closed once the header timeout passes, on both plaintext
+// engines and the TLS listener.
 func TestProxyProtocolHeaderTimeout(t *testing.T) {
 	saved := proxyHeaderTimeout
 	t.Cleanup(func() { proxyHeaderTimeout = saved }) // registered first: runs after the proxies stop
 	proxyHeaderTimeout = 500 * time.Millisecond
 	pki := newTestPKI(t)
-	plain, _ := proxyProtoFixture(t)
+	gnetP, _ := proxyProtoFixture(t, func(cfg *Config) { cfg.PlaintextEngine = EngineGnet })
+	netpollP, _ := proxyProtoFixture(t, func(cfg *Config) { cfg.PlaintextEngine = EngineNetpoll })
 	tlsP, _ := proxyProtoFixture(t, func(cfg *Config) {
 		cfg.TLS = ListenerTLS{CertFile: pki.serverCert, KeyFile: pki.serverKey}
 	})
-	for name, p := range map[string]*Proxy{"plaintext": plain, "tls": tlsP} {
+	for name, p := range map[string]*Proxy{"gnet": gnetP, "netpoll": netpollP, "tls": tlsP} {
 		expectClosed(t, rawDial(t, p.Addr()), name+" connection that never sends a PROXY header")
 	}
 }

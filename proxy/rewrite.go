@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -48,8 +49,39 @@ func kmsgMaxVersion(key int16) int16 {
 // kmirror's state topic or a read-only mirror topic.
 var versionCaps = map[int16]int16{0: 12, 1: maxFetchVersion}
 
+// keyVersion is what the proxy accepts of one API key: max is its newest version (-1:
+// unknown key) and capped whether versions above max are refused rather than forwarded.
+type keyVersion struct {
+	max    int16
+	capped bool
+}
+
+// versionTable holds keyVersion for keys 0..255, on a plain proxy ([0]) and on an
+// application route's ([1]). Every request is checked against it (answerLocally), so it is
+// computed once: kmsg.RequestForKey allocates a request, and the caps are maps.
+var versionTable = sync.OnceValue(func() *[2][256]keyVersion {
+	var t [2][256]keyVersion
+	for key := range int16(256) {
+		v := kmsgMaxVersion(key)
+		if c, ok := versionCaps[key]; ok && c < v {
+			v = c
+		}
+		capped := decodedKey(key) || versionCaps[key] != 0
+		t[0][key] = keyVersion{max: v, capped: capped}
+		rc, routeCap := routeVersionCaps[key]
+		if routeCap && rc < v {
+			v = rc
+		}
+		t[1][key] = keyVersion{max: v, capped: capped || routeCap}
+	}
+	return &t
+})
+
 // maxVersion is the newest version of key the proxy advertises and accepts (-1: unknown).
 func maxVersion(key int16) int16 {
+	if key >= 0 && key < 256 {
+		return versionTable()[0][key].max
+	}
 	v := kmsgMaxVersion(key)
 	if c, ok := versionCaps[key]; ok && c < v {
 		v = c
@@ -57,27 +89,30 @@ func maxVersion(key int16) int16 {
 	return v
 }
 
-// maxVersion is maxVersion for this proxy: a route (route.go) caps or hides the keys that
+// versions is what this proxy accepts of key: a route (route.go) caps or hides the keys that
 // address topics by id.
-func (p *Proxy) maxVersion(key int16) int16 {
-	v := maxVersion(key)
+func (p *Proxy) versions(key int16) keyVersion {
+	route := 0
 	if p.appRoute != nil {
-		if c, ok := routeVersionCaps[key]; ok && c < v {
-			v = c
-		}
+		route = 1
 	}
-	return v
+	if key >= 0 && key < 256 {
+		return versionTable()[route][key]
+	}
+	// Beyond Kafka's keys (kmirror's range, answered before this is asked): nothing kmsg knows.
+	kv := keyVersion{max: maxVersion(key), capped: decodedKey(key) || versionCaps[key] != 0}
+	if c, ok := routeVersionCaps[key]; ok && route == 1 {
+		kv.max, kv.capped = min(kv.max, c), true
+	}
+	return kv
 }
+
+// maxVersion is maxVersion for this proxy (versions).
+func (p *Proxy) maxVersion(key int16) int16 { return p.versions(key).max }
 
 // versionCapped reports whether the proxy advertises and accepts key only up to
 // p.maxVersion (otherwise upstream's versions pass).
-func (p *Proxy) versionCapped(key int16) bool {
-	if decodedKey(key) || versionCaps[key] != 0 {
-		return true
-	}
-	_, routeCap := routeVersionCaps[key]
-	return routeCap && p.appRoute != nil
-}
+func (p *Proxy) versionCapped(key int16) bool { return p.versions(key).capped }
 
 // needsRewrite reports whether the response to key@version may carry broker addresses or
 // API versions and must therefore be read whole and decoded.

@@ -50,8 +50,12 @@ func metadataRoundTrip(t *testing.T, c net.Conn, corrID int32) {
 // TestHostileConnections sends garbage, oversize, truncated and unknown requests, each on
 // its own connection, while a healthy connection keeps working.
 func TestHostileConnections(t *testing.T) {
+	forEachEngine(t, testHostileConnections)
+}
+
+func testHostileConnections(t *testing.T, engine string) {
 	c := startKfake(t, 1)
-	p := startProxy(t, c.ListenAddrs(), func(cfg *Config) { cfg.MaxFrameBytes = 1 << 20 })
+	p := startProxy(t, c.ListenAddrs(), withEngine(engine), func(cfg *Config) { cfg.MaxFrameBytes = 1 << 20 })
 	healthy := rawDial(t, p.Addr())
 	corr := int32(0)
 	next := func() int32 { corr++; return corr }
@@ -124,8 +128,12 @@ func countSessions(p *Proxy) int {
 // TestAcksZeroProduceDoesNotStall pipelines an acks=0 Produce (no response) between two
 // Metadata requests: the second Metadata response must still arrive, in order.
 func TestAcksZeroProduceDoesNotStall(t *testing.T) {
+	forEachEngine(t, testAcksZeroProduceDoesNotStall)
+}
+
+func testAcksZeroProduceDoesNotStall(t *testing.T, engine string) {
 	c := startKfake(t, 1)
-	p := startProxy(t, c.ListenAddrs())
+	p := startProxy(t, c.ListenAddrs(), withEngine(engine))
 	conn := rawDial(t, p.Addr())
 	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("t"))
 	md := kmsg.NewPtrMetadataRequest()
@@ -317,8 +325,12 @@ func fieldsOf(r kmsg.Response) errFields {
 // connection: the proxy stops taking frames at the limit and resumes as responses leave,
 // and every response arrives, in order.
 func TestInFlightLimitKeepsOrder(t *testing.T) {
+	forEachEngine(t, testInFlightLimitKeepsOrder)
+}
+
+func testInFlightLimitKeepsOrder(t *testing.T, engine string) {
 	c := startKfake(t, 1)
-	p := startProxy(t, c.ListenAddrs(), func(cfg *Config) { cfg.MaxInFlight = 2 })
+	p := startProxy(t, c.ListenAddrs(), withEngine(engine), func(cfg *Config) { cfg.MaxInFlight = 2 })
 	var maxSeen atomic.Int64
 	conn := rawDial(t, p.Addr())
 	f := kmsg.NewRequestFormatter()
@@ -362,8 +374,12 @@ func TestInFlightLimitKeepsOrder(t *testing.T) {
 }
 
 func TestIdleTimeoutClosesConnection(t *testing.T) {
+	forEachEngine(t, testIdleTimeoutClosesConnection)
+}
+
+func testIdleTimeoutClosesConnection(t *testing.T, engine string) {
 	c := startKfake(t, 1)
-	p := startProxy(t, c.ListenAddrs(), func(cfg *Config) { cfg.IdleTimeout = 200 * time.Millisecond })
+	p := startProxy(t, c.ListenAddrs(), withEngine(engine), func(cfg *Config) { cfg.IdleTimeout = 200 * time.Millisecond })
 	conn := rawDial(t, p.Addr())
 	// The idle clock restarts on the request and on its response. Taken before the request
 	// is sent, start is never later than the last activity however slow the round trip, so
@@ -379,8 +395,12 @@ func TestIdleTimeoutClosesConnection(t *testing.T) {
 // TestShutdownDrainsInFlight: a request being served when shutdown starts is answered
 // before the connection closes; shutdown then completes.
 func TestShutdownDrainsInFlight(t *testing.T) {
+	forEachEngine(t, testShutdownDrainsInFlight)
+}
+
+func testShutdownDrainsInFlight(t *testing.T, engine string) {
 	c := startKfake(t, 1)
-	cfg := Config{Upstream: c.ListenAddrs(), Listen: "127.0.0.1:0", AdvertisedHost: "127.0.0.1"}
+	cfg := Config{Upstream: c.ListenAddrs(), Listen: "127.0.0.1:0", AdvertisedHost: "127.0.0.1", PlaintextEngine: engine}
 	p, err := New(cfg, WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)

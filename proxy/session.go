@@ -20,7 +20,8 @@ import (
 // Concurrency map of one client connection (a session):
 //
 //   - The client side delivers frames to dispatch from exactly one goroutine at a time:
-//     the gnet event loop that owns the connection (OnTraffic), or the TLS reader goroutine.
+//     the connection's reader goroutine (serveBulk on plaintext, serveTLSConn on TLS) or, with
+//     plaintext_engine: gnet, the event loop that owns the connection (OnTraffic).
 //   - The upstream writer goroutine dials the broker, then writes forwarded frames in order.
 //   - The upstream reader goroutine owns the response FIFO: it pops pending entries in request
 //     order, reads the matching response from the broker (or waits for a local answer),
@@ -36,13 +37,12 @@ import (
 //
 // Nothing is shared between sessions except the Proxy's broker table and metrics.
 
-// clientSide is the transport to the client: gnet (plaintext) or a net.Conn (TLS).
+// clientSide is the transport to the client: a *net.TCPConn (plaintext), gnet, or TLS.
 type clientSide interface {
-	// writeFrame sends one response frame; done runs once the frame has left the
-	// session's hands (written or buffered by the transport, or failed). The frame may be
-	// the response reader's buffer (deliverBuffered): the transport must be done with it
-	// when writeFrame returns.
-	writeFrame(frame []byte, done func())
+	// writeFrame sends one response frame, blocking until it is written or the write
+	// failed (which closes the connection). The frame may be the response reader's buffer
+	// (deliverBuffered): the transport is done with it when writeFrame returns.
+	writeFrame(frame []byte)
 	// relay writes head, then n bytes read from src, blocking until done.
 	relay(head []byte, src io.Reader, n int64) error
 	// resume restarts reading after the session stopped for lack of slots.
@@ -342,7 +342,7 @@ func (s *session) connectUpstream() net.Conn {
 	s.mu.Unlock()
 	if tc, ok := conn.(*net.TCPConn); ok {
 		if rc, err := tc.SyscallConn(); err == nil {
-			s.upRaw.Store(&upstreamRaw{rc: rc, tc: tc})
+			s.upRaw.Store(newUpstreamRaw(rc, tc))
 		}
 	}
 	s.p.wg.Add(1)
@@ -697,14 +697,13 @@ func (s *session) deliver(p *pending, b []byte, pooled, last bool) {
 	if hook := s.p.testHookClientFrame; hook != nil {
 		hook(b)
 	}
-	s.client.writeFrame(b, func() {
-		if pooled {
-			putFrame(b)
-		}
-		if last {
-			s.release()
-		}
-	})
+	s.client.writeFrame(b) // synchronous: no callback, which would be an allocation per response
+	if pooled {
+		putFrame(b)
+	}
+	if last {
+		s.release()
+	}
 }
 
 // closeWith closes the session once; err explains why (nil: normal close).

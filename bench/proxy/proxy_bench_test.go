@@ -65,8 +65,24 @@ type result struct {
 }
 
 // pathNames are the measured paths: the broker itself, the relay (relay_test.go: the floor
-// of any TCP proxy) and the kmirror proxy.
+// of any TCP proxy) and the kmirror proxy; with KMIRROR_BENCH_PROXY_ENGINE2 also a second
+// kmirror proxy on that plaintext engine (proxyPath2).
 var pathNames = []string{"direct", "relay", "proxy"}
+
+// engine2 is KMIRROR_BENCH_PROXY_ENGINE2: a plaintext engine (proxy.EngineNetpoll,
+// proxy.EngineGnet) to measure beside the default one in the same rounds, as path
+// proxyPath2. "" measures the default engine alone.
+func engine2() string { return os.Getenv("KMIRROR_BENCH_PROXY_ENGINE2") }
+
+func proxyPath2() string { return "proxy-" + engine2() }
+
+// proxyPaths are the measured kmirror proxies.
+func proxyPaths() []string {
+	if engine2() == "" {
+		return []string{"proxy"}
+	}
+	return []string{"proxy", proxyPath2()}
+}
 
 // ordered returns pathNames rotated by i: which path goes first changes from one pairing to
 // the next, so that none is always measured right after the same neighbour.
@@ -83,9 +99,14 @@ func BenchmarkProxy(b *testing.B) {
 	relayL, relayOpt := relayListenerOption(b)
 	cluster := kafkatest.Start(b, kafkatest.Real(), kafkatest.Brokers(1), relayOpt)
 	relayAddr, relayCPU := startRelay(b, cluster, relayL)
-	proxyAddr, proxyCPU := startProxy(b, cluster)
+	proxyAddr, proxyCPU := startProxy(b, cluster, "")
 	paths := map[string]string{"direct": cluster.BootstrapString(), "relay": relayAddr, "proxy": proxyAddr}
 	cpus := map[string]func() time.Duration{"relay": relayCPU, "proxy": proxyCPU}
+	if e := engine2(); e != "" {
+		addr, cpu := startProxy(b, cluster, e)
+		pathNames = append(pathNames, proxyPath2())
+		paths[proxyPath2()], cpus[proxyPath2()] = addr, cpu
+	}
 
 	for _, sc := range scenarios {
 		// KMIRROR_BENCH_PROXY_SCENARIO=large runs one scenario alone (a profile of one workload).
@@ -176,15 +197,17 @@ func runRound(b *testing.B, paths map[string]string, cpus map[string]func() time
 // client's scheduling in a way no deployment has, so it is kept only for comparison.
 // cpu reports the proxy process's CPU time so far (nil in-process, where it cannot be told
 // from the client's).
-func startProxy(b *testing.B, cluster *kafkatest.Cluster) (addr string, cpu func() time.Duration) {
+// engine, if set, is the plaintext engine it runs on (else the default).
+func startProxy(b *testing.B, cluster *kafkatest.Cluster, engine string) (addr string, cpu func() time.Duration) {
 	b.Helper()
 	if os.Getenv("KMIRROR_BENCH_PROXY") == "inprocess" {
 		p, err := proxy.New(proxy.Config{
-			Upstream:       cluster.Bootstrap(),
-			Listen:         "127.0.0.1:0",
-			AdvertisedHost: "127.0.0.1",
-			BrokerPortBase: 0,
-			IdleTimeout:    time.Hour,
+			PlaintextEngine: engine,
+			Upstream:        cluster.Bootstrap(),
+			Listen:          "127.0.0.1:0",
+			AdvertisedHost:  "127.0.0.1",
+			BrokerPortBase:  0,
+			IdleTimeout:     time.Hour,
 		}, proxy.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 		if err != nil {
 			b.Fatal(err)
@@ -215,6 +238,13 @@ func startProxy(b *testing.B, cluster *kafkatest.Cluster) (addr string, cpu func
 	wrap := strings.Fields(os.Getenv("KMIRROR_BENCH_PROXY_WRAP"))
 	// KMIRROR_BENCH_PROXY_ARGS adds flags, e.g. "--config gnet.yaml" for another engine.
 	args = append(append(wrap, args...), strings.Fields(os.Getenv("KMIRROR_BENCH_PROXY_ARGS"))...)
+	if engine != "" {
+		cfg := filepath.Join(b.TempDir(), "engine.yaml")
+		if err := os.WriteFile(cfg, []byte("plaintext_engine: "+engine+"\n"), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		args = append(args, "--config", cfg)
+	}
 	cmd := exec.Command(args[0], args[1:]...)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs

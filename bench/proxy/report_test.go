@@ -101,7 +101,9 @@ func report(b *testing.B, sc scenario, rs roundSet) {
 	b.Logf("%-5s consumer's Fetch round trips (medians of the rounds' means), first response byte / last: %s",
 		sc.name, strings.Join(trips, ", "))
 	// Printed, not logged: `make bench` runs without -v, and this line is what it is for.
-	fmt.Println(relayLine(sc, rs))
+	for _, path := range proxyPaths() {
+		fmt.Println(relayLine(sc, rs, path))
+	}
 }
 
 // pct prints a ratio's spread in percent.
@@ -109,12 +111,12 @@ func pct(s spread) string {
 	return spread{100 * s.med, 100 * s.lo, 100 * s.hi}.fmt("%.0f")
 }
 
-// relayLine is the proxy against the relay, with the targets and whether the medians meet
+// relayLine is a proxy path against the relay, with the targets and whether the medians meet
 // them.
-func relayLine(sc scenario, rs roundSet) string {
-	prod, cons := rs.ratio("proxy", "relay", prodMBs), rs.ratio("proxy", "relay", consMBs)
-	prodC, consC := rs.ratio("proxy", "relay", prodCPU), rs.ratio("proxy", "relay", consCPU)
-	over := rs.diff("proxy", "relay", p99) // (proxy − direct) − (relay − direct)
+func relayLine(sc scenario, rs roundSet, path string) string {
+	prod, cons := rs.ratio(path, "relay", prodMBs), rs.ratio(path, "relay", consMBs)
+	prodC, consC := rs.ratio(path, "relay", prodCPU), rs.ratio(path, "relay", consCPU)
+	over := rs.diff(path, "relay", p99) // (proxy − direct) − (relay − direct)
 	var missed []string
 	if 100*prod.med < targetPctOfRelay {
 		missed = append(missed, "produce throughput")
@@ -135,11 +137,15 @@ func relayLine(sc scenario, rs roundSet) string {
 	if len(missed) > 0 {
 		verdict = "targets missed: " + strings.Join(missed, ", ")
 	}
-	return fmt.Sprintf("%-5s PROXY vs RELAY, medians (range) of %d paired rounds: throughput produce %s%%, consume %s%% of the relay's (target ≥ %d %%); "+
+	name := "PROXY"
+	if path != "proxy" {
+		name = "PROXY (" + engine2() + ")"
+	}
+	return fmt.Sprintf("%-5s %s vs RELAY, medians (range) of %d paired rounds: throughput produce %s%%, consume %s%% of the relay's (target ≥ %d %%); "+
 		"CPU per GiB produce %s×, consume %s× the relay's (target ≤ %.1f×); added p99 proxy %s µs, relay %s µs, proxy − relay %s µs (target ≤ +%d µs): %s",
-		sc.name, len(rs), pct(prod), pct(cons), targetPctOfRelay,
+		sc.name, name, len(rs), pct(prod), pct(cons), targetPctOfRelay,
 		prodC.fmt("%.2f"), consC.fmt("%.2f"), targetCPUxRelay,
-		rs.diff("proxy", "direct", p99).fmt("%+.0f"), rs.diff("relay", "direct", p99).fmt("%+.0f"), over.fmt("%+.0f"), targetP99OverRelayµ,
+		rs.diff(path, "direct", p99).fmt("%+.0f"), rs.diff("relay", "direct", p99).fmt("%+.0f"), over.fmt("%+.0f"), targetP99OverRelayµ,
 		verdict)
 }
 
@@ -160,12 +166,12 @@ func reportMetrics(b *testing.B, rs roundSet, path string) {
 	b.ReportMetric(rs.diff(path, "direct", p99).med, "added-p99-µs")
 	b.ReportMetric(rs.of(path, prodCPU).med, "produce-CPU-ms/GiB")
 	b.ReportMetric(rs.of(path, consCPU).med, "consume-CPU-ms/GiB")
-	if path != "proxy" {
+	if !slices.Contains(proxyPaths(), path) {
 		return
 	}
-	b.ReportMetric(100*rs.ratio("proxy", "relay", prodMBs).med, "produce-%-of-relay")
-	b.ReportMetric(100*rs.ratio("proxy", "relay", consMBs).med, "consume-%-of-relay")
-	b.ReportMetric(rs.ratio("proxy", "relay", prodCPU).med, "produce-CPU-x-relay")
-	b.ReportMetric(rs.ratio("proxy", "relay", consCPU).med, "consume-CPU-x-relay")
-	b.ReportMetric(rs.diff("proxy", "relay", p99).med, "p99-over-relay-µs")
+	b.ReportMetric(100*rs.ratio(path, "relay", prodMBs).med, "produce-%-of-relay")
+	b.ReportMetric(100*rs.ratio(path, "relay", consMBs).med, "consume-%-of-relay")
+	b.ReportMetric(rs.ratio(path, "relay", prodCPU).med, "produce-CPU-x-relay")
+	b.ReportMetric(rs.ratio(path, "relay", consCPU).med, "consume-CPU-x-relay")
+	b.ReportMetric(rs.diff(path, "relay", p99).med, "p99-over-relay-µs")
 }
