@@ -187,8 +187,13 @@ func (s *session) tryAcquire() bool {
 	}
 }
 
-// acquire takes an in-flight slot, blocking (TLS path: true TCP backpressure).
+// acquire takes an in-flight slot, blocking (TLS path: true TCP backpressure). A free slot
+// is taken without the two-channel select, which locks both channels: this runs for every
+// request a reader goroutine takes.
 func (s *session) acquire() bool {
+	if s.tryAcquire() {
+		return true
+	}
 	select {
 	case s.slots <- struct{}{}:
 		return true
