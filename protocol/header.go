@@ -123,10 +123,11 @@ func IsFlexibleRequest(key, version int16) (flexible, known bool) {
 	if api, ok := mirrorAPI(key); ok {
 		return version >= api.FlexibleVersion, true
 	}
-	if key < 0 || int(key) >= len(kmsgFirstFlexible()) {
+	table := kmsgFirstFlexible()
+	if key < 0 || int(key) >= len(table) {
 		return false, false
 	}
-	first := kmsgFirstFlexible()[key]
+	first := table[key]
 	if first == unknownKey {
 		return false, false
 	}

@@ -34,31 +34,23 @@ type metrics struct {
 	// 3 % of the proxy's CPU on small requests (bench/README.md, Proxy); an Observe of a
 	// series resolved once is a few atomic adds. The exposition is the same (name, labels,
 	// buckets), in the same registry.
-	latency    *prometheus.HistogramVec
-	latencyObs [256]atomic.Pointer[prometheus.Observer] // Kafka's keys, resolved on first use
-	keyNames   [256]string
-	refusals   metric.Int64Counter
+	latency  *prometheus.HistogramVec
+	refusals metric.Int64Counter
 	// refusedWrites counts writes refused because they touch a read-only
 	// mirror topic or kmirror's internals (kmirror_proxy_refused_writes_total,
 	// alerted on by deploy/prometheus/rules.yml).
 	refusedWrites metric.Int64Counter
 
 	// Requests and bytes are counted in atomics on the hot path and reported through
-	// observable counters (observeRequests, observeBytes) when the metrics are read: an OpenTelemetry Add
-	// resolves its attribute set and looks up its series on every call, which cost as much
-	// CPU per small request as the proxy's own handling of it (bench/README.md, Proxy).
-	requests   [256]atomic.Int64 // Kafka's keys (0..255)
-	mirrorReqs []atomic.Int64    // by protocol.MirrorKeyIndex
-	unknownReq atomic.Int64
-	recvBytes  atomic.Int64
-	sentBytes  atomic.Int64
-
-	// Attribute options per API key are built once: the hot path must not allocate them.
-	keyAttrs   [256]metric.MeasurementOption // Kafka's keys (0..255)
-	mirrorAttr []metric.MeasurementOption    // by protocol.MirrorKeyIndex
-	inAttr     metric.MeasurementOption
-	outAttr    metric.MeasurementOption
-	unknownKey metric.MeasurementOption
+	// observable counters (observeRequests, observeBytes) when the metrics are read: an
+	// OpenTelemetry Add resolves its attribute set and looks up its series on every call,
+	// which cost as much CPU per small request as the proxy's own handling of it
+	// (bench/README.md, Proxy).
+	apis      []apiSeries // by apiSlot
+	recvBytes atomic.Int64
+	sentBytes atomic.Int64
+	inAttr    metric.MeasurementOption
+	outAttr   metric.MeasurementOption
 
 	// home serves every other path of the metrics address (the status
 	// page, package statuspage); nil: only /metrics.
@@ -105,34 +97,50 @@ func newMetrics() (*metrics, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("creating proxy metrics: %w", err)
 	}
-	for k := range m.keyAttrs {
+	m.apis = make([]apiSeries, kafkaKeys+len(protocol.MirrorAPIs())+1)
+	for k := range kafkaKeys {
 		name := "unknown"
 		if kmsg.RequestForKey(int16(k)) != nil {
 			name = protocol.APIName(int16(k))
 		}
-		m.keyNames[k] = name
-		m.keyAttrs[k] = metric.WithAttributeSet(attribute.NewSet(
-			attribute.Int("api_key", k), attribute.String("api", name)))
+		m.apis[k].label(k, name)
 	}
-	m.mirrorReqs = make([]atomic.Int64, len(protocol.MirrorAPIs()))
-	for _, api := range protocol.MirrorAPIs() {
-		m.mirrorAttr = append(m.mirrorAttr, metric.WithAttributeSet(attribute.NewSet(
-			attribute.Int("api_key", int(api.Key)), attribute.String("api", api.Name))))
+	for i, api := range protocol.MirrorAPIs() {
+		m.apis[kafkaKeys+i].label(int(api.Key), api.Name)
 	}
-	m.unknownKey = metric.WithAttributeSet(attribute.NewSet(attribute.Int("api_key", -1), attribute.String("api", "unknown")))
+	m.apis[len(m.apis)-1].label(-1, "unknown")
 	m.inAttr = metric.WithAttributeSet(attribute.NewSet(attribute.String("direction", "in")))
 	m.outAttr = metric.WithAttributeSet(attribute.NewSet(attribute.String("direction", "out")))
 	return m, nil
 }
 
-func (m *metrics) key(k int16) metric.MeasurementOption {
-	if k >= 0 && int(k) < len(m.keyAttrs) {
-		return m.keyAttrs[k]
+// kafkaKeys is the number of API keys Kafka may define (0..255) that get series of their own.
+const kafkaKeys = 256
+
+// apiSeries is one API key's series: its label values and attributes, built once (the hot
+// path must not allocate them), its request count and its latency series.
+type apiSeries struct {
+	key, name string
+	attrs     metric.MeasurementOption
+	requests  atomic.Int64
+	latency   atomic.Pointer[prometheus.Observer] // resolved on first use: a series appears with its first request
+}
+
+func (a *apiSeries) label(key int, name string) {
+	a.key, a.name = strconv.Itoa(key), name
+	a.attrs = metric.WithAttributeSet(attribute.NewSet(attribute.Int("api_key", key), attribute.String("api", name)))
+}
+
+// api is k's series: Kafka's keys, then kmirror's by protocol.MirrorKeyIndex, then one for
+// every other key.
+func (m *metrics) api(k int16) *apiSeries {
+	if k >= 0 && k < kafkaKeys {
+		return &m.apis[k]
 	}
 	if i := protocol.MirrorKeyIndex(k); i >= 0 {
-		return m.mirrorAttr[i]
+		return &m.apis[kafkaKeys+i]
 	}
-	return m.unknownKey
+	return &m.apis[len(m.apis)-1]
 }
 
 func listenerAttr(r route) metric.MeasurementOption {
@@ -149,32 +157,17 @@ func (m *metrics) connOpened(r route) {
 func (m *metrics) connClosed(r route) { m.connections.Add(bg, -1, listenerAttr(r)) }
 
 func (m *metrics) request(key int16, size int) {
-	switch i := protocol.MirrorKeyIndex(key); {
-	case key >= 0 && int(key) < len(m.requests):
-		m.requests[key].Add(1)
-	case i >= 0:
-		m.mirrorReqs[i].Add(1)
-	default:
-		m.unknownReq.Add(1)
-	}
+	m.api(key).requests.Add(1)
 	m.recvBytes.Add(int64(size))
 }
 
 // observeRequests reports the requests counted so far, per key that has any (as a counter's
 // series appears with its first Add).
 func (m *metrics) observeRequests(_ context.Context, o metric.Int64Observer) error {
-	for k := range m.requests {
-		if n := m.requests[k].Load(); n > 0 {
-			o.Observe(n, m.keyAttrs[k])
+	for i := range m.apis {
+		if n := m.apis[i].requests.Load(); n > 0 {
+			o.Observe(n, m.apis[i].attrs)
 		}
-	}
-	for i := range m.mirrorReqs {
-		if n := m.mirrorReqs[i].Load(); n > 0 {
-			o.Observe(n, m.mirrorAttr[i])
-		}
-	}
-	if n := m.unknownReq.Load(); n > 0 {
-		o.Observe(n, m.unknownKey)
 	}
 	return nil
 }
@@ -190,7 +183,7 @@ func (m *metrics) observeBytes(_ context.Context, o metric.Int64Observer) error 
 	return nil
 }
 
-func (m *metrics) requestError(key int16) { m.errors.Add(bg, 1, m.key(key)) }
+func (m *metrics) requestError(key int16) { m.errors.Add(bg, 1, m.api(key).attrs) }
 
 // refusal counts a request refused by the proxy itself (rare: attributes built per call).
 func (m *metrics) refusal(key int16, reason string) {
@@ -221,26 +214,14 @@ func (m *metrics) refusedWrite(reason string) {
 func (m *metrics) bytesOut(n int) { m.sentBytes.Add(int64(n)) }
 
 func (m *metrics) latencyOf(key int16, d time.Duration) {
-	m.observer(key).Observe(d.Seconds())
-}
-
-// observer is key's latency series; a key's series appears with its first request.
-func (m *metrics) observer(k int16) prometheus.Observer {
-	if k < 0 || int(k) >= len(m.latencyObs) {
-		name := "unknown"
-		if protocol.MirrorKeyIndex(k) >= 0 {
-			name = protocol.APIName(k)
-		} else {
-			k = -1
-		}
-		return m.latency.WithLabelValues(strconv.Itoa(int(k)), name) // rare: looked up per call
+	a := m.api(key)
+	o := a.latency.Load()
+	if o == nil {
+		obs := m.latency.WithLabelValues(a.key, a.name) // the same series if two race here
+		o = &obs
+		a.latency.Store(o)
 	}
-	if o := m.latencyObs[k].Load(); o != nil {
-		return *o
-	}
-	o := m.latency.WithLabelValues(strconv.Itoa(int(k)), m.keyNames[k])
-	m.latencyObs[k].Store(&o)
-	return o
+	(*o).Observe(d.Seconds())
 }
 
 func (m *metrics) handler() http.Handler {

@@ -56,56 +56,46 @@ type keyVersion struct {
 	capped bool
 }
 
-// versionTable holds keyVersion for keys 0..255, on a plain proxy ([0]) and on an
-// application route's ([1]). Every request is checked against it (answerLocally), so it is
-// computed once: kmsg.RequestForKey allocates a request, and the caps are maps.
-var versionTable = sync.OnceValue(func() *[2][256]keyVersion {
-	var t [2][256]keyVersion
-	for key := range int16(256) {
-		v := kmsgMaxVersion(key)
-		if c, ok := versionCaps[key]; ok && c < v {
-			v = c
-		}
-		capped := decodedKey(key) || versionCaps[key] != 0
-		t[0][key] = keyVersion{max: v, capped: capped}
-		rc, routeCap := routeVersionCaps[key]
-		if routeCap && rc < v {
-			v = rc
-		}
-		t[1][key] = keyVersion{max: v, capped: capped || routeCap}
+// versionsOf is what a proxy accepts of key, on an application route's listeners when route.
+func versionsOf(key int16, route bool) keyVersion {
+	kv := keyVersion{max: kmsgMaxVersion(key), capped: decodedKey(key) || versionCaps[key] != 0}
+	if c, ok := versionCaps[key]; ok {
+		kv.max = min(kv.max, c)
 	}
-	return &t
-})
-
-// maxVersion is the newest version of key the proxy advertises and accepts (-1: unknown).
-func maxVersion(key int16) int16 {
-	if key >= 0 && key < 256 {
-		return versionTable()[0][key].max
-	}
-	v := kmsgMaxVersion(key)
-	if c, ok := versionCaps[key]; ok && c < v {
-		v = c
-	}
-	return v
-}
-
-// versions is what this proxy accepts of key: a route (route.go) caps or hides the keys that
-// address topics by id.
-func (p *Proxy) versions(key int16) keyVersion {
-	route := 0
-	if p.appRoute != nil {
-		route = 1
-	}
-	if key >= 0 && key < 256 {
-		return versionTable()[route][key]
-	}
-	// Beyond Kafka's keys (kmirror's range, answered before this is asked): nothing kmsg knows.
-	kv := keyVersion{max: maxVersion(key), capped: decodedKey(key) || versionCaps[key] != 0}
-	if c, ok := routeVersionCaps[key]; ok && route == 1 {
+	if c, ok := routeVersionCaps[key]; ok && route {
 		kv.max, kv.capped = min(kv.max, c), true
 	}
 	return kv
 }
+
+// versionTable is versionsOf for keys 0..255, on a plain proxy ([0]) and on an application
+// route's ([1]). Every request is checked against it (answerLocally), so it is computed
+// once: kmsg.RequestForKey allocates a request, and the caps are maps.
+var versionTable = sync.OnceValue(func() *[2][256]keyVersion {
+	var t [2][256]keyVersion
+	for key := range int16(256) {
+		t[0][key], t[1][key] = versionsOf(key, false), versionsOf(key, true)
+	}
+	return &t
+})
+
+// versionsFor is versionsOf, from the table where it has the key.
+func versionsFor(key int16, route bool) keyVersion {
+	if key < 0 || key >= 256 {
+		return versionsOf(key, route) // beyond Kafka's keys: kmirror's range is answered before
+	}
+	if route {
+		return versionTable()[1][key]
+	}
+	return versionTable()[0][key]
+}
+
+// maxVersion is the newest version of key the proxy advertises and accepts (-1: unknown).
+func maxVersion(key int16) int16 { return versionsFor(key, false).max }
+
+// versions is what this proxy accepts of key: a route (route.go) caps or hides the keys that
+// address topics by id.
+func (p *Proxy) versions(key int16) keyVersion { return versionsFor(key, p.appRoute != nil) }
 
 // maxVersion is maxVersion for this proxy (versions).
 func (p *Proxy) maxVersion(key int16) int16 { return p.versions(key).max }
